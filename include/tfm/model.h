@@ -1,0 +1,71 @@
+// Causal language models loaded as published, run as compiled graphs (one per input shape).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tfm/generation.h"
+#include "tfm/tensor.h"
+
+namespace tfm {
+
+struct ModelConfig;
+
+struct LoadOptions {
+  std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
+  std::string device_map = "auto"; // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
+};
+
+struct GraphCacheStats {
+  int compiles = 0;
+  int hits = 0;
+  double compile_ms = 0;
+  size_t arena_bytes = 0;  // largest activation arena among compiled graphs
+};
+
+class CausalLMImpl;
+
+class CausalLM {
+ public:
+  explicit CausalLM(std::unique_ptr<CausalLMImpl> impl);
+  CausalLM(CausalLM&&) noexcept;
+  CausalLM& operator=(CausalLM&&) noexcept;
+  ~CausalLM();
+
+  const ModelConfig& config() const;
+  Device device() const;
+  DType dtype() const;
+
+  // Logits for input_ids [batch, seq] (i32 or i64, on the host) with an optional attention
+  // mask [batch, seq] (1 = token, 0 = padding); returns f32 [batch, seq, vocab] on the host, or
+  // [batch, 1, vocab] for the last position only.
+  Tensor forward(const Tensor& input_ids, const Tensor* attention_mask = nullptr,
+                 bool all_positions = true, bool disable_compile = false);
+
+  // transformers' generate(): input_ids [batch, seq] (left-padded where attention_mask says so),
+  // returns the prompt followed by the new tokens, i64 [batch, seq + new] on the host.
+  Tensor generate(const Tensor& input_ids, const Tensor* attention_mask,
+                  const GenerationConfig& config, GenerationStats* stats = nullptr);
+  // Prompts of any lengths; they are left-padded into one batch.
+  std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts,
+                                             const GenerationConfig& config,
+                                             GenerationStats* stats = nullptr);
+
+  GraphCacheStats graph_stats() const;
+  size_t weight_bytes() const;
+
+  CausalLMImpl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<CausalLMImpl> impl_;
+};
+
+class AutoModelForCausalLM {
+ public:
+  // A local folder, a .safetensors checkpoint folder, or an Org/Name id in the Hugging Face cache.
+  static CausalLM from_pretrained(const std::string& id_or_path, const LoadOptions& options = {});
+};
+
+}  // namespace tfm

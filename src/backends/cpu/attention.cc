@@ -1,0 +1,66 @@
+// Attention over a static KV cache. Each (batch, query, head) is independent; the keys a query
+// sees are the valid cache slots up to its own, so one kernel serves prefill chunks and decode.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+
+namespace tfm::cpu {
+
+void cache_write(float* cache, const float* update, const int32_t* slots, int64_t batch,
+                 int64_t cache_len, int64_t seq, int64_t row_elems) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      std::memcpy(cache + (b * cache_len + slots[s]) * row_elems, update + (b * seq + s) * row_elems,
+                  static_cast<size_t>(row_elems) * sizeof(float));
+    }
+  }
+}
+
+void attention(const float* q, const float* k, const float* v, const int32_t* mask,
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
+               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+  const int64_t group = q_heads / kv_heads;
+#pragma omp parallel
+  {
+    std::vector<float> scores(static_cast<size_t>(cache_len));
+    std::vector<float> acc(static_cast<size_t>(head_dim));
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t s = 0; s < seq; ++s) {
+        for (int64_t h = 0; h < q_heads; ++h) {
+          const float* qv = q + ((b * seq + s) * q_heads + h) * head_dim;
+          const int64_t kvh = h / group;
+          const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+          const int32_t* row_mask = mask + b * cache_len;
+          float max_score = -INFINITY;
+          for (int64_t j = 0; j < visible_end; ++j) {
+            if (row_mask[j] == 0) continue;
+            const float* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
+            float dot = 0.f;
+            for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * kv[d];
+            scores[j] = dot * scale;
+            max_score = std::max(max_score, scores[j]);
+          }
+          std::fill(acc.begin(), acc.end(), 0.f);
+          float denom = 0.f;
+          for (int64_t j = 0; j < visible_end && max_score > -INFINITY; ++j) {
+            if (row_mask[j] == 0) continue;
+            const float p = std::exp(scores[j] - max_score);
+            denom += p;
+            const float* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
+            for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * vv[d];
+          }
+          float* o = out + ((b * seq + s) * q_heads + h) * head_dim;
+          const float inv = denom > 0.f ? 1.f / denom : 0.f;
+          for (int64_t d = 0; d < head_dim; ++d) o[d] = acc[d] * inv;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,123 @@
+// The CPU executor: a compiled graph is a flat list of kernel calls over one arena; eager mode
+// runs the same kernels node by node with a buffer per node.
+#include "backends/cpu/cpu_backend.h"
+
+#include <cstring>
+
+#include "backends/cpu/steps.h"
+#include "tfm/error.h"
+
+namespace tfm::cpu {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::Op;
+
+void check_input(const Node& node, const Tensor& tensor) {
+  if (tensor.shape() != node.shape || tensor.dtype() != node.dtype) {
+    throw Error("graph input '" + node.name + "' expects " + shape_str(node.shape) + " " +
+                std::string(dtype_name(node.dtype)) + ", got " + shape_str(tensor.shape()) + " " +
+                std::string(dtype_name(tensor.dtype())));
+  }
+  if (tensor.device() != kCpu || !tensor.is_contiguous()) {
+    throw Error("graph input '" + node.name + "' must be a contiguous host tensor");
+  }
+}
+
+// Binds inputs and weights into `ptrs`; `keep` holds the tensors alive for the run.
+void bind_sources(const Graph& graph, const std::vector<Tensor>& inputs, std::vector<void*>& ptrs,
+                  std::vector<Tensor>& keep) {
+  const std::vector<graph::ValueId> ids = graph.inputs();
+  if (ids.size() != inputs.size()) {
+    throw Error("graph expects " + std::to_string(ids.size()) + " inputs, got " +
+                std::to_string(inputs.size()));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Node& node = graph.nodes[static_cast<size_t>(ids[i])];
+    check_input(node, inputs[i]);
+    keep.push_back(inputs[i]);
+    ptrs[static_cast<size_t>(ids[i])] = keep.back().data();
+  }
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i].op == Op::kWeight) {
+      ptrs[i] = const_cast<void*>(graph.nodes[i].constant.data());
+    }
+  }
+}
+
+std::vector<Tensor> copy_outputs(const Graph& graph, const std::vector<void*>& ptrs) {
+  std::vector<Tensor> outputs;
+  for (graph::ValueId id : graph.outputs) {
+    const Node& node = graph.nodes[static_cast<size_t>(id)];
+    Tensor t = Tensor::empty(node.shape, node.dtype);
+    std::memcpy(t.data(), ptrs[static_cast<size_t>(id)], t.nbytes());
+    outputs.push_back(std::move(t));
+  }
+  return outputs;
+}
+
+class CpuExecutable : public graph::Executable {
+ public:
+  explicit CpuExecutable(graph::Plan plan)
+      : plan_(std::move(plan)),
+        arena_(Tensor::empty({static_cast<int64_t>(plan_.arena_bytes)}, DType::f32)),
+        ptrs_(plan_.graph.nodes.size(), nullptr) {
+    for (size_t i = 0; i < ptrs_.size(); ++i) {
+      if (plan_.offset[i] >= 0) ptrs_[i] = static_cast<char*>(arena_.data()) + plan_.offset[i];
+    }
+    for (graph::ValueId id : plan_.schedule) steps_.push_back(make_step(plan_.graph, id, ptrs_));
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    std::vector<Tensor> keep;
+    bind_sources(plan_.graph, inputs, ptrs_, keep);
+    for (const auto& step : steps_) step();
+    return copy_outputs(plan_.graph, ptrs_);
+  }
+
+  size_t arena_bytes() const override { return plan_.arena_bytes; }
+
+ private:
+  graph::Plan plan_;
+  Tensor arena_;  // bytes; f32 only for its alignment
+  std::vector<void*> ptrs_;
+  std::vector<std::function<void()>> steps_;
+};
+
+class CpuBackend : public graph::Backend {
+ public:
+  std::unique_ptr<graph::Executable> compile(graph::Plan plan) override {
+    return std::make_unique<CpuExecutable>(std::move(plan));
+  }
+
+  std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) override {
+    std::vector<void*> ptrs(graph.nodes.size(), nullptr);
+    std::vector<Tensor> keep;
+    bind_sources(graph, inputs, ptrs, keep);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const Node& node = graph.nodes[i];
+      if (node.op == Op::kInput || node.op == Op::kWeight) continue;
+      if (!graph::aliases_input(node)) {
+        keep.push_back(Tensor::empty(node.shape, node.dtype));
+        ptrs[i] = keep.back().data();
+      }
+      make_step(graph, static_cast<graph::ValueId>(i), ptrs)();
+    }
+    return copy_outputs(graph, ptrs);
+  }
+
+  Tensor prepare_weight(const Tensor& weight, DType dtype) override {
+    // Vectors (norms, biases) are tiny and read as f32 by every kernel.
+    return weight.to(weight.ndim() == 1 ? DType::f32 : dtype);
+  }
+};
+
+}  // namespace
+
+graph::Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace tfm::cpu

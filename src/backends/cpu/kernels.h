@@ -1,0 +1,31 @@
+// CPU kernels, one family per file. Activations are f32; large weights are f32 or bf16 (widened
+// to f32 in registers); small weights (norms, biases, RoPE frequencies) are f32.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "tfm/dtype.h"
+
+namespace tfm::cpu {
+
+void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
+               const int32_t* ids, int64_t count, float* out);
+// out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.
+void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
+            int64_t k, float* out);
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
+void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out);
+void cache_write(float* cache, const float* update, const int32_t* slots, int64_t batch,
+                 int64_t cache_len, int64_t seq, int64_t row_elems);
+void attention(const float* q, const float* k, const float* v, const int32_t* mask,
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
+               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out);
+void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
+                 int64_t count, float* out);
+// Copies x[:, start:start+length, ...] where each sequence position holds `inner` elements.
+void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
+               int64_t length, float* out);
+
+}  // namespace tfm::cpu

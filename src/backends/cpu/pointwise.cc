@@ -1,0 +1,74 @@
+// Row-wise and element-wise kernels: memory bound, parallel over rows or blocks.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "tfm/error.h"
+
+namespace tfm::cpu {
+
+void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
+               const int32_t* ids, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      throw Error("[embedding] token id " + std::to_string(ids[i]) + " outside the vocabulary (" +
+                  std::to_string(vocab) + " tokens)");
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < count; ++i) {
+    const auto offset = static_cast<size_t>(ids[i] * hidden);
+    convert_elements(static_cast<const char*>(table) + offset * dtype_size(table_dtype), table_dtype,
+                     out + i * hidden, DType::f32, static_cast<size_t>(hidden));
+  }
+}
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * hidden;
+    float sum_sq = 0.f;
+    for (int64_t i = 0; i < hidden; ++i) sum_sq += row[i] * row[i];
+    const float inv_rms = 1.f / std::sqrt(sum_sq / static_cast<float>(hidden) + eps);
+    float* o = out + r * hidden;
+    for (int64_t i = 0; i < hidden; ++i) o[i] = w[i] * (row[i] * inv_rms);
+  }
+}
+
+void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out) {
+  const int64_t half = head_dim / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      float cos_table[512], sin_table[512];
+      const float position = static_cast<float>(positions[b * seq + s]);
+      for (int64_t i = 0; i < half; ++i) {
+        // The angle is formed in f32 as PyTorch does, so large positions round the same way.
+        const float angle = position * inv_freq[i];
+        cos_table[i] = std::cos(angle) * attention_scaling;
+        sin_table[i] = std::sin(angle) * attention_scaling;
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* in = x + ((b * seq + s) * heads + h) * head_dim;
+        float* o = out + ((b * seq + s) * heads + h) * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x1 = in[i], x2 = in[i + half];
+          o[i] = x1 * cos_table[i] - x2 * sin_table[i];
+          o[i + half] = x2 * cos_table[i] + x1 * sin_table[i];
+        }
+      }
+    }
+  }
+}
+
+void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
+               int64_t length, float* out) {
+  for (int64_t b = 0; b < batch; ++b) {
+    std::memcpy(out + b * length * inner, x + (b * seq + start) * inner,
+                static_cast<size_t>(length * inner) * sizeof(float));
+  }
+}
+
+}  // namespace tfm::cpu

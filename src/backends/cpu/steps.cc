@@ -1,0 +1,94 @@
+#include "backends/cpu/steps.h"
+
+#include "backends/cpu/kernels.h"
+#include "tfm/error.h"
+
+namespace tfm::cpu {
+namespace {
+
+using graph::Node;
+using graph::Op;
+
+int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
+
+}  // namespace
+
+std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
+                                std::vector<void*>& ptrs) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  const auto in = [&graph, &n](size_t i) -> const Node& {
+    return graph.nodes[static_cast<size_t>(n.inputs[i])];
+  };
+  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
+  const auto out = static_cast<size_t>(id);
+  const auto f = [&ptrs](size_t i) { return static_cast<float*>(ptrs[i]); };
+  const auto i32 = [&ptrs](size_t i) { return static_cast<const int32_t*>(ptrs[i]); };
+
+  switch (n.op) {
+    case Op::kEmbedding: {
+      const Node& table = in(0);
+      const DType dt = table.dtype;
+      const int64_t vocab = table.shape[0], hidden = table.shape[1], count = shape_numel(in(1).shape);
+      return [=, &ptrs] { embedding(ptrs[args[0]], dt, vocab, hidden, i32(args[1]), count, f(out)); };
+    }
+    case Op::kLinear: {
+      const Node& w = in(1);
+      const DType dt = w.dtype;
+      const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
+      const bool has_bias = args.size() > 2;
+      return [=, &ptrs] {
+        linear(f(args[0]), ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
+      };
+    }
+    case Op::kRmsNorm: {
+      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const float eps = n.eps;
+      return [=] { rms_norm(f(args[0]), f(args[1]), rows, hidden, eps, f(out)); };
+    }
+    case Op::kRope: {
+      const Shape s = n.shape;
+      const float scaling = n.scale;
+      return [=] { rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out)); };
+    }
+    case Op::kCacheWrite: {
+      const Shape c = n.shape;
+      const int64_t seq = in(1).shape[1];
+      return [=, &ptrs] {
+        // The output aliases the cache: the same buffer, now holding the new rows too.
+        ptrs[out] = ptrs[args[0]];
+        cache_write(f(args[0]), f(args[1]), i32(args[2]), c[0], c[1], seq, c[2] * c[3]);
+      };
+    }
+    case Op::kAttention: {
+      const Shape q = in(0).shape, k = in(1).shape;
+      const float scale = n.scale;
+      return [=] {
+        attention(f(args[0]), f(args[1]), f(args[2]), i32(args[3]), i32(args[4]), q[0], q[1], k[1],
+                  q[2], k[2], q[3], scale, f(out));
+      };
+    }
+    case Op::kSliceSeq: {
+      const Shape x = in(0).shape;
+      const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
+      return [=] { slice_seq(f(args[0]), x[0], x[1], inner, start, length, f(out)); };
+    }
+    case Op::kReshape:
+      return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
+    case Op::kElementwise: {
+      const graph::ElementwiseProgram program = n.program;
+      const int64_t count = shape_numel(n.shape);
+      return [=] {
+        std::vector<const float*> inputs;
+        inputs.reserve(args.size());
+        for (size_t a : args) inputs.push_back(f(a));
+        elementwise(program, inputs.data(), count, f(out));
+      };
+    }
+    case Op::kInput:
+    case Op::kWeight:
+      break;
+  }
+  throw Error(std::string("[cpu] no kernel for op ") + graph::op_name(n.op));
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,101 @@
+// tfm generate MODEL PROMPT: streams the generated text, then a line of figures.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/id_list.h"
+#include "io/hub.h"
+#include "tfm/error.h"
+#include "tfm/log.h"
+#include "tfm/model.h"
+#include "tfm/tokenizer.h"
+
+namespace tfm::cli {
+namespace {
+
+struct Options {
+  std::string model, prompt, ids, dtype, device = "auto";
+  GenerationConfig gen;
+  uint64_t seed = 0;
+  bool chat = false, print_ids = false, quiet = false;
+};
+
+std::optional<Tokenizer> load_tokenizer(const Options& o) {
+  const std::filesystem::path dir = resolve_pretrained(o.model);
+  if (!std::filesystem::exists(dir / "tokenizer.json")) {
+    if (o.ids.empty()) {
+      throw Error(dir.string() + " has no tokenizer.json: give the prompt as --ids 1,2,3");
+    }
+    return std::nullopt;
+  }
+  return AutoTokenizer::from_pretrained(dir.string());
+}
+
+std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>& tok) {
+  if (!o.ids.empty()) return parse_id_list(o.ids);
+  if (o.prompt.empty()) throw Error("generate: give a PROMPT or --ids");
+  const std::string text = o.chat ? tok->apply_chat_template({{"user", o.prompt}}, true) : o.prompt;
+  const std::vector<int32_t> ids = tok->encode(text, /*add_special_tokens=*/true);
+  return {ids.begin(), ids.end()};
+}
+
+void run(Options& o) {
+  if (o.quiet) set_log_level(LogLevel::kWarn);
+  LoadOptions load{.device_map = o.device};
+  if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
+  CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
+  const std::optional<Tokenizer> tok = load_tokenizer(o);
+  const std::vector<int64_t> prompt = prompt_ids(o, tok);
+  if (o.gen.do_sample) o.gen.seed = o.seed;
+
+  std::unique_ptr<StreamingDecoder> stream;
+  if (tok) {
+    stream = std::make_unique<StreamingDecoder>(*tok, /*skip_special_tokens=*/true);
+    std::cout << tok->decode(std::vector<int32_t>(prompt.begin(), prompt.end()), true) << std::flush;
+  }
+  o.gen.streamer = [&](int, int64_t token) {
+    if (stream) std::cout << stream->put(static_cast<int32_t>(token)) << std::flush;
+  };
+  GenerationStats stats;
+  const std::vector<int64_t> out = model.generate({prompt}, o.gen, &stats).at(0);
+  if (stream) std::cout << stream->flush() << "\n";
+  if (o.print_ids) std::cout << json_id_list(out) << "\n";
+  const double tok_per_s = stats.new_tokens > 1 ? (stats.new_tokens - 1) / (stats.decode_ms / 1e3) : 0;
+  std::fprintf(stderr,
+               "prompt tokens: %d, new tokens: %d, time to first token: %.1f ms, %.1f tokens/s, "
+               "graphs compiled: %d (%s, %s)\n",
+               stats.prompt_tokens, stats.new_tokens, stats.prefill_ms, tok_per_s,
+               stats.graphs_compiled, model.device().str().c_str(),
+               std::string(dtype_name(model.dtype())).c_str());
+}
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text with a causal language model");
+  cmd->add_option("model", o->model, "Model folder or Org/Name in the Hugging Face cache")->required();
+  cmd->add_option("prompt", o->prompt, "Prompt text");
+  cmd->add_option("--ids", o->ids, "Prompt as token ids, comma-separated");
+  cmd->add_flag("--print-ids", o->print_ids, "Print the prompt and generated ids as JSON");
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt in the tokenizer's chat template");
+  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (default)");
+  cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default: the checkpoint's)");
+  cmd->add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--min-new-tokens", o->gen.min_new_tokens, "Tokens before EOS is allowed");
+  cmd->add_flag("--do-sample", o->gen.do_sample, "Sample instead of greedy decoding");
+  cmd->add_option("--temperature", o->gen.temperature, "Sampling temperature")->capture_default_str();
+  cmd->add_option("--top-k", o->gen.top_k, "Keep the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--top-p", o->gen.top_p, "Nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--repetition-penalty", o->gen.repetition_penalty, "Penalty for repeated tokens");
+  cmd->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str();
+  cmd->add_flag("--disable-compile", o->gen.disable_compile, "Run eagerly, op by op");
+  cmd->add_flag("--quiet", o->quiet, "Do not log compilations");
+  cmd->callback([o] { run(*o); });
+}
+
+const bool kRegistered = register_command(&add_generate_command);
+
+}  // namespace
+}  // namespace tfm::cli

@@ -1,0 +1,209 @@
+// generate(): the growing state (ids, attention mask, finished rows) stays on the host; each
+// step hands the model only that step's inputs, so the compiled graphs never change shape.
+#include <algorithm>
+#include <chrono>
+
+#include "generation/buckets.h"
+#include "generation/sampling.h"
+#include "io/model_config.h"
+#include "models/causal_lm.h"
+#include "models/step_inputs.h"
+#include "tfm/error.h"
+
+namespace tfm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The prompt left-padded to a whole number of prefill chunks, with transformers' positions
+// (cumulative count of real tokens minus one; 1 on padding).
+struct PaddedPrompt {
+  int64_t chunk = 0, padded_len = 0;
+  Tensor ids, positions;  // [batch, padded_len] i32
+  Tensor mask;            // [batch, cache_len] i32: 1 where a real token sits
+  std::vector<int32_t> next_position;
+};
+
+PaddedPrompt pad_prompt(const Tensor& ids, const Tensor& mask, int64_t cache_len, int64_t chunk,
+                        int32_t pad_id) {
+  const int64_t batch = ids.dim(0), seq = ids.dim(1);
+  PaddedPrompt p;
+  p.chunk = chunk;
+  p.padded_len = (seq + chunk - 1) / chunk * chunk;
+  const int64_t extra = p.padded_len - seq;
+  p.ids = filled_i32({batch, p.padded_len}, pad_id);
+  p.positions = filled_i32({batch, p.padded_len}, 1);
+  p.mask = filled_i32({batch, cache_len}, 0);
+  p.next_position.assign(static_cast<size_t>(batch), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    int32_t count = 0;
+    for (int64_t j = 0; j < seq; ++j) {
+      const int64_t slot = extra + j;
+      p.ids.data_as<int32_t>()[b * p.padded_len + slot] = ids.data_as<int32_t>()[b * seq + j];
+      if (mask.data_as<int32_t>()[b * seq + j] == 0) continue;
+      p.mask.data_as<int32_t>()[b * cache_len + slot] = 1;
+      p.positions.data_as<int32_t>()[b * p.padded_len + slot] = count++;
+    }
+    p.next_position[static_cast<size_t>(b)] = count;
+  }
+  return p;
+}
+
+Tensor columns(const Tensor& t, int64_t start, int64_t count) {
+  const int64_t rows = t.dim(0), width = t.dim(1);
+  Tensor out = Tensor::empty({rows, count}, DType::i32);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(t.data_as<int32_t>() + r * width + start, count, out.data_as<int32_t>() + r * count);
+  }
+  return out;
+}
+
+std::vector<int64_t> resolve_eos(const GenerationConfig& gc, const ModelConfig& config) {
+  return gc.eos_token_id.empty() ? config.eos_token_ids : gc.eos_token_id;
+}
+
+int32_t resolve_pad(const GenerationConfig& gc, const ModelConfig& config,
+                    const std::vector<int64_t>& eos) {
+  if (gc.pad_token_id) return static_cast<int32_t>(*gc.pad_token_id);
+  if (config.pad_token_id) return static_cast<int32_t>(*config.pad_token_id);
+  return eos.empty() ? 0 : static_cast<int32_t>(eos[0]);
+}
+
+void check_config(const GenerationConfig& gc) {
+  if (gc.max_new_tokens < 0 || gc.min_new_tokens < 0) {
+    throw Error("max_new_tokens and min_new_tokens must be >= 0");
+  }
+  if (gc.cache_implementation != "static") {
+    throw Error("cache_implementation '" + gc.cache_implementation +
+                "' is not supported: tfm keeps a static KV cache (\"static\")");
+  }
+}
+
+}  // namespace
+
+Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
+                          const GenerationConfig& gc, GenerationStats* stats) {
+  check_config(gc);
+  CausalLMImpl& model = *impl_;
+  const Tensor ids = ids_as_i32(input_ids, "input_ids");
+  const int64_t batch = ids.dim(0), seq = ids.dim(1);
+  const Tensor mask = attention_mask ? ids_as_i32(*attention_mask, "attention_mask")
+                                     : filled_i32({batch, seq}, 1);
+  if (mask.shape() != ids.shape()) throw Error("attention_mask does not match input_ids");
+  const std::vector<int64_t> eos = resolve_eos(gc, model.config());
+  const int32_t pad = resolve_pad(gc, model.config(), eos);
+  const int graphs_before = model.graph_stats().compiles;
+
+  const int64_t chunk = generation::prefill_chunk(seq);
+  const int64_t padded_len = (seq + chunk - 1) / chunk * chunk;
+  const int64_t cache_len = generation::cache_bucket(padded_len + gc.max_new_tokens);
+  PaddedPrompt prompt = pad_prompt(ids, mask, cache_len, chunk, pad);
+  KvCache cache = model.new_cache(batch, cache_len);
+
+  std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < seq; ++j) {
+      if (mask.data_as<int32_t>()[b * seq + j]) history[static_cast<size_t>(b)].push_back(ids.data_as<int32_t>()[b * seq + j]);
+    }
+  }
+
+  const auto start = Clock::now();
+  Tensor logits;
+  if (gc.max_new_tokens > 0) {
+    for (int64_t c = 0; c < padded_len; c += chunk) {
+      StepInputs in{columns(prompt.ids, c, chunk), columns(prompt.positions, c, chunk),
+                    arange_rows(1, c, chunk).view({chunk}), prompt.mask};
+      logits = model.step(in, cache, false, gc.disable_compile);
+    }
+  }
+  const double prefill_ms = ms_since(start);
+
+  std::mt19937_64 rng(gc.seed.value_or(std::random_device{}()));
+  const generation::TokenChooser chooser{gc, eos, rng};
+  std::vector<std::vector<int64_t>> generated(static_cast<size_t>(batch));
+  std::vector<bool> finished(static_cast<size_t>(batch), false);
+  const int64_t vocab = model.config().vocab_size;
+  for (int t = 0; t < gc.max_new_tokens; ++t) {
+    Tensor step_ids = Tensor::empty({batch, 1}, DType::i32);
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto row = static_cast<size_t>(b);
+      std::span<float> row_logits(logits.data_as<float>() + b * vocab, static_cast<size_t>(vocab));
+      const int64_t token = finished[row] ? pad : chooser.choose(row_logits, history[row], t);
+      generated[row].push_back(token);
+      step_ids.data_as<int32_t>()[b] = static_cast<int32_t>(token);
+      if (finished[row]) continue;
+      history[row].push_back(token);
+      if (gc.streamer) gc.streamer(static_cast<int>(b), token);
+      finished[row] = std::find(eos.begin(), eos.end(), token) != eos.end();
+    }
+    const bool all_done = std::all_of(finished.begin(), finished.end(), [](bool f) { return f; });
+    if (all_done || t + 1 == gc.max_new_tokens) break;
+    const int64_t slot = padded_len + t;
+    Tensor positions = Tensor::empty({batch, 1}, DType::i32);
+    for (int64_t b = 0; b < batch; ++b) {
+      prompt.mask.data_as<int32_t>()[b * cache_len + slot] = 1;
+      positions.data_as<int32_t>()[b] = prompt.next_position[static_cast<size_t>(b)]++;
+    }
+    StepInputs in{step_ids, positions, filled_i32({1}, static_cast<int32_t>(slot)), prompt.mask};
+    logits = model.step(in, cache, false, gc.disable_compile);
+  }
+
+  const int64_t new_tokens = generated.empty() ? 0 : static_cast<int64_t>(generated[0].size());
+  Tensor out = Tensor::empty({batch, seq + new_tokens}, DType::i64);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t* row = out.data_as<int64_t>() + b * (seq + new_tokens);
+    for (int64_t j = 0; j < seq; ++j) row[j] = ids.data_as<int32_t>()[b * seq + j];
+    std::copy(generated[static_cast<size_t>(b)].begin(), generated[static_cast<size_t>(b)].end(), row + seq);
+  }
+  if (stats) {
+    stats->prompt_tokens = static_cast<int>(seq);
+    stats->new_tokens = static_cast<int>(new_tokens);
+    stats->prefill_ms = prefill_ms;
+    stats->decode_ms = ms_since(start) - prefill_ms;
+    stats->graphs_compiled = model.graph_stats().compiles - graphs_before;
+  }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> CausalLM::generate(const std::vector<std::vector<int64_t>>& prompts,
+                                                     const GenerationConfig& gc,
+                                                     GenerationStats* stats) {
+  if (prompts.empty()) throw Error("generate: no prompts given");
+  size_t longest = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw Error("generate: an empty prompt (give at least one token)");
+    longest = std::max(longest, p.size());
+  }
+  const auto batch = static_cast<int64_t>(prompts.size()), seq = static_cast<int64_t>(longest);
+  Tensor ids = Tensor::zeros({batch, seq}, DType::i64);
+  Tensor mask = Tensor::zeros({batch, seq}, DType::i64);
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& p = prompts[static_cast<size_t>(b)];
+    const int64_t offset = seq - static_cast<int64_t>(p.size());  // left padding
+    for (size_t j = 0; j < p.size(); ++j) {
+      ids.data_as<int64_t>()[b * seq + offset + static_cast<int64_t>(j)] = p[j];
+      mask.data_as<int64_t>()[b * seq + offset + static_cast<int64_t>(j)] = 1;
+    }
+  }
+  const Tensor out = generate(ids, &mask, gc, stats);
+  const std::vector<int64_t> eos = resolve_eos(gc, impl_->config());
+  std::vector<std::vector<int64_t>> rows;
+  const int64_t width = out.dim(1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t* row = out.data_as<int64_t>() + b * width;
+    const auto& p = prompts[static_cast<size_t>(b)];
+    std::vector<int64_t> r(p.begin(), p.end());
+    for (int64_t j = seq; j < width; ++j) {
+      r.push_back(row[j]);
+      if (std::find(eos.begin(), eos.end(), row[j]) != eos.end()) break;
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace tfm

@@ -1,0 +1,34 @@
+// What a backend provides to the compiler: turning a Plan into an Executable for one device, and
+// running a graph eagerly (node by node, no plan) as the reference the compiled path must match.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/plan.h"
+#include "tfm/tensor.h"
+
+namespace tfm::graph {
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // One tensor per graph input, in Graph::inputs() order, on the host (state inputs on the
+  // executable's device; they are written in place). Returns the graph outputs on the host.
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  virtual size_t arena_bytes() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::unique_ptr<Executable> compile(Plan plan) = 0;
+  virtual std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
+  // Weights in the layout and place this backend computes with (e.g. uploaded to the GPU once).
+  virtual Tensor prepare_weight(const Tensor& weight, DType dtype) = 0;
+};
+
+void register_backend(DeviceType type, Backend* backend);
+Backend& backend_for(Device device);
+
+}  // namespace tfm::graph

@@ -1,0 +1,118 @@
+#include "graph/builder.h"
+
+#include "ops/shapes.h"
+#include "tfm/error.h"
+
+namespace tfm::graph {
+
+const Node& Builder::node(ValueId id) const {
+  TFM_CHECK(id >= 0 && static_cast<size_t>(id) < graph_.nodes.size(), "unknown graph value");
+  return graph_.nodes[static_cast<size_t>(id)];
+}
+
+ValueId Builder::add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name) {
+  Node n;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.shape = std::move(shape);
+  n.name = std::move(name);
+  return graph_.add(std::move(n));
+}
+
+ValueId Builder::input(std::string name, Shape shape, DType dtype) {
+  const ValueId id = add_node(Op::kInput, {}, std::move(shape), std::move(name));
+  graph_.nodes.back().dtype = dtype;
+  return id;
+}
+
+ValueId Builder::state(std::string name, Shape shape, DType dtype) {
+  const ValueId id = input(std::move(name), std::move(shape), dtype);
+  graph_.nodes.back().is_state = true;
+  return id;
+}
+
+ValueId Builder::weight(std::string name, Tensor tensor) {
+  const ValueId id = add_node(Op::kWeight, {}, tensor.shape(), std::move(name));
+  graph_.nodes.back().dtype = tensor.dtype();
+  graph_.nodes.back().constant = std::move(tensor);
+  return id;
+}
+
+ValueId Builder::embedding(ValueId table, ValueId ids) {
+  return add_node(Op::kEmbedding, {table, ids}, ops::embedding_shape(node(table).shape, node(ids).shape));
+}
+
+ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
+  const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
+  std::vector<ValueId> inputs{x, w};
+  if (bias >= 0) inputs.push_back(bias);
+  return add_node(Op::kLinear, std::move(inputs),
+                  ops::linear_shape(node(x).shape, node(w).shape, bias_shape), node(w).name);
+}
+
+ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
+  const ValueId id = add_node(Op::kRmsNorm, {x, w}, ops::rms_norm_shape(node(x).shape, node(w).shape),
+                              node(w).name);
+  graph_.nodes.back().eps = eps;
+  return id;
+}
+
+ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling) {
+  const ValueId id = add_node(Op::kRope, {x, positions, inv_freq},
+                              ops::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
+  graph_.nodes.back().scale = attention_scaling;
+  return id;
+}
+
+ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
+  TFM_CHECK(node(cache).is_state, "[cache_write] the cache must be a state input");
+  return add_node(Op::kCacheWrite, {cache, update, slots},
+                  ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
+                  node(cache).name);
+}
+
+ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
+                           float scale) {
+  const ValueId id = add_node(
+      Op::kAttention, {q, k, v, mask, slots},
+      ops::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
+                           node(slots).shape));
+  graph_.nodes.back().scale = scale;
+  return id;
+}
+
+ValueId Builder::slice_seq(ValueId x, int64_t start, int64_t length) {
+  const ValueId id = add_node(Op::kSliceSeq, {x}, ops::slice_seq_shape(node(x).shape, start, length));
+  graph_.nodes.back().start = start;
+  return id;
+}
+
+ValueId Builder::reshape(ValueId x, Shape shape) {
+  if (shape_numel(shape) != shape_numel(node(x).shape)) {
+    throw Error("[reshape] " + shape_str(node(x).shape) + " cannot become " + shape_str(shape));
+  }
+  return add_node(Op::kReshape, {x}, std::move(shape));
+}
+
+ValueId Builder::elementwise(const char* name, std::vector<ValueId> inputs,
+                             ElementwiseProgram program) {
+  Shape shape = node(inputs[0]).shape;
+  for (ValueId in : inputs) shape = ops::elementwise_shape(name, shape, node(in).shape);
+  const ValueId id = add_node(Op::kElementwise, std::move(inputs), std::move(shape), name);
+  graph_.nodes.back().program = std::move(program);
+  return id;
+}
+
+ValueId Builder::add(ValueId a, ValueId b) {
+  return elementwise("add", {a, b}, {{{EwCode::kLoad, 0}, {EwCode::kLoad, 1}, {EwCode::kAdd}}});
+}
+
+ValueId Builder::mul(ValueId a, ValueId b) {
+  return elementwise("mul", {a, b}, {{{EwCode::kLoad, 0}, {EwCode::kLoad, 1}, {EwCode::kMul}}});
+}
+
+ValueId Builder::silu(ValueId x) {
+  return elementwise("silu", {x}, {{{EwCode::kLoad, 0}, {EwCode::kSilu}}});
+}
+
+}  // namespace tfm::graph

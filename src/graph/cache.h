@@ -1,0 +1,44 @@
+// Compiled graphs keyed by the shape they were built for. A new shape costs a compilation; the
+// cache counts them, logs each one, and warns when a model keeps compiling new shapes.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "graph/backend.h"
+#include "tfm/model.h"
+
+namespace tfm::graph {
+
+// Everything a graph's shapes depend on.
+struct Signature {
+  int64_t batch = 1;
+  int64_t seq = 1;
+  int64_t cache_len = 1;
+  bool all_logits = false;
+
+  std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
+  auto operator<=>(const Signature&) const = default;
+};
+
+class GraphCache {
+ public:
+  GraphCache(std::string owner, Device device) : owner_(std::move(owner)), device_(device) {}
+
+  // The executable for `signature`, compiling `build()`'s graph on first use.
+  Executable& get(const Signature& signature, const std::function<Graph()>& build);
+
+  const GraphCacheStats& stats() const { return stats_; }
+  void set_warn_after(int compiles) { warn_after_ = compiles; }
+
+ private:
+  std::string owner_;
+  Device device_;
+  std::map<Signature, std::unique_ptr<Executable>> executables_;
+  GraphCacheStats stats_;
+  int warn_after_ = 8;
+};
+
+}  // namespace tfm::graph

@@ -1,0 +1,87 @@
+#include <vector>
+
+#include "graph/plan.h"
+
+namespace tfm::graph {
+namespace {
+
+std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
+  std::vector<int> uses(graph.nodes.size(), 0);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (dead[i]) continue;
+    for (ValueId in : graph.nodes[i].inputs) ++uses[static_cast<size_t>(in)];
+  }
+  for (ValueId out : graph.outputs) ++uses[static_cast<size_t>(out)];
+  return uses;
+}
+
+// Rewrites `consumer` so that its load of input `slot` runs `producer`'s program instead.
+void inline_producer(Node& consumer, int slot, const Node& producer) {
+  const int base = static_cast<int>(consumer.inputs.size());
+  consumer.inputs.insert(consumer.inputs.end(), producer.inputs.begin(), producer.inputs.end());
+  ElementwiseProgram merged;
+  for (const EwInstr& instr : consumer.program.instrs) {
+    if (instr.code == EwCode::kLoad && instr.operand == slot) {
+      for (EwInstr inner : producer.program.instrs) {
+        if (inner.code == EwCode::kLoad) inner.operand += base;
+        merged.instrs.push_back(inner);
+      }
+    } else {
+      merged.instrs.push_back(instr);
+    }
+  }
+  consumer.program = std::move(merged);
+  consumer.name += "+" + producer.name;
+}
+
+}  // namespace
+
+// Dead producers are turned into inputs-less elementwise nodes that nothing uses; plan_graph
+// schedules only nodes that something uses.
+void fuse_elementwise(Graph& graph) {
+  std::vector<bool> dead(graph.nodes.size(), false);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    const std::vector<int> uses = count_uses(graph, dead);
+    for (size_t i = 0; i < graph.nodes.size() && !changed; ++i) {
+      Node& consumer = graph.nodes[i];
+      if (dead[i] || consumer.op != Op::kElementwise) continue;
+      for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
+        const auto p = static_cast<size_t>(consumer.inputs[slot]);
+        const Node& producer = graph.nodes[p];
+        if (dead[p] || producer.op != Op::kElementwise || uses[p] != 1) continue;
+        Node fused = consumer;
+        inline_producer(fused, static_cast<int>(slot), producer);
+        if (program_depth(fused.program) > kMaxElementwiseDepth) continue;
+        consumer = std::move(fused);
+        dead[p] = true;
+        changed = true;
+        break;
+      }
+    }
+  }
+  // The inlined loads left unused operands behind; compact each fused node's inputs.
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node& n = graph.nodes[i];
+    if (dead[i]) {
+      n.inputs.clear();
+      continue;
+    }
+    if (n.op != Op::kElementwise) continue;
+    std::vector<ValueId> compact;
+    std::vector<int> remap(n.inputs.size(), -1);
+    for (EwInstr& instr : n.program.instrs) {
+      if (instr.code != EwCode::kLoad) continue;
+      auto& slot = remap[static_cast<size_t>(instr.operand)];
+      if (slot < 0) {
+        slot = static_cast<int>(compact.size());
+        compact.push_back(n.inputs[static_cast<size_t>(instr.operand)]);
+      }
+      instr.operand = slot;
+    }
+    n.inputs = std::move(compact);
+  }
+}
+
+}  // namespace tfm::graph

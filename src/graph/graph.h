@@ -1,0 +1,74 @@
+// The IR: a graph of typed nodes with static shapes. Every node has one output, named by the
+// node's index (a ValueId). Ops map one-to-one onto StableHLO-style ops so a PJRT backend can
+// print them later.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tfm/tensor.h"
+
+namespace tfm::graph {
+
+using ValueId = int;
+
+enum class Op : uint8_t {
+  kInput,        // given per run: ids, positions, masks; or a state buffer (KV cache)
+  kWeight,       // a constant tensor bound when the graph is built
+  kEmbedding,    // (table [V, H], ids [B, S] i32) -> [B, S, H]
+  kLinear,       // (x [..., K], w [N, K], bias [N]?) -> [..., N]: x @ w^T + bias
+  kRmsNorm,      // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
+  kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
+  kCacheWrite,   // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
+  kAttention,    // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
+                 //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
+  kSliceSeq,     // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
+  kReshape,      // same data, new shape (an alias of its input)
+  kElementwise,  // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
+};
+
+const char* op_name(Op op);
+
+// A fused elementwise chain, run as a stack program over blocks of elements. Unfused graphs hold
+// one-instruction programs; fusion merges producer programs into their consumer.
+enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale };
+struct EwInstr {
+  EwCode code;
+  int operand = 0;     // kLoad: input index
+  float scalar = 0.f;  // kScale
+};
+struct ElementwiseProgram {
+  std::vector<EwInstr> instrs;
+};
+// Temporaries a backend keeps per element block; fusion stops before a chain needs more.
+inline constexpr int kMaxElementwiseDepth = 8;
+int program_depth(const ElementwiseProgram& program);
+
+struct Node {
+  Op op = Op::kInput;
+  std::vector<ValueId> inputs;
+  Shape shape;
+  DType dtype = DType::f32;
+  std::string name;        // inputs and weights: their name; others: for logs
+  Tensor constant;         // kWeight
+  bool is_state = false;   // kInput: a caller-owned buffer the graph reads and writes in place
+  float eps = 0.f;         // kRmsNorm
+  float scale = 1.f;       // kAttention: softmax scale; kRope: attention_scaling of cos/sin
+  int64_t start = 0;       // kSliceSeq
+  ElementwiseProgram program;  // kElementwise
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<ValueId> outputs;
+
+  ValueId add(Node node);
+  std::vector<ValueId> inputs() const;  // kInput nodes in creation order
+  std::string describe(ValueId id) const;  // "attention 'layers.0.attn' [1, 64, 16, 128] f32"
+};
+
+// Does the node's output share memory with input 0 instead of owning a buffer?
+bool aliases_input(const Node& node);
+
+}  // namespace tfm::graph

@@ -1,0 +1,124 @@
+#include "graph/plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tfm::graph {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t aligned_bytes(const Node& n) {
+  const size_t bytes = static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+// The node whose buffer a value lives in: aliases (reshape, in-place cache writes) resolve to
+// the node that owns the memory.
+ValueId storage_owner(const Graph& graph, ValueId id) {
+  while (aliases_input(graph.nodes[static_cast<size_t>(id)])) {
+    id = graph.nodes[static_cast<size_t>(id)].inputs[0];
+  }
+  return id;
+}
+
+// Nodes reachable backwards from the outputs, in creation order (which is topological).
+std::vector<ValueId> live_schedule(const Graph& graph) {
+  std::vector<bool> needed(graph.nodes.size(), false);
+  std::vector<ValueId> stack(graph.outputs.begin(), graph.outputs.end());
+  while (!stack.empty()) {
+    const ValueId id = stack.back();
+    stack.pop_back();
+    if (needed[static_cast<size_t>(id)]) continue;
+    needed[static_cast<size_t>(id)] = true;
+    for (ValueId in : graph.nodes[static_cast<size_t>(id)].inputs) stack.push_back(in);
+  }
+  std::vector<ValueId> schedule;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Op op = graph.nodes[i].op;
+    if (needed[i] && op != Op::kInput && op != Op::kWeight) schedule.push_back(static_cast<ValueId>(i));
+  }
+  return schedule;
+}
+
+// Best-fit placement of buffers into one arena, freeing each at its last use.
+class ArenaAllocator {
+ public:
+  int64_t allocate(size_t bytes) {
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
+    }
+    if (best == free_.end()) {
+      const size_t offset = size_;
+      size_ += bytes;
+      return static_cast<int64_t>(offset);
+    }
+    const size_t offset = best->first, block = best->second;
+    free_.erase(best);
+    if (block > bytes) free_[offset + bytes] = block - bytes;
+    return static_cast<int64_t>(offset);
+  }
+
+  void release(size_t offset, size_t bytes) {
+    auto [it, inserted] = free_.emplace(offset, bytes);
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+
+  size_t size() const { return size_; }
+
+ private:
+  std::map<size_t, size_t> free_;  // offset -> bytes
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+Plan plan_graph(Graph graph, const CompileOptions& options) {
+  if (options.fuse) fuse_elementwise(graph);
+  Plan plan;
+  plan.schedule = live_schedule(graph);
+  const size_t n = graph.nodes.size();
+  plan.offset.assign(n, -1);
+
+  std::vector<size_t> last_use(n, 0);
+  for (size_t step = 0; step < plan.schedule.size(); ++step) {
+    for (ValueId in : graph.nodes[static_cast<size_t>(plan.schedule[step])].inputs) {
+      last_use[static_cast<size_t>(storage_owner(graph, in))] = step;
+    }
+  }
+  for (ValueId out : graph.outputs) last_use[static_cast<size_t>(storage_owner(graph, out))] = SIZE_MAX;
+
+  ArenaAllocator arena;
+  std::vector<std::vector<ValueId>> frees(plan.schedule.size());
+  for (size_t step = 0; step < plan.schedule.size(); ++step) {
+    const ValueId id = plan.schedule[step];
+    const Node& node = graph.nodes[static_cast<size_t>(id)];
+    if (!aliases_input(node)) {
+      plan.offset[static_cast<size_t>(id)] = arena.allocate(aligned_bytes(node));
+      const size_t last = std::max(last_use[static_cast<size_t>(id)], step);
+      if (last != SIZE_MAX) frees[last].push_back(id);
+    }
+    // Buffers whose last reader ran at this step are free for the nodes after it.
+    for (ValueId dead : frees[step]) {
+      arena.release(static_cast<size_t>(plan.offset[static_cast<size_t>(dead)]),
+                    aligned_bytes(graph.nodes[static_cast<size_t>(dead)]));
+    }
+  }
+  plan.arena_bytes = arena.size();
+  plan.graph = std::move(graph);
+  return plan;
+}
+
+}  // namespace tfm::graph

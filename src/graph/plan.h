@@ -1,0 +1,29 @@
+// A graph specialized for one shape: fused, scheduled, with every intermediate placed in one
+// arena by liveness.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tfm::graph {
+
+struct Plan {
+  Graph graph;
+  std::vector<ValueId> schedule;  // nodes to run, in order (inputs and weights excluded)
+  std::vector<int64_t> offset;    // per node: byte offset in the arena, -1 when it owns none
+  size_t arena_bytes = 0;
+};
+
+struct CompileOptions {
+  bool fuse = true;
+};
+
+// Fusion, scheduling and memory planning; device independent.
+Plan plan_graph(Graph graph, const CompileOptions& options = {});
+
+// Merges chains of elementwise nodes whose intermediate has a single consumer into one node.
+void fuse_elementwise(Graph& graph);
+
+}  // namespace tfm::graph

@@ -1,0 +1,220 @@
+#include "io/model_config.h"
+
+#include <fstream>
+
+#include "io/json_fields.h"
+#include "io/rope_config.h"
+#include "tfm/error.h"
+
+namespace tfm {
+namespace {
+
+// The defaults of each transformers config class (transformers 5), for fields a config.json omits.
+struct Architecture {
+  const char* name;
+  const char* model_type;
+  int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
+  int64_t max_position_embeddings;
+  std::optional<int64_t> head_dim = std::nullopt;  // absent: hidden_size / num_attention_heads
+  std::optional<int64_t> bos_token_id = std::nullopt, eos_token_id = std::nullopt;
+  bool sliding_window_fields = false;  // use_sliding_window, sliding_window, max_window_layers
+  bool qkv_bias = false;               // q/k/v biases hard-wired on (qwen2)
+  bool has_mlp_bias = false;
+};
+
+constexpr Architecture kArchitectures[] = {
+    {.name = "Qwen3ForCausalLM",
+     .model_type = "qwen3",
+     .vocab_size = 151936,
+     .hidden_size = 4096,
+     .intermediate_size = 22016,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 32768,
+     .head_dim = 128,
+     .sliding_window_fields = true},
+    {.name = "LlamaForCausalLM",
+     .model_type = "llama",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 11008,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 2048,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .has_mlp_bias = true},
+    {.name = "Qwen2ForCausalLM",
+     .model_type = "qwen2",
+     .vocab_size = 151936,
+     .hidden_size = 4096,
+     .intermediate_size = 22016,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 32768,
+     .sliding_window_fields = true,
+     .qkv_bias = true},
+};
+constexpr double kRmsNormEps = 1e-6;
+constexpr int64_t kSlidingWindow = 4096;
+constexpr int64_t kMaxWindowLayers = 28;
+
+std::string supported_list() {
+  std::string list;
+  for (const Architecture& a : kArchitectures)
+    list += (list.empty() ? "" : ", ") + std::string(a.name);
+  return list;
+}
+
+const Architecture& find_architecture(const JsonFields& fields) {
+  const std::optional<std::string> model_type = fields.string("model_type");
+  std::optional<std::string> name;
+  if (fields.has("architectures")) {
+    const nlohmann::json& list = fields.object()["architectures"];
+    if (!list.is_array() || list.empty() || !list[0].is_string()) {
+      fields.fail("'architectures' must be a non-empty list of names, got " + list.dump());
+    }
+    name = list[0].get<std::string>();
+  }
+  for (const Architecture& a : kArchitectures) {
+    if (name ? *name != a.name : model_type != a.model_type) continue;
+    if (model_type && *model_type != a.model_type) {
+      fields.fail("architecture " + std::string(a.name) + " has model_type '" + a.model_type +
+                  "', but the config says '" + *model_type + "'");
+    }
+    return a;
+  }
+  if (!name && !model_type) fields.fail("has neither 'architectures' nor 'model_type'");
+  fields.fail("unsupported architecture '" + name.value_or(*model_type) +
+              "' (supported: " + supported_list() + ")");
+}
+
+int64_t positive(const JsonFields& fields, const char* key, int64_t fallback) {
+  const int64_t value = fields.integer(key).value_or(fallback);
+  if (value <= 0)
+    fields.fail("'" + std::string(key) + "' must be positive, got " + std::to_string(value));
+  return value;
+}
+
+std::optional<DType> parse_config_dtype(const JsonFields& fields) {
+  const char* key = fields.has("dtype") ? "dtype" : "torch_dtype";
+  const std::optional<std::string> text = fields.string(key);
+  if (!text) return std::nullopt;
+  try {
+    return parse_dtype(*text);
+  } catch (const Error& e) {
+    fields.fail("'" + std::string(key) + "': " + e.what());
+  }
+}
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
+  const JsonFields f(json, "config '" + source + "'");
+  const Architecture& arch = find_architecture(f);
+  ModelConfig c;
+  c.architecture = arch.name;
+  c.model_type = arch.model_type;
+  c.vocab_size = positive(f, "vocab_size", arch.vocab_size);
+  c.hidden_size = positive(f, "hidden_size", arch.hidden_size);
+  c.intermediate_size = positive(f, "intermediate_size", arch.intermediate_size);
+  c.num_hidden_layers = positive(f, "num_hidden_layers", arch.num_hidden_layers);
+  c.num_attention_heads = positive(f, "num_attention_heads", arch.num_attention_heads);
+  c.num_key_value_heads = positive(f, "num_key_value_heads", c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    f.fail("num_attention_heads (" + std::to_string(c.num_attention_heads) +
+           ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
+           ")");
+  }
+  c.head_dim =
+      positive(f, "head_dim", arch.head_dim.value_or(c.hidden_size / c.num_attention_heads));
+  c.max_position_embeddings = positive(f, "max_position_embeddings", arch.max_position_embeddings);
+  c.rms_norm_eps = f.number("rms_norm_eps").value_or(kRmsNormEps);
+  parse_rope(json, "config '" + source + "'", c);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings").value_or(false);
+  c.attention_bias = arch.qkv_bias || f.boolean("attention_bias").value_or(false);
+  c.mlp_bias = arch.has_mlp_bias && f.boolean("mlp_bias").value_or(false);
+  c.hidden_act = f.string("hidden_act").value_or("silu");
+  // Llama's bos/eos defaults apply only when the key is absent; an explicit null means none.
+  c.bos_token_id = json.contains("bos_token_id") ? f.integer("bos_token_id") : arch.bos_token_id;
+  c.pad_token_id = f.integer("pad_token_id");
+  c.eos_token_ids = f.integers("eos_token_id");
+  if (!json.contains("eos_token_id") && arch.eos_token_id) c.eos_token_ids = {*arch.eos_token_id};
+  c.dtype = parse_config_dtype(f);
+  if (arch.sliding_window_fields) {
+    c.use_sliding_window = f.boolean("use_sliding_window").value_or(false);
+    const int64_t window =
+        json.contains("sliding_window") ? f.integer("sliding_window").value_or(0) : kSlidingWindow;
+    if (c.use_sliding_window && window > 0) c.sliding_window = window;
+    c.max_window_layers = f.integer("max_window_layers").value_or(kMaxWindowLayers);
+  }
+  c.raw = json;
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& config_json) {
+  std::ifstream in(config_json);
+  if (!in) throw Error("config '" + config_json.string() + "' cannot be opened");
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("config '" + config_json.string() + "' is not valid JSON: " + e.what());
+  }
+  return parse_model_config(json, config_json.string());
+}
+
+nlohmann::json to_json(const ModelConfig& c) {
+  nlohmann::json j = c.raw.is_object() ? c.raw : nlohmann::json::object();
+  const nlohmann::json names = {{"architectures", {c.architecture}}};
+  const Architecture& arch = find_architecture(JsonFields(names, "config"));
+  j["architectures"] = {c.architecture};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  write_rope(c, j);
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (!arch.qkv_bias) j["attention_bias"] = c.attention_bias;
+  if (arch.has_mlp_bias) j["mlp_bias"] = c.mlp_bias;
+  j["hidden_act"] = c.hidden_act;
+  j["bos_token_id"] = c.bos_token_id ? nlohmann::json(*c.bos_token_id) : nlohmann::json(nullptr);
+  j["pad_token_id"] = c.pad_token_id ? nlohmann::json(*c.pad_token_id) : nlohmann::json(nullptr);
+  j["eos_token_id"] = c.eos_token_ids.size() == 1 ? nlohmann::json(c.eos_token_ids[0])
+                      : c.eos_token_ids.empty()   ? nlohmann::json(nullptr)
+                                                  : nlohmann::json(c.eos_token_ids);
+  if (c.dtype)
+    j[j.contains("torch_dtype") && !j.contains("dtype") ? "torch_dtype" : "dtype"] =
+        torch_dtype_name(*c.dtype);
+  if (arch.sliding_window_fields) {
+    j["use_sliding_window"] = c.use_sliding_window;
+    j["sliding_window"] =
+        c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
+    j["max_window_layers"] = c.max_window_layers;
+  }
+  return j;
+}
+
+}  // namespace tfm

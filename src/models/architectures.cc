@@ -1,0 +1,16 @@
+#include "models/architectures.h"
+
+#include "tfm/error.h"
+
+namespace tfm::models {
+
+DecoderFeatures features_for(const ModelConfig& config, const std::string& source) {
+  if (config.architecture == "Qwen3ForCausalLM") return qwen3_features(config);
+  if (config.architecture == "Qwen2ForCausalLM") return qwen2_features(config);
+  if (config.architecture == "LlamaForCausalLM") return llama_features(config);
+  throw Error(source + ": architecture '" + config.architecture +
+              "' is not supported (supported: Qwen3ForCausalLM, LlamaForCausalLM, "
+              "Qwen2ForCausalLM)");
+}
+
+}  // namespace tfm::models

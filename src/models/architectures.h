@@ -1,0 +1,17 @@
+// Supported architectures by their config.json `architectures` name; one file each.
+#pragma once
+
+#include <string>
+
+#include "models/decoder.h"
+
+namespace tfm::models {
+
+DecoderFeatures qwen3_features(const ModelConfig& config);
+DecoderFeatures qwen2_features(const ModelConfig& config);
+DecoderFeatures llama_features(const ModelConfig& config);
+
+// Throws, listing the supported names, when `config.architecture` is not one of them.
+DecoderFeatures features_for(const ModelConfig& config, const std::string& source);
+
+}  // namespace tfm::models

@@ -1,0 +1,93 @@
+#include "models/causal_lm.h"
+
+#include "graph/backend.h"
+#include "io/checkpoint.h"
+#include "io/hub.h"
+#include "models/architectures.h"
+#include "tfm/error.h"
+#include "tfm/log.h"
+
+namespace tfm {
+
+CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
+                           models::DecoderWeights weights, Device device, DType dtype,
+                           std::string name)
+    : config_(std::make_unique<ModelConfig>(std::move(config))),
+      features_(features),
+      weights_(std::move(weights)),
+      device_(device),
+      dtype_(dtype),
+      name_(std::move(name)),
+      graphs_(name_, device) {
+  models::for_each_weight(*config_, features_, weights_,
+                          [this](const std::string&, Tensor& t, const Shape&) { weight_bytes_ += t.nbytes(); });
+}
+
+KvCache CausalLMImpl::new_cache(int64_t batch, int64_t len) const {
+  KvCache cache{batch, len, {}};
+  const Shape shape{batch, len, config_->num_key_value_heads, config_->head_dim};
+  for (int64_t i = 0; i < 2 * config_->num_hidden_layers; ++i) {
+    cache.buffers.push_back(Tensor::zeros(shape, DType::f32, device_));
+  }
+  return cache;
+}
+
+graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
+  return models::build_decoder_graph(*config_, features_, weights_,
+                                     models::rope_tables(*config_, signature.cache_len), signature);
+}
+
+Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager) {
+  const graph::Signature signature{in.input_ids.dim(0), in.input_ids.dim(1), cache.len, all_logits};
+  std::vector<Tensor> inputs{in.input_ids, in.position_ids, in.cache_slots, in.attention_mask};
+  inputs.insert(inputs.end(), cache.buffers.begin(), cache.buffers.end());
+  if (eager) return graph::backend_for(device_).run_eager(build(signature), inputs).at(0);
+  graph::Executable& exe = graphs_.get(signature, [&] { return build(signature); });
+  return exe.run(inputs).at(0);
+}
+
+namespace {
+
+DType choose_dtype(const LoadOptions& options, const ModelConfig& config, const Checkpoint& ckpt) {
+  if (options.dtype) return *options.dtype;
+  if (config.dtype) return *config.dtype;
+  return ckpt.info("model.embed_tokens.weight").dtype;
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
+                                             const LoadOptions& options) {
+  const std::filesystem::path dir = resolve_pretrained(id_or_path);
+  const std::filesystem::path config_path = dir / "config.json";
+  ModelConfig config = load_model_config(config_path);
+  const models::DecoderFeatures features = models::features_for(config, config_path.string());
+  if (config.use_sliding_window) {
+    throw Error(config_path.string() + ": use_sliding_window=true is not supported");
+  }
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  std::string reason;
+  const Device device = resolve_device(options.device_map, &reason);
+  if (options.device_map == "auto") log_info(reason);
+  const DType dtype = choose_dtype(options, config, checkpoint);
+  if (dtype != DType::f32 && dtype != DType::bf16) {
+    throw Error("dtype " + std::string(dtype_name(dtype)) + " is not supported for " +
+                dir.string() + " (use f32 or bf16)");
+  }
+  graph::Backend& backend = graph::backend_for(device);
+  models::DecoderWeights weights;
+  models::for_each_weight(config, features, weights,
+                          [&](const std::string& name, Tensor& field, const Shape& shape) {
+    const TensorInfo& info = checkpoint.info(name);
+    if (info.shape != shape) {
+      throw Error(info.file.string() + ": tensor '" + name + "' has shape " + shape_str(info.shape) +
+                  " but config.json implies " + shape_str(shape));
+    }
+    field = backend.prepare_weight(checkpoint.tensor(name), dtype);
+  });
+  std::string name = config.model_type;
+  return std::make_unique<CausalLMImpl>(std::move(config), features, std::move(weights), device,
+                                        dtype, std::move(name));
+}
+
+}  // namespace tfm

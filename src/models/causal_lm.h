@@ -1,0 +1,64 @@
+// The model behind tfm::CausalLM: config, weights prepared for the device, KV caches and the
+// graph cache. generate() (src/generation) drives it one forward step at a time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/cache.h"
+#include "models/decoder.h"
+#include "tfm/model.h"
+
+namespace tfm {
+
+// One static KV cache: per layer a key and a value buffer [batch, len, kv_heads, head_dim],
+// allocated once on the model's device and written in place by every step.
+struct KvCache {
+  int64_t batch = 0;
+  int64_t len = 0;
+  std::vector<Tensor> buffers;  // k0, v0, k1, v1, ...
+};
+
+// The host-side inputs of one forward step (all i32).
+struct StepInputs {
+  Tensor input_ids;       // [batch, seq]
+  Tensor position_ids;    // [batch, seq]
+  Tensor cache_slots;     // [seq]
+  Tensor attention_mask;  // [batch, cache len]
+};
+
+class CausalLMImpl {
+ public:
+  CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
+               Device device, DType dtype, std::string name);
+
+  const ModelConfig& config() const { return *config_; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  const std::string& name() const { return name_; }
+
+  KvCache new_cache(int64_t batch, int64_t len) const;
+  // Logits f32 [batch, seq or 1, vocab] on the host.
+  Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager);
+
+  const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  graph::Graph build(const graph::Signature& signature) const;
+
+  std::unique_ptr<ModelConfig> config_;
+  models::DecoderFeatures features_;
+  models::DecoderWeights weights_;
+  Device device_;
+  DType dtype_;
+  std::string name_;
+  size_t weight_bytes_ = 0;
+  graph::GraphCache graphs_;
+};
+
+// Loads weights named by the one weight listing, checking each shape, prepared for `device`.
+std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
+                                             const LoadOptions& options);
+
+}  // namespace tfm

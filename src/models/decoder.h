@@ -1,0 +1,66 @@
+// The decoder-only transformer that Llama, Qwen2 and Qwen3 share: RMSNorm, grouped-query
+// attention with RoPE, SiLU-gated MLP. Architectures differ only in the features below.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph/cache.h"
+#include "graph/graph.h"
+#include "io/model_config.h"
+#include "tfm/tensor.h"
+
+namespace tfm::models {
+
+struct DecoderFeatures {
+  bool qk_norm = false;   // Qwen3: RMSNorm on each head of q and k before RoPE
+  bool qkv_bias = false;  // Qwen2 (and Llama with attention_bias): biases on q, k, v
+  bool o_bias = false;    // Llama with attention_bias
+  bool mlp_bias = false;  // Llama with mlp_bias
+};
+
+// Field names are the checkpoint's (model.layers.N.<field>.weight).
+struct LayerWeights {
+  Tensor input_layernorm;           // [hidden]
+  Tensor q_proj, q_proj_bias;       // [heads * head_dim, hidden], [heads * head_dim]
+  Tensor k_proj, k_proj_bias;       // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
+  Tensor v_proj, v_proj_bias;       // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
+  Tensor q_norm, k_norm;            // [head_dim]
+  Tensor o_proj, o_proj_bias;       // [hidden, heads * head_dim], [hidden]
+  Tensor post_attention_layernorm;  // [hidden]
+  Tensor gate_proj, gate_proj_bias; // [intermediate, hidden], [intermediate]
+  Tensor up_proj, up_proj_bias;     // [intermediate, hidden], [intermediate]
+  Tensor down_proj, down_proj_bias; // [hidden, intermediate], [hidden]
+};
+
+struct DecoderWeights {
+  Tensor embed_tokens;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  Tensor norm;          // [hidden]
+  Tensor lm_head;       // [vocab, hidden]; the embedding itself when tied
+};
+
+// The one listing of every weight, used by loading, saving and device upload: calls `visit` with
+// the checkpoint name, the field and its expected shape, for the weights these features use.
+// A tied lm_head is not listed (it is the embedding).
+using WeightVisitor = std::function<void(const std::string& name, Tensor& field, const Shape& shape)>;
+void for_each_weight(const ModelConfig& config, const DecoderFeatures& features,
+                     DecoderWeights& weights, const WeightVisitor& visit);
+
+// RoPE inverse frequencies and attention scaling for the config's rope_scaling, for sequences up
+// to `seq_len` (dynamic scaling depends on it).
+struct RopeTables {
+  Tensor inv_freq;  // [head_dim / 2] f32
+  float attention_scaling = 1.f;
+};
+RopeTables rope_tables(const ModelConfig& config, int64_t seq_len);
+
+// Graph inputs, in order: input_ids [B, S], position_ids [B, S], slots [S] (cache slots the
+// tokens are written to), attention_mask [B, L] (all i32), then k and v caches per layer
+// [B, L, kv_heads, head_dim] f32. Output: logits [B, S or 1, vocab] f32.
+graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeatures& features,
+                                 const DecoderWeights& weights, const RopeTables& rope,
+                                 const graph::Signature& signature);
+
+}  // namespace tfm::models

@@ -1,0 +1,88 @@
+#include "ops/shapes.h"
+
+#include "tfm/error.h"
+
+namespace tfm::ops {
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw Error(std::string("[") + op + "] " + what);
+}
+
+}  // namespace
+
+Shape embedding_shape(const Shape& table, const Shape& ids) {
+  if (table.size() != 2 || ids.size() != 2) {
+    fail("embedding", "table " + shape_str(table) + " must be [V, H] and ids " + shape_str(ids) +
+                          " [B, S]");
+  }
+  return {ids[0], ids[1], table[1]};
+}
+
+Shape linear_shape(const Shape& x, const Shape& w, const Shape* bias) {
+  if (x.empty() || w.size() != 2 || x.back() != w[1]) {
+    fail("linear", "x " + shape_str(x) + " does not match weight " + shape_str(w) + " ([N, K])");
+  }
+  if (bias != nullptr && (bias->size() != 1 || (*bias)[0] != w[0])) {
+    fail("linear", "bias " + shape_str(*bias) + " does not match weight " + shape_str(w));
+  }
+  Shape out = x;
+  out.back() = w[0];
+  return out;
+}
+
+Shape rms_norm_shape(const Shape& x, const Shape& w) {
+  if (x.empty() || w.size() != 1 || x.back() != w[0]) {
+    fail("rms_norm", "x " + shape_str(x) + " does not match weight " + shape_str(w));
+  }
+  return x;
+}
+
+Shape rope_shape(const Shape& x, const Shape& positions, const Shape& inv_freq) {
+  if (x.size() != 4 || positions.size() != 2 || positions[0] != x[0] || positions[1] != x[1] ||
+      inv_freq.size() != 1 || inv_freq[0] * 2 != x[3]) {
+    fail("rope", "x " + shape_str(x) + " [B, S, H, D], positions " + shape_str(positions) +
+                     " [B, S] and inv_freq " + shape_str(inv_freq) + " [D/2] do not agree");
+  }
+  return x;
+}
+
+Shape cache_write_shape(const Shape& cache, const Shape& update, const Shape& slots) {
+  if (cache.size() != 4 || update.size() != 4 || cache[0] != update[0] ||
+      cache[2] != update[2] || cache[3] != update[3] || update[1] > cache[1] ||
+      slots.size() != 1 || slots[0] != update[1]) {
+    fail("cache_write", "cache " + shape_str(cache) + ", update " + shape_str(update) +
+                            " and slots " + shape_str(slots) + " do not agree");
+  }
+  return cache;
+}
+
+Shape attention_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& mask,
+                      const Shape& slots) {
+  const bool ranks = q.size() == 4 && k.size() == 4 && v == k && mask.size() == 2 &&
+                     slots.size() == 1;
+  if (!ranks || k[0] != q[0] || k[3] != q[3] || k[2] == 0 || q[2] % k[2] != 0 ||
+      mask[0] != q[0] || mask[1] != k[1] || slots[0] != q[1]) {
+    fail("attention", "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
+                          ", mask " + shape_str(mask) + " and slots " + shape_str(slots) +
+                          " do not agree (grouped heads need Hq % Hkv == 0)");
+  }
+  return q;
+}
+
+Shape slice_seq_shape(const Shape& x, int64_t start, int64_t length) {
+  if (x.size() < 2 || start < 0 || length <= 0 || start + length > x[1]) {
+    fail("slice_seq", "[" + std::to_string(start) + ", " + std::to_string(start + length) +
+                          ") out of range for " + shape_str(x));
+  }
+  Shape out = x;
+  out[1] = length;
+  return out;
+}
+
+Shape elementwise_shape(const char* op, const Shape& a, const Shape& b) {
+  if (a != b) fail(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " differ");
+  return a;
+}
+
+}  // namespace tfm::ops

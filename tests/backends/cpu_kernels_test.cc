@@ -1,0 +1,142 @@
+// Every CPU kernel against the scalar reference in src/ops, on odd sizes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "backends/cpu/kernels.h"
+#include "ops/reference.h"
+#include "tfm/error.h"
+
+namespace tfm {
+namespace {
+
+std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
+  return out;
+}
+
+std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits_to_f32(v[i]);
+  return out;
+}
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
+
+TEST_P(LinearTest, MatchesReference) {
+  const auto [m, n, k, bf16] = GetParam();
+  const auto x = random_values(static_cast<size_t>(m * k), 1);
+  auto w = random_values(static_cast<size_t>(n * k), 2);
+  const auto bias = random_values(static_cast<size_t>(n), 3);
+  const std::vector<uint16_t> w16 = to_bf16(w);
+  if (bf16) w = from_bf16(w16);  // the reference sees the same rounded weights
+  std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
+  cpu::linear(x.data(), bf16 ? static_cast<const void*>(w16.data()) : w.data(),
+              bf16 ? DType::bf16 : DType::f32, bias.data(), m, n, k, got.data());
+  ops::reference::linear(x.data(), w.data(), bias.data(), m, n, k, want.data());
+  expect_close(got, want, 1e-4f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Combine(::testing::Values(1, 3, 8, 9, 67),
+                                            ::testing::Values(1, 5, 131, 300),
+                                            ::testing::Values(1, 17, 64, 97),
+                                            ::testing::Bool()));
+
+TEST(CpuKernels, RmsNorm) {
+  const int64_t rows = 7, hidden = 45;
+  const auto x = random_values(rows * hidden, 4);
+  const auto w = random_values(hidden, 5, 0.5f, 1.5f);
+  std::vector<float> got(x.size()), want(x.size());
+  cpu::rms_norm(x.data(), w.data(), rows, hidden, 1e-6f, got.data());
+  ops::reference::rms_norm(x.data(), w.data(), rows, hidden, 1e-6f, want.data());
+  expect_close(got, want, 1e-5f);
+}
+
+TEST(CpuKernels, Rope) {
+  const int64_t batch = 2, seq = 5, heads = 3, dim = 10;
+  const auto x = random_values(batch * seq * heads * dim, 6);
+  const std::vector<int32_t> positions{0, 1, 2, 3, 4, 1, 1, 0, 7, 300};
+  std::vector<float> inv_freq(dim / 2);
+  for (int64_t i = 0; i < dim / 2; ++i) inv_freq[i] = std::pow(10000.f, -2.f * i / dim);
+  std::vector<float> got(x.size()), want(x.size());
+  cpu::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, dim, 1.f, got.data());
+  ops::reference::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, dim, 1.f,
+                       want.data());
+  expect_close(got, want, 2e-5f);
+}
+
+TEST(CpuKernels, AttentionWithPaddingAndGroups) {
+  const int64_t batch = 2, seq = 3, len = 11, hq = 6, hkv = 2, d = 9;
+  const auto q = random_values(batch * seq * hq * d, 7);
+  const auto k = random_values(batch * len * hkv * d, 8);
+  const auto v = random_values(batch * len * hkv * d, 9);
+  std::vector<int32_t> mask(batch * len, 1);
+  mask[len + 0] = mask[len + 1] = 0;  // row 1 left-padded
+  mask[5] = 0;                        // a hole in row 0
+  const std::vector<int32_t> slots{4, 5, 6};
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq, len, hq, hkv,
+                 d, 0.33f, got.data());
+  ops::reference::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq,
+                            len, hq, hkv, d, 0.33f, want.data());
+  expect_close(got, want, 1e-5f);
+}
+
+TEST(CpuKernels, CacheWrite) {
+  const int64_t batch = 2, len = 6, seq = 2, row = 5;
+  const auto update = random_values(batch * seq * row, 10);
+  std::vector<float> got(batch * len * row, 0.f), want = got;
+  const std::vector<int32_t> slots{3, 4};
+  cpu::cache_write(got.data(), update.data(), slots.data(), batch, len, seq, row);
+  ops::reference::cache_write(want.data(), update.data(), slots.data(), batch, len, seq, row);
+  EXPECT_EQ(got, want);
+}
+
+TEST(CpuKernels, FusedElementwiseChain) {
+  const int64_t n = 1000;  // not a multiple of the block size
+  const auto a = random_values(n, 11, -6.f, 6.f), b = random_values(n, 12), c = random_values(n, 13);
+  // silu(a) * b + c
+  graph::ElementwiseProgram program{{{graph::EwCode::kLoad, 0}, {graph::EwCode::kSilu},
+                                     {graph::EwCode::kLoad, 1}, {graph::EwCode::kMul},
+                                     {graph::EwCode::kLoad, 2}, {graph::EwCode::kAdd}}};
+  const float* inputs[] = {a.data(), b.data(), c.data()};
+  std::vector<float> got(n), want(n);
+  cpu::elementwise(program, inputs, n, got.data());
+  ops::reference::elementwise(program, inputs, n, want.data());
+  expect_close(got, want, 1e-6f);
+}
+
+TEST(CpuKernels, EmbeddingBf16AndOutOfRange) {
+  const int64_t vocab = 13, hidden = 7;
+  const auto table = random_values(vocab * hidden, 14);
+  const std::vector<uint16_t> table16 = to_bf16(table);
+  const std::vector<float> rounded = from_bf16(table16);
+  const std::vector<int32_t> ids{12, 0, 5};
+  std::vector<float> got(ids.size() * hidden), want(got.size());
+  cpu::embedding(table16.data(), DType::bf16, vocab, hidden, ids.data(), 3, got.data());
+  ops::reference::embedding(rounded.data(), vocab, hidden, ids.data(), 3, want.data());
+  EXPECT_EQ(got, want);
+  const std::vector<int32_t> bad{13};
+  EXPECT_THROW(cpu::embedding(table.data(), DType::f32, vocab, hidden, bad.data(), 1, got.data()),
+               Error);
+}
+
+}  // namespace
+}  // namespace tfm

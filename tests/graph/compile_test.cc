@@ -1,0 +1,74 @@
+// The compiler: elementwise fusion, arena planning, and compiled == eager.
+#include <gtest/gtest.h>
+
+#include "graph/builder.h"
+#include "graph/plan.h"
+#include "support/fixtures.h"
+#include "tfm/log.h"
+#include "tfm/model.h"
+
+namespace tfm {
+namespace {
+
+using graph::Op;
+
+graph::Graph mlp_like_graph() {
+  graph::Builder b;
+  const auto x = b.input("x", {4, 8}, DType::f32);
+  const auto w = b.weight("w", Tensor::zeros({8, 8}, DType::f32));
+  const auto gate = b.linear(x, w);
+  const auto up = b.linear(x, w);
+  const auto h = b.mul(b.silu(gate), up);
+  b.output(b.add(h, x));
+  return b.finish();
+}
+
+TEST(Compile, FusesElementwiseChainIntoOneNode) {
+  const graph::Plan plan = graph::plan_graph(mlp_like_graph());
+  int elementwise = 0;
+  for (graph::ValueId id : plan.schedule) {
+    if (plan.graph.nodes[static_cast<size_t>(id)].op == Op::kElementwise) ++elementwise;
+  }
+  EXPECT_EQ(elementwise, 1) << "silu, mul and add should run as one fused node";
+}
+
+TEST(Compile, UnfusedPlanKeepsEveryNode) {
+  const graph::Plan plan = graph::plan_graph(mlp_like_graph(), {.fuse = false});
+  EXPECT_EQ(plan.schedule.size(), 5u);
+}
+
+TEST(Compile, ArenaReusesDeadBuffers) {
+  graph::Builder b;
+  auto x = b.input("x", {16, 256}, DType::f32);
+  for (int i = 0; i < 10; ++i) x = b.silu(b.reshape(x, {16, 256}));
+  b.output(x);
+  const graph::Plan plan = graph::plan_graph(b.finish(), {.fuse = false});
+  const size_t one = 16 * 256 * sizeof(float);
+  EXPECT_LE(plan.arena_bytes, 2 * one) << "a chain needs only two live buffers at a time";
+}
+
+TEST(Compile, CompiledEqualsEagerBitForBit) {
+  set_log_level(LogLevel::kWarn);
+  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("llama"),
+                                                         {.dtype = DType::bf16, .device_map = "cpu"});
+  const Tensor ids = testing::int_matrix(testing::reference("llama")["input_ids"]);
+  const Tensor compiled = model.forward(ids, nullptr, true, false);
+  const Tensor eager = model.forward(ids, nullptr, true, true);
+  ASSERT_EQ(compiled.shape(), eager.shape());
+  EXPECT_EQ(compiled.to_f32_vector(), eager.to_f32_vector());
+  EXPECT_EQ(model.graph_stats().compiles, 1);
+}
+
+TEST(Compile, CacheCountsHits) {
+  set_log_level(LogLevel::kWarn);
+  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
+                                                         {.dtype = DType::f32, .device_map = "cpu"});
+  const Tensor ids = testing::int_matrix(testing::reference("qwen3")["input_ids"]);
+  for (int i = 0; i < 3; ++i) model.forward(ids);
+  EXPECT_EQ(model.graph_stats().compiles, 1);
+  EXPECT_EQ(model.graph_stats().hits, 2);
+  EXPECT_GT(model.graph_stats().arena_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace tfm

@@ -1,0 +1,71 @@
+// Whole models against transformers + PyTorch: logits of the fixtures' reference.json.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io/model_config.h"
+#include "support/fixtures.h"
+#include "tfm/log.h"
+#include "tfm/model.h"
+
+namespace tfm {
+namespace {
+
+struct Case {
+  std::string arch;
+  DType dtype;
+  bool eager;
+};
+
+class LogitsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LogitsTest, MatchesTransformers) {
+  set_log_level(LogLevel::kWarn);
+  const Case& c = GetParam();
+  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir(c.arch),
+                                                         {.dtype = c.dtype, .device_map = "cpu"});
+  const nlohmann::json& ref = testing::reference(c.arch);
+  const Tensor logits = model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.eager);
+  const int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
+  ASSERT_EQ(vocab, model.config().vocab_size);
+  const float* got = logits.data_as<float>();
+  double max_abs = 0;
+  int64_t argmax_same = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      const auto& want = ref["logits"][b][s];
+      int64_t want_arg = 0, got_arg = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const float w = want[v].get<float>(), g = got[(b * seq + s) * vocab + v];
+        if (c.dtype == DType::f32) {
+          max_abs = std::max(max_abs, static_cast<double>(std::fabs(w - g)));
+        } else {
+          max_abs = std::max(max_abs, std::fabs(w - g) / std::max(1.0, std::fabs(static_cast<double>(w))));
+        }
+        if (w > want[want_arg].get<float>()) want_arg = v;
+        if (g > got[(b * seq + s) * vocab + got_arg]) got_arg = v;
+      }
+      argmax_same += want_arg == got_arg;
+    }
+  }
+  if (c.dtype == DType::f32) {
+    EXPECT_LT(max_abs, 1e-4) << "largest absolute logit difference";
+    EXPECT_EQ(argmax_same, batch * seq);
+  } else {
+    EXPECT_LT(max_abs, 2e-2) << "largest relative logit difference";
+    EXPECT_GE(static_cast<double>(argmax_same), 0.99 * static_cast<double>(batch * seq));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, LogitsTest,
+    ::testing::Values(Case{"qwen3", DType::f32, false}, Case{"qwen3", DType::f32, true},
+                      Case{"qwen3", DType::bf16, false}, Case{"llama", DType::f32, false},
+                      Case{"llama", DType::f32, true}, Case{"llama", DType::bf16, false}),
+    [](const auto& info) {
+      return info.param.arch + "_" + std::string(dtype_name(info.param.dtype)) +
+             (info.param.eager ? "_eager" : "_compiled");
+    });
+
+}  // namespace
+}  // namespace tfm
