@@ -1,0 +1,42 @@
+"""Makes a checkpoint shaped like a published model, with random weights, using transformers.
+
+Used by the benchmarks: nothing large is shipped; this makes it on the machine that measures.
+    python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --dtype bfloat16 --out /tmp/qwen3-0.6b
+Needs: pip install torch transformers safetensors.
+"""
+import argparse
+import os
+import shutil
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+# The config.json of Qwen/Qwen3-0.6B as published (architecture fields).
+SHAPES = {
+    "qwen3-0.6b": dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                       num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                       head_dim=128, max_position_embeddings=40960, rope_theta=1000000.0,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=151643,
+                       eos_token_id=151645),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shape", default="qwen3-0.6b", choices=sorted(SHAPES))
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    config = Qwen3Config(**SHAPES[args.shape])
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
+    model.save_pretrained(args.out)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(here, "..", "data", "qwen3-tokenizer", name), args.out)
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()
