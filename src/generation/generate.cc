@@ -101,7 +101,8 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   const int64_t chunk = generation::prefill_chunk(seq);
   const int64_t padded_len = (seq + chunk - 1) / chunk * chunk;
   const int64_t cache_len = generation::cache_bucket(padded_len + gc.max_new_tokens);
-  PaddedPrompt prompt = pad_prompt(ids, mask, cache_len, chunk, pad);
+  // Padding is masked out, so any valid id will do as its input; 0 always exists.
+  PaddedPrompt prompt = pad_prompt(ids, mask, cache_len, chunk, 0);
   KvCache cache = model.new_cache(batch, cache_len);
 
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
@@ -134,7 +135,7 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
       std::span<float> row_logits(logits.data_as<float>() + b * vocab, static_cast<size_t>(vocab));
       const int64_t token = finished[row] ? pad : chooser.choose(row_logits, history[row], t);
       generated[row].push_back(token);
-      step_ids.data_as<int32_t>()[b] = static_cast<int32_t>(token);
+      step_ids.data_as<int32_t>()[b] = finished[row] ? 0 : static_cast<int32_t>(token);
       if (finished[row]) continue;
       history[row].push_back(token);
       if (gc.streamer) gc.streamer(static_cast<int>(b), token);

@@ -4,73 +4,93 @@
 // weights widened one L2-sized tile at a time (f32 compute is ~2x faster than bf16 dot products on
 // this class of CPU, see docs).
 #include <dnnl.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
 namespace {
 
 constexpr int64_t kGemvMaxRows = 8;   // beyond this, sgemm's blocking wins
-constexpr int64_t kRowsPerTask = 4;   // weight rows processed together by one thread
-constexpr int64_t kTileRows = 128;    // bf16 weight rows widened per sgemm call
+constexpr int kRowsPerTask = 4;       // weight rows processed together by one thread
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kPrefetchAhead = 1024;  // elements: about one row ahead
 
-#if defined(__AVX512F__)
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
-}
-#endif
-
-inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
-
-// y[m, r] for rows r0..r0+rows of w and up to 4 rows of x at once, so each weight vector loaded
-// from memory serves every x row.
-template <typename W>
-void gemv_block(const float* x, int64_t xm, const W* w, int64_t r0, int64_t rows, int64_t k,
-                float* out, int64_t n) {
-  for (int64_t m0 = 0; m0 < xm; m0 += 4) {
-    const int64_t mm = std::min<int64_t>(4, xm - m0);
-    float acc_scalar[4][kRowsPerTask] = {};
-    int64_t p = 0;
-#if defined(__AVX512F__)
-    __m512 acc[4][kRowsPerTask];
-    for (auto& row : acc) for (auto& a : row) a = _mm512_setzero_ps();
-    for (; p + 16 <= k; p += 16) {
-      __m512 xv[4];
-      for (int64_t i = 0; i < mm; ++i) xv[i] = _mm512_loadu_ps(x + (m0 + i) * k + p);
-      for (int64_t r = 0; r < rows; ++r) {
-        const __m512 wv = load16(w + (r0 + r) * k + p);
-        for (int64_t i = 0; i < mm; ++i) acc[i][r] = _mm512_fmadd_ps(wv, xv[i], acc[i][r]);
-      }
+// out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
+// memory serves every x row. M and the row count are compile-time so the accumulators stay in
+// registers.
+template <int M, int R, typename W>
+void gemv_tile(const float* x, const W* w, int64_t r0, int64_t k, float* out, int64_t n) {
+  using simd::Vec;
+  Vec acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = simd::zero();
+  const W* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w + (r0 + r) * k;
+  int64_t p = 0;
+  for (; p + simd::kWidth <= k; p += simd::kWidth) {
+    Vec wv[R];
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p + kPrefetchAhead), _MM_HINT_T0);
+      wv[r] = simd::load(rows[r] + p);
     }
-    for (int64_t i = 0; i < mm; ++i)
-      for (int64_t r = 0; r < rows; ++r) acc_scalar[i][r] = _mm512_reduce_add_ps(acc[i][r]);
-#endif
-    for (; p < k; ++p) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float wv = widen(w[(r0 + r) * k + p]);
-        for (int64_t i = 0; i < mm; ++i) acc_scalar[i][r] += wv * x[(m0 + i) * k + p];
-      }
+    for (int i = 0; i < M; ++i) {
+      const Vec xv = simd::load(x + i * k + p);
+      for (int r = 0; r < R; ++r) acc[i][r] = simd::fma(wv[r], xv, acc[i][r]);
     }
-    for (int64_t i = 0; i < mm; ++i)
-      for (int64_t r = 0; r < rows; ++r) out[(m0 + i) * n + r0 + r] = acc_scalar[i][r];
   }
+  float sums[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) sums[i][r] = simd::sum(acc[i][r]);
+  for (; p < k; ++p) {
+    for (int r = 0; r < R; ++r) {
+      const float wv = simd::widen(w[(r0 + r) * k + p]);
+      for (int i = 0; i < M; ++i) sums[i][r] += wv * x[i * k + p];
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) out[i * n + r0 + r] = sums[i][r];
+}
+
+// The last rows when n is not a multiple of kRowsPerTask: rare and small, so plain loops.
+template <typename W>
+void gemv_leftover(const float* x, int64_t m, const W* w, int64_t r0, int64_t n, int64_t k,
+                   float* out) {
+  for (int64_t r = r0; r < n; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      float sum = 0.f;
+      for (int64_t p = 0; p < k; ++p) sum += simd::widen(w[r * k + p]) * x[i * k + p];
+      out[i * n + r] = sum;
+    }
+  }
+}
+
+template <int M, typename W>
+void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
+  // One x row leaves registers for more weight streams in flight.
+  constexpr int R = M == 1 ? 2 * kRowsPerTask : kRowsPerTask;
+  const int64_t tiles = n / R;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tiles; ++t) gemv_tile<M, R>(x, w, t * R, k, out, n);
+  gemv_leftover(x, M, w, tiles * R, n, k, out);
 }
 
 template <typename W>
 void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* out) {
-  const int64_t tasks = (n + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t r0 = t * kRowsPerTask;
-    gemv_block(x, m, w, r0, std::min(kRowsPerTask, n - r0), k, out, n);
+  // Up to 4 rows of x share one pass over the weights; more rows take more passes.
+  for (int64_t m0 = 0; m0 < m; m0 += 4) {
+    const float* xs = x + m0 * k;
+    float* os = out + m0 * n;
+    switch (std::min<int64_t>(4, m - m0)) {
+      case 1: gemv_fixed<1>(xs, w, n, k, os); break;
+      case 2: gemv_fixed<2>(xs, w, n, k, os); break;
+      case 3: gemv_fixed<3>(xs, w, n, k, os); break;
+      default: gemv_fixed<4>(xs, w, n, k, os); break;
+    }
   }
 }
 

@@ -1,0 +1,121 @@
+// Generation speed of tfm on one checkpoint: first-call compile time, prefill time for given
+// prompt lengths, batch-1 decode tokens/s, peak resident memory, and the decode limit set by
+// memory bandwidth (weight bytes per token / measured read bandwidth). Prints JSON.
+//   generate_bench MODEL_DIR [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/simd.h"
+#include "tfm/log.h"
+#include "tfm/model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// Read bandwidth with all threads over a buffer far larger than the caches, in GB/s.
+double read_bandwidth_gbs() {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buffer(n, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = Clock::now();
+    float sum = 0;
+    const size_t step = 4 * tfm::cpu::simd::kWidth;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < n; i += step) {
+      using tfm::cpu::simd::load;
+      // Four independent sums keep the loads, not the adds, the limit.
+      const auto a = load(&buffer[i]), b = load(&buffer[i + step / 4]),
+                 c = load(&buffer[i + step / 2]), d = load(&buffer[i + 3 * step / 4]);
+      sum += tfm::cpu::simd::sum(a) + tfm::cpu::simd::sum(b) + tfm::cpu::simd::sum(c) +
+             tfm::cpu::simd::sum(d);
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (sum < 0) std::puts("");  // keeps the loop from being optimized away
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+  }
+  return best;
+}
+
+std::vector<int64_t> prompt_of(int64_t length) {
+  std::vector<int64_t> ids(static_cast<size_t>(length));
+  std::iota(ids.begin(), ids.end(), 1000);
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR [--dtype bf16] [--new-tokens N] [--prefill 128,1024]\n", argv[0]);
+    return 2;
+  }
+  std::string dtype = "bf16";
+  int new_tokens = 32;
+  std::vector<int64_t> prefill_lengths{128, 1024};
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+    if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::stoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prefill")) {
+      prefill_lengths.clear();
+      for (const char* p = argv[i + 1]; *p;) {
+        char* end;
+        prefill_lengths.push_back(std::strtoll(p, &end, 10));
+        p = *end ? end + 1 : end;
+      }
+    }
+  }
+  tfm::set_log_level(tfm::LogLevel::kWarn);
+  nlohmann::json out;
+  out["bandwidth_gbs"] = read_bandwidth_gbs();
+  auto load_start = Clock::now();
+  tfm::CausalLM model = tfm::AutoModelForCausalLM::from_pretrained(
+      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = "cpu"});
+  out["load_s"] = std::chrono::duration<double>(Clock::now() - load_start).count();
+  out["weight_bytes"] = model.weight_bytes();
+  out["dtype"] = dtype;
+
+  tfm::GenerationConfig gc;
+  gc.eos_token_id = {-1};  // never stop early: every run makes exactly new_tokens tokens
+  gc.max_new_tokens = new_tokens;
+  tfm::GenerationStats first;
+  model.generate({prompt_of(16)}, gc, &first);
+  out["first_call_compile_ms"] = model.graph_stats().compile_ms;
+  out["first_call_graphs"] = model.graph_stats().compiles;
+  tfm::GenerationStats warm;
+  model.generate({prompt_of(16)}, gc, &warm);
+  const double decode_tps = (warm.new_tokens - 1) / (warm.decode_ms / 1e3);
+  out["decode_tokens_per_s"] = decode_tps;
+  // Each decode step streams every weight once (the tied embedding counts once, as lm_head).
+  const double bound = out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
+  out["decode_bandwidth_bound_tokens_per_s"] = bound;
+  out["decode_fraction_of_bound"] = decode_tps / bound;
+
+  gc.max_new_tokens = 1;
+  for (int64_t length : prefill_lengths) {
+    model.generate({prompt_of(length)}, gc);  // compile this shape first
+    tfm::GenerationStats s;
+    model.generate({prompt_of(length)}, gc, &s);
+    out["prefill_ms"][std::to_string(length)] = s.prefill_ms;
+  }
+  out["peak_rss_mib"] = peak_rss_mib();
+  out["rss_over_weights"] = peak_rss_mib() * 1024 * 1024 / static_cast<double>(model.weight_bytes());
+  out["graph_compiles"] = model.graph_stats().compiles;
+  out["compile_ms_total"] = model.graph_stats().compile_ms;
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}

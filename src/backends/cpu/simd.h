@@ -1,0 +1,52 @@
+// The widest float vector the build machine has (AVX-512, AVX2 or scalar), with loads that widen
+// bf16 to f32 in registers. Kernels written against it compile to whichever the CPU offers.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "tfm/dtype.h"
+
+namespace tfm::cpu::simd {
+
+#if defined(__AVX512F__)
+inline constexpr int kWidth = 16;
+using Vec = __m512;
+inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec load(const uint16_t* p) {
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+}
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline float sum(Vec v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr int kWidth = 8;
+using Vec = __m256;
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec load(const uint16_t* p) {
+  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+}
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float sum(Vec v) {
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+#else
+inline constexpr int kWidth = 1;
+using Vec = float;
+inline Vec zero() { return 0.f; }
+inline Vec load(const float* p) { return *p; }
+inline Vec load(const uint16_t* p) { return bf16_bits_to_f32(*p); }
+inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline float sum(Vec v) { return v; }
+#endif
+
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
+
+}  // namespace tfm::cpu::simd
