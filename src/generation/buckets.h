@@ -1,14 +1,18 @@
-// The few shapes generate() compiles for. Prompts are left-padded to a multiple of a prefill
-// chunk and the KV cache length is rounded up, so a long chat reuses a handful of graphs.
+// The few shapes generate() compiles for. The KV cache length is rounded up to a power of two
+// (from 256) and each cache length has one prefill chunk size, so every cache length costs two
+// graphs (prefill chunk, decode step) and a long chat compiles a handful, not one per prompt.
 #pragma once
 
 #include <cstdint>
 
 namespace tfm::generation {
 
-// Tokens per prefill step: 16, 64 or 256, the smallest that holds the prompt (256 beyond).
-int64_t prefill_chunk(int64_t prompt_len);
-// Cache length for `needed` slots: 256, 1024, 4096, ... (powers of 4 from 256).
-int64_t cache_bucket(int64_t needed);
+struct GenerationShapes {
+  int64_t chunk;          // tokens per prefill step
+  int64_t padded_prompt;  // the prompt left-padded to whole chunks
+  int64_t cache_len;      // KV cache slots
+};
+
+GenerationShapes plan_shapes(int64_t prompt_len, int64_t max_new_tokens);
 
 }  // namespace tfm::generation

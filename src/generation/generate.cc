@@ -28,12 +28,12 @@ struct PaddedPrompt {
   std::vector<int32_t> next_position;
 };
 
-PaddedPrompt pad_prompt(const Tensor& ids, const Tensor& mask, int64_t cache_len, int64_t chunk,
-                        int32_t pad_id) {
-  const int64_t batch = ids.dim(0), seq = ids.dim(1);
+PaddedPrompt pad_prompt(const Tensor& ids, const Tensor& mask,
+                        const generation::GenerationShapes& shapes, int32_t pad_id) {
+  const int64_t batch = ids.dim(0), seq = ids.dim(1), cache_len = shapes.cache_len;
   PaddedPrompt p;
-  p.chunk = chunk;
-  p.padded_len = (seq + chunk - 1) / chunk * chunk;
+  p.chunk = shapes.chunk;
+  p.padded_len = shapes.padded_prompt;
   const int64_t extra = p.padded_len - seq;
   p.ids = filled_i32({batch, p.padded_len}, pad_id);
   p.positions = filled_i32({batch, p.padded_len}, 1);
@@ -98,11 +98,10 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   const int32_t pad = resolve_pad(gc, model.config(), eos);
   const int graphs_before = model.graph_stats().compiles;
 
-  const int64_t chunk = generation::prefill_chunk(seq);
-  const int64_t padded_len = (seq + chunk - 1) / chunk * chunk;
-  const int64_t cache_len = generation::cache_bucket(padded_len + gc.max_new_tokens);
+  const generation::GenerationShapes shapes = generation::plan_shapes(seq, gc.max_new_tokens);
+  const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt, cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
-  PaddedPrompt prompt = pad_prompt(ids, mask, cache_len, chunk, 0);
+  PaddedPrompt prompt = pad_prompt(ids, mask, shapes, 0);
   KvCache cache = model.new_cache(batch, cache_len);
 
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));

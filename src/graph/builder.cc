@@ -66,9 +66,12 @@ ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float atte
 
 ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
   TFM_CHECK(node(cache).is_state, "[cache_write] the cache must be a state input");
-  return add_node(Op::kCacheWrite, {cache, update, slots},
-                  ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
-                  node(cache).name);
+  const ValueId id = add_node(
+      Op::kCacheWrite, {cache, update, slots},
+      ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
+      node(cache).name);
+  graph_.nodes.back().dtype = node(cache).dtype;
+  return id;
 }
 
 ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,

@@ -27,14 +27,15 @@ KvCache CausalLMImpl::new_cache(int64_t batch, int64_t len) const {
   KvCache cache{batch, len, {}};
   const Shape shape{batch, len, config_->num_key_value_heads, config_->head_dim};
   for (int64_t i = 0; i < 2 * config_->num_hidden_layers; ++i) {
-    cache.buffers.push_back(Tensor::zeros(shape, DType::f32, device_));
+    cache.buffers.push_back(Tensor::zeros(shape, dtype_, device_));
   }
   return cache;
 }
 
 graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
   return models::build_decoder_graph(*config_, features_, weights_,
-                                     models::rope_tables(*config_, signature.cache_len), signature);
+                                     models::rope_tables(*config_, signature.cache_len), signature,
+                                     dtype_);
 }
 
 Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager) {

@@ -11,8 +11,8 @@
 
 namespace tfm {
 
-// One static KV cache: per layer a key and a value buffer [batch, len, kv_heads, head_dim],
-// allocated once on the model's device and written in place by every step.
+// One static KV cache: per layer a key and a value buffer [batch, len, kv_heads, head_dim] in the
+// model's dtype, allocated once on the model's device and written in place by every step.
 struct KvCache {
   int64_t batch = 0;
   int64_t len = 0;

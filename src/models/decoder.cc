@@ -62,7 +62,7 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
 
 graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
                                  const DecoderWeights& w, const RopeTables& rope,
-                                 const graph::Signature& sig) {
+                                 const graph::Signature& sig, DType cache_dtype) {
   Builder b;
   const int64_t batch = sig.batch, seq = sig.seq, len = sig.cache_len;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -74,8 +74,8 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   std::vector<ValueId> caches;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const Shape cache_shape{batch, len, c.num_key_value_heads, c.head_dim};
-    caches.push_back(b.state("layers." + std::to_string(i) + ".k_cache", cache_shape, DType::f32));
-    caches.push_back(b.state("layers." + std::to_string(i) + ".v_cache", cache_shape, DType::f32));
+    caches.push_back(b.state("layers." + std::to_string(i) + ".k_cache", cache_shape, cache_dtype));
+    caches.push_back(b.state("layers." + std::to_string(i) + ".v_cache", cache_shape, cache_dtype));
   }
 
   const float eps = static_cast<float>(c.rms_norm_eps);

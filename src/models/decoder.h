@@ -58,9 +58,9 @@ RopeTables rope_tables(const ModelConfig& config, int64_t seq_len);
 
 // Graph inputs, in order: input_ids [B, S], position_ids [B, S], slots [S] (cache slots the
 // tokens are written to), attention_mask [B, L] (all i32), then k and v caches per layer
-// [B, L, kv_heads, head_dim] f32. Output: logits [B, S or 1, vocab] f32.
+// [B, L, kv_heads, head_dim] of `cache_dtype`. Output: logits [B, S or 1, vocab] f32.
 graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeatures& features,
                                  const DecoderWeights& weights, const RopeTables& rope,
-                                 const graph::Signature& signature);
+                                 const graph::Signature& signature, DType cache_dtype);
 
 }  // namespace tfm::models

@@ -92,8 +92,8 @@ TEST(CpuKernels, AttentionWithPaddingAndGroups) {
   mask[5] = 0;                        // a hole in row 0
   const std::vector<int32_t> slots{4, 5, 6};
   std::vector<float> got(q.size()), want(q.size());
-  cpu::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq, len, hq, hkv,
-                 d, 0.33f, got.data());
+  cpu::attention(q.data(), k.data(), v.data(), DType::f32, mask.data(), slots.data(), batch, seq,
+                 len, hq, hkv, d, 0.33f, got.data());
   ops::reference::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq,
                             len, hq, hkv, d, 0.33f, want.data());
   expect_close(got, want, 1e-5f);
@@ -104,7 +104,7 @@ TEST(CpuKernels, CacheWrite) {
   const auto update = random_values(batch * seq * row, 10);
   std::vector<float> got(batch * len * row, 0.f), want = got;
   const std::vector<int32_t> slots{3, 4};
-  cpu::cache_write(got.data(), update.data(), slots.data(), batch, len, seq, row);
+  cpu::cache_write(got.data(), DType::f32, update.data(), slots.data(), batch, len, seq, row);
   ops::reference::cache_write(want.data(), update.data(), slots.data(), batch, len, seq, row);
   EXPECT_EQ(got, want);
 }
@@ -136,6 +136,33 @@ TEST(CpuKernels, EmbeddingBf16AndOutOfRange) {
   const std::vector<int32_t> bad{13};
   EXPECT_THROW(cpu::embedding(table.data(), DType::f32, vocab, hidden, bad.data(), 1, got.data()),
                Error);
+}
+
+}  // namespace
+}  // namespace tfm
+
+namespace tfm {
+namespace {
+
+TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
+  const int64_t batch = 1, seq = 2, len = 7, hq = 4, hkv = 2, d = 16;
+  const auto q = random_values(batch * seq * hq * d, 15);
+  const auto k = random_values(batch * seq * hkv * d, 16), v = random_values(k.size(), 17);
+  std::vector<uint16_t> k_cache(batch * len * hkv * d, 0), v_cache(k_cache.size(), 0);
+  const std::vector<int32_t> slots{2, 3};
+  cpu::cache_write(k_cache.data(), DType::bf16, k.data(), slots.data(), batch, len, seq, hkv * d);
+  cpu::cache_write(v_cache.data(), DType::bf16, v.data(), slots.data(), batch, len, seq, hkv * d);
+  std::vector<int32_t> mask(batch * len, 0);
+  mask[2] = mask[3] = 1;
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
+                 batch, seq, len, hq, hkv, d, 0.25f, got.data());
+  // The reference sees the cache as the kernel stored it: rounded to bf16.
+  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
+  ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(), batch,
+                            seq, len, hq, hkv, d, 0.25f, want.data());
+  expect_close(got, want, 1e-5f);
+  EXPECT_EQ(k_ref[2 * hkv * d], bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
 }
 
 }  // namespace

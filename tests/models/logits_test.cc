@@ -29,7 +29,7 @@ TEST_P(LogitsTest, MatchesTransformers) {
   const int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
   ASSERT_EQ(vocab, model.config().vocab_size);
   const float* got = logits.data_as<float>();
-  double max_abs = 0;
+  double max_abs = 0, diff_sq = 0, ref_sq = 0;
   int64_t argmax_same = 0;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) {
@@ -37,11 +37,9 @@ TEST_P(LogitsTest, MatchesTransformers) {
       int64_t want_arg = 0, got_arg = 0;
       for (int64_t v = 0; v < vocab; ++v) {
         const float w = want[v].get<float>(), g = got[(b * seq + s) * vocab + v];
-        if (c.dtype == DType::f32) {
-          max_abs = std::max(max_abs, static_cast<double>(std::fabs(w - g)));
-        } else {
-          max_abs = std::max(max_abs, std::fabs(w - g) / std::max(1.0, std::fabs(static_cast<double>(w))));
-        }
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(w - g)));
+        diff_sq += static_cast<double>(w - g) * (w - g);
+        ref_sq += static_cast<double>(w) * w;
         if (w > want[want_arg].get<float>()) want_arg = v;
         if (g > got[(b * seq + s) * vocab + got_arg]) got_arg = v;
       }
@@ -52,7 +50,9 @@ TEST_P(LogitsTest, MatchesTransformers) {
     EXPECT_LT(max_abs, 1e-4) << "largest absolute logit difference";
     EXPECT_EQ(argmax_same, batch * seq);
   } else {
-    EXPECT_LT(max_abs, 2e-2) << "largest relative logit difference";
+    // bf16 weights and KV cache: the error relative to the logits' norm, as the fixtures' README
+    // states its bf16 tolerance.
+    EXPECT_LT(std::sqrt(diff_sq / ref_sq), 2e-2) << "relative L2 difference of the logits";
     EXPECT_GE(static_cast<double>(argmax_same), 0.99 * static_cast<double>(batch * seq));
   }
 }

@@ -6,23 +6,16 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
+#include "tfm/error.h"
 
 namespace tfm::cpu {
+namespace {
 
-void cache_write(float* cache, const float* update, const int32_t* slots, int64_t batch,
-                 int64_t cache_len, int64_t seq, int64_t row_elems) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t s = 0; s < seq; ++s) {
-      std::memcpy(cache + (b * cache_len + slots[s]) * row_elems, update + (b * seq + s) * row_elems,
-                  static_cast<size_t>(row_elems) * sizeof(float));
-    }
-  }
-}
-
-void attention(const float* q, const float* k, const float* v, const int32_t* mask,
-               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
-               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+template <typename KV>
+void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
+            int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads, int64_t kv_heads,
+            int64_t head_dim, float scale, float* out) {
   const int64_t group = q_heads / kv_heads;
 #pragma omp parallel
   {
@@ -39,9 +32,9 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
           float max_score = -INFINITY;
           for (int64_t j = 0; j < visible_end; ++j) {
             if (row_mask[j] == 0) continue;
-            const float* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
+            const KV* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
             float dot = 0.f;
-            for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * kv[d];
+            for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * simd::widen(kv[d]);
             scores[j] = dot * scale;
             max_score = std::max(max_score, scores[j]);
           }
@@ -51,8 +44,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
             if (row_mask[j] == 0) continue;
             const float p = std::exp(scores[j] - max_score);
             denom += p;
-            const float* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * vv[d];
+            const KV* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
+            for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * simd::widen(vv[d]);
           }
           float* o = out + ((b * seq + s) * q_heads + h) * head_dim;
           const float inv = denom > 0.f ? 1.f / denom : 0.f;
@@ -60,6 +53,42 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
         }
       }
     }
+  }
+}
+
+void check_kv_dtype(DType dtype) {
+  if (dtype != DType::f32 && dtype != DType::bf16) {
+    throw Error("[attention] KV cache of dtype " + std::string(dtype_name(dtype)) +
+                " is not supported on cpu (f32, bf16)");
+  }
+}
+
+}  // namespace
+
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems) {
+  check_kv_dtype(cache_dtype);
+  const size_t elem = dtype_size(cache_dtype);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      void* dst = static_cast<char*>(cache) + static_cast<size_t>((b * cache_len + slots[s]) * row_elems) * elem;
+      convert_elements(update + (b * seq + s) * row_elems, DType::f32, dst, cache_dtype,
+                       static_cast<size_t>(row_elems));
+    }
+  }
+}
+
+void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
+               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+  check_kv_dtype(kv_dtype);
+  if (kv_dtype == DType::f32) {
+    attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
+           cache_len, q_heads, kv_heads, head_dim, scale, out);
+  } else {
+    attend(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots, batch,
+           seq, cache_len, q_heads, kv_heads, head_dim, scale, out);
   }
 }
 

@@ -17,9 +17,10 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out);
-void cache_write(float* cache, const float* update, const int32_t* slots, int64_t batch,
-                 int64_t cache_len, int64_t seq, int64_t row_elems);
-void attention(const float* q, const float* k, const float* v, const int32_t* mask,
+// The KV cache holds f32 or bf16 (the model's dtype, as transformers' static cache does).
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems);
+void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
                int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,

@@ -53,18 +53,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kCacheWrite: {
       const Shape c = n.shape;
       const int64_t seq = in(1).shape[1];
+      const DType dt = n.dtype;
       return [=, &ptrs] {
         // The output aliases the cache: the same buffer, now holding the new rows too.
         ptrs[out] = ptrs[args[0]];
-        cache_write(f(args[0]), f(args[1]), i32(args[2]), c[0], c[1], seq, c[2] * c[3]);
+        cache_write(ptrs[args[0]], dt, f(args[1]), i32(args[2]), c[0], c[1], seq, c[2] * c[3]);
       };
     }
     case Op::kAttention: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
-      return [=] {
-        attention(f(args[0]), f(args[1]), f(args[2]), i32(args[3]), i32(args[4]), q[0], q[1], k[1],
-                  q[2], k[2], q[3], scale, f(out));
+      const DType kv_dtype = in(1).dtype;
+      return [=, &ptrs] {
+        attention(f(args[0]), ptrs[args[1]], ptrs[args[2]], kv_dtype, i32(args[3]), i32(args[4]),
+                  q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
       };
     }
     case Op::kSliceSeq: {
