@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 bench/tokenizer_anchor.py --make-multilingual "$work/multilingual.txt"
 texts=(--text data/tinyshakespeare/input.txt --text "$work/multilingual.txt")
-"$build/tokenizer_bench" --tokenizer "$tokenizer" "${texts[@]}" > "$work/tfm.json"
+"$build/bench/tokenizer_bench" --tokenizer "$tokenizer" "${texts[@]}" > "$work/tfm.json"
 python3 bench/tokenizer_anchor.py --tokenizer "$tokenizer" "${texts[@]}" > "$work/hf.json"
 python3 - "$work/tfm.json" "$work/hf.json" <<'PY'
 import json, os, sys

@@ -1,6 +1,9 @@
 // generate() against transformers: greedy ids on a left-padded batch with a static cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "support/fixtures.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -30,11 +33,14 @@ TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyTest,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"),
+                         ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2",
+                                                              "llama3-rope", "qwen3-yarn"),
                                             ::testing::Bool()),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
+                           // Test names allow only letters, digits and '_'.
+                           std::string arch = std::get<0>(info.param);
+                           std::replace(arch.begin(), arch.end(), '-', '_');
+                           return arch + (std::get<1>(info.param) ? "_eager" : "_compiled");
                          });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Whole models against transformers + PyTorch: logits of the fixtures' reference.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "io/model_config.h"
@@ -61,9 +62,16 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, LogitsTest,
     ::testing::Values(Case{"qwen3", DType::f32, false}, Case{"qwen3", DType::f32, true},
                       Case{"qwen3", DType::bf16, false}, Case{"llama", DType::f32, false},
-                      Case{"llama", DType::f32, true}, Case{"llama", DType::bf16, false}),
+                      Case{"llama", DType::f32, true}, Case{"llama", DType::bf16, false},
+                      Case{"qwen2", DType::f32, false}, Case{"qwen2", DType::f32, true},
+                      Case{"llama3-rope", DType::f32, false}, Case{"llama3-rope", DType::f32, true},
+                      Case{"llama3-rope", DType::bf16, false},
+                      Case{"qwen3-yarn", DType::f32, false}, Case{"qwen3-yarn", DType::f32, true}),
     [](const auto& info) {
-      return info.param.arch + "_" + std::string(dtype_name(info.param.dtype)) +
+      // Test names allow only letters, digits and '_'; fixture folders use '-'.
+      std::string arch = info.param.arch;
+      std::replace(arch.begin(), arch.end(), '-', '_');
+      return arch + "_" + std::string(dtype_name(info.param.dtype)) +
              (info.param.eager ? "_eager" : "_compiled");
     });
 

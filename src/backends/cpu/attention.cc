@@ -33,9 +33,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           for (int64_t j = 0; j < visible_end; ++j) {
             if (row_mask[j] == 0) continue;
             const KV* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            float dot = 0.f;
-            for (int64_t d = 0; d < head_dim; ++d) dot += qv[d] * simd::widen(kv[d]);
-            scores[j] = dot * scale;
+            scores[j] = simd::dot(qv, kv, head_dim) * scale;
             max_score = std::max(max_score, scores[j]);
           }
           std::fill(acc.begin(), acc.end(), 0.f);
@@ -45,7 +43,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
             const float p = std::exp(scores[j] - max_score);
             denom += p;
             const KV* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * simd::widen(vv[d]);
+            simd::axpy(p, vv, acc.data(), head_dim);
           }
           float* o = out + ((b * seq + s) * q_heads + h) * head_dim;
           const float inv = denom > 0.f ? 1.f / denom : 0.f;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int64_t kGemvMaxRows = 8;   // beyond this, sgemm's blocking wins
 constexpr int kRowsPerTask = 4;       // weight rows processed together by one thread
-constexpr int64_t kTileRows = 128;
+constexpr size_t kTileBytes = 4 << 20;  // f32 weights widened per sgemm call: stays in L3
 constexpr int64_t kPrefetchAhead = 1024;  // elements: about one row ahead
 
 // out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
@@ -105,11 +105,12 @@ void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, f
 
 void gemm_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                        float* out) {
+  const int64_t tile_rows = std::max<int64_t>(64, static_cast<int64_t>(kTileBytes / sizeof(float)) / k);
   thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(kTileRows * k));
+  scratch.resize(static_cast<size_t>(tile_rows * k));
   float* tile = scratch.data();  // the OpenMP threads below must share the caller's buffer
-  for (int64_t r0 = 0; r0 < n; r0 += kTileRows) {
-    const int64_t rows = std::min(kTileRows, n - r0);
+  for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, n - r0);
     const uint16_t* src = w + r0 * k;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < rows * k; ++i) tile[i] = bf16_bits_to_f32(src[i]);

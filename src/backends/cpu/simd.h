@@ -20,6 +20,8 @@ inline Vec load(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec broadcast(float v) { return _mm512_set1_ps(v); }
+inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline float sum(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr int kWidth = 8;
@@ -31,6 +33,8 @@ inline Vec load(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
 }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec broadcast(float v) { return _mm256_set1_ps(v); }
+inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline float sum(Vec v) {
   const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
@@ -43,10 +47,36 @@ inline Vec zero() { return 0.f; }
 inline Vec load(const float* p) { return *p; }
 inline Vec load(const uint16_t* p) { return bf16_bits_to_f32(*p); }
 inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline Vec broadcast(float v) { return v; }
+inline void store(float* p, Vec v) { *p = v; }
 inline float sum(Vec v) { return v; }
 #endif
 
 inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
+
+// sum_i a[i] * b[i], with two accumulators so consecutive FMAs do not wait on each other.
+template <typename B>
+float dot(const float* a, const B* b, int64_t n) {
+  Vec acc0 = zero(), acc1 = zero();
+  int64_t i = 0;
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    acc0 = fma(load(a + i), load(b + i), acc0);
+    acc1 = fma(load(a + i + kWidth), load(b + i + kWidth), acc1);
+  }
+  for (; i + kWidth <= n; i += kWidth) acc0 = fma(load(a + i), load(b + i), acc0);
+  float total = sum(acc0) + sum(acc1);
+  for (; i < n; ++i) total += a[i] * widen(b[i]);
+  return total;
+}
+
+// y[i] += alpha * x[i]
+template <typename X>
+void axpy(float alpha, const X* x, float* y, int64_t n) {
+  const Vec a = broadcast(alpha);
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) store(y + i, fma(a, load(x + i), load(y + i)));
+  for (; i < n; ++i) y[i] += alpha * widen(x[i]);
+}
 
 }  // namespace tfm::cpu::simd

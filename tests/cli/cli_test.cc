@@ -1,0 +1,189 @@
+// The `tfm` binary ($TFM_BIN, set by CTest) against transformers' outputs in the fixtures and the
+// tokenizers library's goldens, run as a user would; bad input must fail with a clear message.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/fixtures.h"
+
+extern char** environ;
+
+namespace tfm {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kNoBinary = "TFM_BIN is not set to the tfm binary (run the tests via ctest)";
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Spawns tfm with `args` as argv (no shell, so texts with quotes and newlines pass unchanged) and
+// keeps stdout and stderr apart: JSON on stdout must parse without the logs.
+std::optional<Run> run_tfm(const std::vector<std::string>& args) {
+  const char* binary = std::getenv("TFM_BIN");
+  if (binary == nullptr || !fs::exists(binary)) return std::nullopt;
+  const fs::path dir =
+      fs::temp_directory_path() / ("tfm_cli_test_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::create_directories(dir);
+  const std::string out_path = (dir / "stdout").string(), err_path = (dir / "stderr").string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> all = {binary};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  Run run;
+  if (posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ) == 0) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  run.out = read_file(out_path);
+  run.err = read_file(err_path);
+  fs::remove_all(dir);
+  return run;
+}
+
+std::string fixture(const std::string& name) { return testing::fixture_dir(name); }
+
+std::string id_list(const nlohmann::json& ids) {
+  std::string text;
+  for (const auto& id : ids) text += (text.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  return text;
+}
+
+TEST(CliCommandsTest, LogitsAllMatchTransformers) {
+  const nlohmann::json& ref = testing::reference("qwen3");
+  const auto run = run_tfm({"logits", fixture("qwen3"), "--ids", id_list(ref["input_ids"][0]),
+                            "--all", "--device", "cpu"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  const nlohmann::json got = nlohmann::json::parse(run->out);
+  const nlohmann::json& want = ref["logits"][0];
+  ASSERT_EQ(got["logits"].size(), want.size());
+  double max_abs = 0;
+  for (size_t s = 0; s < want.size(); ++s) {
+    ASSERT_EQ(got["logits"][s].size(), want[s].size()) << "position " << s;
+    for (size_t v = 0; v < want[s].size(); ++v) {
+      max_abs = std::max(max_abs,
+                         std::fabs(got["logits"][s][v].get<double>() - want[s][v].get<double>()));
+    }
+  }
+  EXPECT_LT(max_abs, 1e-4) << "largest absolute logit difference";
+}
+
+// Row 0 of the padded batch is a whole prompt, so one unpadded prompt must give transformers'
+// greedy continuation of that row.
+TEST(CliCommandsTest, GenerateIdsMatchTransformersGreedy) {
+  for (const std::string arch : {"qwen3", "llama"}) {
+    SCOPED_TRACE(arch);
+    const nlohmann::json& ref = testing::reference(arch);
+    for (const auto& m : ref["padded_attention_mask"][0]) ASSERT_EQ(m, 1) << "row 0 is padded";
+    const nlohmann::json& want = ref["greedy_16"][0];
+    // transformers ran with eos_token_id=None; the CLI stops at the config's EOS (2).
+    for (const auto& id : want) ASSERT_NE(id, 2) << "the reference row contains EOS";
+    const auto run =
+        run_tfm({"generate", fixture(arch), "--ids", id_list(ref["padded_input_ids"][0]),
+                 "--print-ids", "--max-new-tokens", "16", "--device", "cpu", "--quiet"});
+    if (!run) GTEST_SKIP() << kNoBinary;
+    ASSERT_EQ(run->status, 0) << run->err;
+    EXPECT_EQ(nlohmann::json::parse(run->out), want) << run->out;
+  }
+}
+
+const nlohmann::json& tokenizer_goldens() {
+  static const nlohmann::json goldens = nlohmann::json::parse(
+      read_file(fs::path(TFM_TEST_DATA_DIR) / "fixtures" / "qwen3-tokenizer-golden.json"));
+  return goldens;
+}
+
+const std::string kTokenizer = std::string(TFM_DATA_DIR) + "/qwen3-tokenizer";
+
+// The goldens used add_special_tokens=False; --no-special-tokens asks for the same.
+TEST(CliCommandsTest, TokenizePrintsGoldenIds) {
+  for (const auto& golden : tokenizer_goldens()) {
+    const std::string text = golden["text"];
+    SCOPED_TRACE(text);
+    const auto run = run_tfm({"tokenize", kTokenizer, text, "--no-special-tokens"});
+    if (!run) GTEST_SKIP() << kNoBinary;
+    ASSERT_EQ(run->status, 0) << run->err;
+    EXPECT_EQ(nlohmann::json::parse(run->out), golden["ids"]);
+  }
+}
+
+TEST(CliCommandsTest, DecodePrintsGoldenText) {
+  for (const auto& golden : tokenizer_goldens()) {
+    SCOPED_TRACE(golden["text"].get<std::string>());
+    const auto run = run_tfm({"tokenize", kTokenizer, "--decode", id_list(golden["ids"])});
+    if (!run) GTEST_SKIP() << kNoBinary;
+    ASSERT_EQ(run->status, 0) << run->err;
+    // The command ends the text with one newline of its own.
+    EXPECT_EQ(run->out, golden["decoded"].get<std::string>() + "\n");
+  }
+}
+
+TEST(CliCommandsTest, MissingModelFolderIsNamed) {
+  const std::string missing = (fs::temp_directory_path() / "tfm-no-such-model-folder").string();
+  const auto run = run_tfm({"logits", missing, "--ids", "1,2,3"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, AllOf(HasSubstr("error"), HasSubstr("tfm-no-such-model-folder")));
+  EXPECT_EQ(run->out, "");
+}
+
+TEST(CliCommandsTest, UnknownDeviceIsNamed) {
+  for (const std::string command : {"logits", "generate"}) {
+    SCOPED_TRACE(command);
+    const auto run = run_tfm({command, fixture("qwen3"), "--ids", "5,6,7", "--device", "tpu"});
+    if (!run) GTEST_SKIP() << kNoBinary;
+    EXPECT_NE(run->status, 0);
+    EXPECT_THAT(run->err, AllOf(HasSubstr("unknown device"), HasSubstr("tpu")));
+  }
+}
+
+TEST(CliCommandsTest, CudaWithoutGpuFails) {
+  const auto devices = run_tfm({"devices"});
+  if (!devices) GTEST_SKIP() << kNoBinary;
+  if (devices->out.find("cuda") != std::string::npos) GTEST_SKIP() << "a CUDA device is present";
+  const auto run = run_tfm({"logits", fixture("qwen3"), "--ids", "5,6,7", "--device", "cuda"});
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, AllOf(HasSubstr("cuda"), HasSubstr("no CUDA device")));
+  EXPECT_THAT(run->out, Not(HasSubstr("logits")));
+}
+
+}  // namespace
+}  // namespace tfm
