@@ -18,7 +18,9 @@ namespace {
 constexpr int64_t kGemvMaxRows = 8;   // beyond this, sgemm's blocking wins
 constexpr int kRowsPerTask = 4;       // weight rows processed together by one thread
 constexpr size_t kTileBytes = 4 << 20;  // f32 weights widened per sgemm call: stays in L3
-constexpr int64_t kPrefetchAhead = 1024;  // elements: about one row ahead
+// Weights stream through once per token: a non-temporal prefetch about one row ahead keeps them
+// from evicting the activations and the KV cache.
+constexpr int64_t kPrefetchAhead = 1024;  // elements
 
 // out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
 // memory serves every x row. M and the row count are compile-time so the accumulators stay in
@@ -35,7 +37,7 @@ void gemv_tile(const float* x, const W* w, int64_t r0, int64_t k, float* out, in
   for (; p + simd::kWidth <= k; p += simd::kWidth) {
     Vec wv[R];
     for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p + kPrefetchAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p + kPrefetchAhead), _MM_HINT_NTA);
       wv[r] = simd::load(rows[r] + p);
     }
     for (int i = 0; i < M; ++i) {
@@ -74,7 +76,9 @@ void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
   // One x row leaves registers for more weight streams in flight.
   constexpr int R = M == 1 ? 2 * kRowsPerTask : kRowsPerTask;
   const int64_t tiles = n / R;
-#pragma omp parallel for schedule(static)
+  // Dynamic chunks of 16 tiles: a thread slowed by the other core's traffic does not hold up the
+  // whole product at the barrier.
+#pragma omp parallel for schedule(dynamic, 16)
   for (int64_t t = 0; t < tiles; ++t) gemv_tile<M, R>(x, w, t * R, k, out, n);
   gemv_leftover(x, M, w, tiles * R, n, k, out);
 }
