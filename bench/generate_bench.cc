@@ -61,7 +61,9 @@ std::vector<int64_t> prompt_of(int64_t length) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [--dtype bf16] [--new-tokens N] [--prefill 128,1024]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR [--dtype bf16] [--new-tokens N] [--prefill 128,1024]\n",
+                 argv[0]);
     return 2;
   }
   std::string dtype = "bf16";
@@ -95,7 +97,8 @@ int main(int argc, char** argv) {
   tfm::GenerationStats first;
   const auto first_start = Clock::now();
   model.generate({prompt_of(16)}, gc, &first);
-  out["first_call_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - first_start).count();
+  out["first_call_ms"] =
+      std::chrono::duration<double, std::milli>(Clock::now() - first_start).count();
   out["first_call_compile_ms"] = model.graph_stats().compile_ms;
   out["first_call_graphs"] = model.graph_stats().compiles;
   tfm::GenerationStats warm;
@@ -103,7 +106,8 @@ int main(int argc, char** argv) {
   const double decode_tps = (warm.new_tokens - 1) / (warm.decode_ms / 1e3);
   out["decode_tokens_per_s"] = decode_tps;
   // Each decode step streams every weight once (the tied embedding counts once, as lm_head).
-  const double bound = out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
+  const double bound =
+      out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
   out["decode_bandwidth_bound_tokens_per_s"] = bound;
   out["decode_fraction_of_bound"] = decode_tps / bound;
   out["peak_rss_mib_after_decode"] = peak_rss_mib();

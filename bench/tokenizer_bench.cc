@@ -72,14 +72,14 @@ int main(int argc, char** argv) {
     load_s = std::min(load_s, seconds_since(start));
   }
   const tfm::Tokenizer tokenizer = tfm::AutoTokenizer::from_pretrained(tokenizer_path);
-  nlohmann::json result = {{"impl", "tfm"}, {"load_ms", load_s * 1e3}, {"files", nlohmann::json::array()}};
+  nlohmann::json result = {
+      {"impl", "tfm"}, {"load_ms", load_s * 1e3}, {"files", nlohmann::json::array()}};
   for (const auto& path : texts) {
     const std::string text = read(path);
     const std::vector<std::string> lines = split_lines(text);
     size_t whole_tokens = 0, line_tokens = 0;
-    const double whole = best_seconds(repeat, whole_tokens, [&] {
-      return tokenizer.encode(text, false).size();
-    });
+    const double whole =
+        best_seconds(repeat, whole_tokens, [&] { return tokenizer.encode(text, false).size(); });
     const double by_line = best_seconds(repeat, line_tokens, [&] {
       size_t n = 0;
       for (const auto& line : lines) n += tokenizer.encode(line, false).size();

@@ -42,7 +42,7 @@ struct DeviceProvider {
 void register_device_provider(DeviceProvider provider);
 const DeviceProvider* find_device_provider(DeviceType type);
 
-std::vector<DeviceInfo> devices();  // every device present, cpu first
+std::vector<DeviceInfo> devices();                // every device present, cpu first
 bool is_available(const std::string& type_name);  // "cpu", "cuda"
 int device_count(const std::string& type_name);
 

@@ -22,7 +22,7 @@ class OutOfMemoryError : public Error {
 
 // Internal invariant checks that must hold in release builds too: they turn a would-be crash
 // into an Error that says where it happened.
-#define TFM_CHECK(cond, message)                                                     \
-  do {                                                                               \
-    if (!(cond)) throw ::tfm::Error(std::string(message) + " [" #cond "]");          \
+#define TFM_CHECK(cond, message)                                            \
+  do {                                                                      \
+    if (!(cond)) throw ::tfm::Error(std::string(message) + " [" #cond "]"); \
   } while (0)

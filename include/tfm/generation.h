@@ -14,8 +14,8 @@ struct GenerationConfig {
   int min_new_tokens = 0;
   bool do_sample = false;
   float temperature = 1.0f;
-  int top_k = 50;        // 0 turns it off
-  float top_p = 1.0f;    // 1 turns it off
+  int top_k = 50;      // 0 turns it off
+  float top_p = 1.0f;  // 1 turns it off
   float repetition_penalty = 1.0f;
   std::optional<uint64_t> seed;
   std::vector<int64_t> eos_token_id;  // empty: the model's config decides
@@ -28,11 +28,11 @@ struct GenerationConfig {
 
 // Counters of one generate() call, for the CLI's closing line and the benchmarks.
 struct GenerationStats {
-  int prompt_tokens = 0;      // longest unpadded prompt in the batch
-  int new_tokens = 0;         // per row
-  double prefill_ms = 0;      // time to first token
-  double decode_ms = 0;       // the remaining tokens
-  int graphs_compiled = 0;    // during this call
+  int prompt_tokens = 0;    // longest unpadded prompt in the batch
+  int new_tokens = 0;       // per row
+  double prefill_ms = 0;    // time to first token
+  double decode_ms = 0;     // the remaining tokens
+  int graphs_compiled = 0;  // during this call
 };
 
 }  // namespace tfm

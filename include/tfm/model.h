@@ -15,7 +15,7 @@ struct ModelConfig;
 
 struct LoadOptions {
   std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
-  std::string device_map = "auto"; // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
+  std::string device_map = "auto";  // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
 };
 
 struct GraphCacheStats {

@@ -52,7 +52,7 @@ class Tensor {
   template <typename T>
   const T* data_as() const;
 
-  Tensor view(Shape shape) const;       // same storage, contiguous tensors only
+  Tensor view(Shape shape) const;                   // same storage, contiguous tensors only
   Tensor slice(int64_t start, int64_t stop) const;  // along axis 0, same storage
   Tensor to(DType dtype) const;         // converted copy (or this tensor if already that dtype)
   Tensor to(Device device) const;       // copy across devices (or this tensor if already there)
@@ -75,9 +75,18 @@ class Tensor {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 
 template <typename T>
 T* Tensor::data_as() {

@@ -17,7 +17,7 @@ struct Pipeline;  // normalizer, pre-tokenizer, model, post-processor, decoder (
 }
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", "tool"
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
 };
 

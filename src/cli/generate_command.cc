@@ -54,7 +54,8 @@ void run(Options& o) {
   std::unique_ptr<StreamingDecoder> stream;
   if (tok) {
     stream = std::make_unique<StreamingDecoder>(*tok, /*skip_special_tokens=*/true);
-    std::cout << tok->decode(std::vector<int32_t>(prompt.begin(), prompt.end()), true) << std::flush;
+    std::cout << tok->decode(std::vector<int32_t>(prompt.begin(), prompt.end()), true)
+              << std::flush;
   }
   o.gen.streamer = [&](int, int64_t token) {
     if (stream) std::cout << stream->put(static_cast<int32_t>(token)) << std::flush;
@@ -63,7 +64,8 @@ void run(Options& o) {
   const std::vector<int64_t> out = model.generate({prompt}, o.gen, &stats).at(0);
   if (stream) std::cout << stream->flush() << "\n";
   if (o.print_ids) std::cout << json_id_list(out) << "\n";
-  const double tok_per_s = stats.new_tokens > 1 ? (stats.new_tokens - 1) / (stats.decode_ms / 1e3) : 0;
+  const double tok_per_s =
+      stats.new_tokens > 1 ? (stats.new_tokens - 1) / (stats.decode_ms / 1e3) : 0;
   std::fprintf(stderr,
                "prompt tokens: %d, new tokens: %d, time to first token: %.1f ms, %.1f tokens/s, "
                "graphs compiled: %d (%s, %s)\n",
@@ -75,18 +77,22 @@ void run(Options& o) {
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text with a causal language model");
-  cmd->add_option("model", o->model, "Model folder or Org/Name in the Hugging Face cache")->required();
+  cmd->add_option("model", o->model, "Model folder or Org/Name in the Hugging Face cache")
+      ->required();
   cmd->add_option("prompt", o->prompt, "Prompt text");
   cmd->add_option("--ids", o->ids, "Prompt as token ids, comma-separated");
   cmd->add_flag("--print-ids", o->print_ids, "Print the prompt and generated ids as JSON");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the tokenizer's chat template");
   cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (default)");
   cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default: the checkpoint's)");
-  cmd->add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate")
+      ->capture_default_str();
   cmd->add_option("--min-new-tokens", o->gen.min_new_tokens, "Tokens before EOS is allowed");
   cmd->add_flag("--do-sample", o->gen.do_sample, "Sample instead of greedy decoding");
-  cmd->add_option("--temperature", o->gen.temperature, "Sampling temperature")->capture_default_str();
-  cmd->add_option("--top-k", o->gen.top_k, "Keep the k most likely tokens (0: all)")->capture_default_str();
+  cmd->add_option("--temperature", o->gen.temperature, "Sampling temperature")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->gen.top_k, "Keep the k most likely tokens (0: all)")
+      ->capture_default_str();
   cmd->add_option("--top-p", o->gen.top_p, "Nucleus sampling mass")->capture_default_str();
   cmd->add_option("--repetition-penalty", o->gen.repetition_penalty, "Penalty for repeated tokens");
   cmd->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str();

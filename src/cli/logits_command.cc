@@ -38,12 +38,14 @@ void run(const Options& o) {
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::vector<int64_t> ids = parse_id_list(o.ids);
   const auto seq = static_cast<int64_t>(ids.size());
-  const Tensor logits = model.forward(Tensor::from_vector(ids, {1, seq}), nullptr, true,
-                                      o.disable_compile);
+  const Tensor logits =
+      model.forward(Tensor::from_vector(ids, {1, seq}), nullptr, true, o.disable_compile);
   const int64_t vocab = logits.dim(2);
   const float* data = logits.data_as<float>();
   nlohmann::json out;
-  const auto row = [&](int64_t s) { return std::vector<float>(data + s * vocab, data + (s + 1) * vocab); };
+  const auto row = [&](int64_t s) {
+    return std::vector<float>(data + s * vocab, data + (s + 1) * vocab);
+  };
   if (o.all) {
     for (int64_t s = 0; s < seq; ++s) out["logits"].push_back(row(s));
   } else {
@@ -57,8 +59,10 @@ void run(const Options& o) {
 
 void add_logits_command(CLI::App& app) {
   auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("logits", "Print logits and causal-LM loss of token ids as JSON");
-  cmd->add_option("model", options->model, "Model folder or Org/Name in the Hugging Face cache")->required();
+  CLI::App* cmd =
+      app.add_subcommand("logits", "Print logits and causal-LM loss of token ids as JSON");
+  cmd->add_option("model", options->model, "Model folder or Org/Name in the Hugging Face cache")
+      ->required();
   cmd->add_option("--ids", options->ids, "Token ids, comma-separated")->required();
   cmd->add_flag("--all", options->all, "Logits of every position (default: the last)");
   cmd->add_option("--dtype", options->dtype, "f32 or bf16 (default: the checkpoint's)");

@@ -1,6 +1,5 @@
 // The `tfm` command: one subcommand per file, each registering itself on the app.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "cli/commands.h"

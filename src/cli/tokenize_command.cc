@@ -46,8 +46,8 @@ std::vector<tfm::ChatMessage> parse_messages(const std::string& json) {
   if (!messages.is_array()) throw tfm::Error("tokenize --chat: expected a JSON array of messages");
   std::vector<tfm::ChatMessage> out;
   for (const auto& m : messages) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-        !m.contains("content") || !m["content"].is_string()) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
       throw tfm::Error("tokenize --chat: each message needs string \"role\" and \"content\": " +
                        m.dump());
     }
@@ -70,7 +70,8 @@ void run(const TokenizeOptions& o) {
 
 void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Encode text to ids, decode ids, or render a chat");
+  CLI::App* cmd =
+      app.add_subcommand("tokenize", "Encode text to ids, decode ids, or render a chat");
   cmd->add_option("model", options->model, "Hub id (Org/Name), folder or tokenizer.json")
       ->required();
   cmd->add_option("text", options->text, "Text to encode (prints the ids as JSON)");

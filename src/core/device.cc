@@ -28,7 +28,9 @@ std::string Device::str() const {
   return "cuda:" + std::to_string(index);
 }
 
-void register_device_provider(DeviceProvider provider) { providers().push_back(std::move(provider)); }
+void register_device_provider(DeviceProvider provider) {
+  providers().push_back(std::move(provider));
+}
 
 const DeviceProvider* find_device_provider(DeviceType type) {
   for (const DeviceProvider& p : providers()) {
@@ -61,8 +63,9 @@ Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   if (spec == "auto") {
     for (const DeviceProvider& p : providers()) {
       if (p.count() > 0) {
-        if (chosen_reason) *chosen_reason = "device_map=auto chose " + p.name + ":0 (" +
-                                            p.describe(0).description + ")";
+        if (chosen_reason)
+          *chosen_reason =
+              "device_map=auto chose " + p.name + ":0 (" + p.describe(0).description + ")";
         return Device{p.type, 0};
       }
     }

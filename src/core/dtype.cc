@@ -8,34 +8,48 @@ namespace tfm {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   throw Error("dtype_size: invalid dtype");
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "invalid";
 }
 
 DType parse_dtype(std::string_view text) {
-  struct Alias { std::string_view name; DType dtype; };
+  struct Alias {
+    std::string_view name;
+    DType dtype;
+  };
   static constexpr Alias kAliases[] = {
-      {"f32", DType::f32},   {"float32", DType::f32},   {"float", DType::f32},  {"F32", DType::f32},
-      {"bf16", DType::bf16}, {"bfloat16", DType::bf16}, {"BF16", DType::bf16},
-      {"f16", DType::f16},   {"float16", DType::f16},   {"half", DType::f16},   {"F16", DType::f16},
-      {"i32", DType::i32},   {"int32", DType::i32},     {"I32", DType::i32},
-      {"i64", DType::i64},   {"int64", DType::i64},     {"I64", DType::i64},
+      {"f32", DType::f32},   {"float32", DType::f32}, {"float", DType::f32},
+      {"F32", DType::f32},   {"bf16", DType::bf16},   {"bfloat16", DType::bf16},
+      {"BF16", DType::bf16}, {"f16", DType::f16},     {"float16", DType::f16},
+      {"half", DType::f16},  {"F16", DType::f16},     {"i32", DType::i32},
+      {"int32", DType::i32}, {"I32", DType::i32},     {"i64", DType::i64},
+      {"int64", DType::i64}, {"I64", DType::i64},
   };
   for (const Alias& alias : kAliases) {
     if (alias.name == text) return alias.dtype;
@@ -91,22 +105,37 @@ namespace {
 
 float load_as_f32(const void* src, DType dtype, size_t i) {
   switch (dtype) {
-    case DType::f32: return static_cast<const float*>(src)[i];
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const uint16_t*>(src)[i]);
-    case DType::f16: return f16_bits_to_f32(static_cast<const uint16_t*>(src)[i]);
-    case DType::i32: return static_cast<float>(static_cast<const int32_t*>(src)[i]);
-    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(src)[i]);
+    case DType::f32:
+      return static_cast<const float*>(src)[i];
+    case DType::bf16:
+      return bf16_bits_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::f16:
+      return f16_bits_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::i32:
+      return static_cast<float>(static_cast<const int32_t*>(src)[i]);
+    case DType::i64:
+      return static_cast<float>(static_cast<const int64_t*>(src)[i]);
   }
   return 0.0f;
 }
 
 void store_from_f32(void* dst, DType dtype, size_t i, float value) {
   switch (dtype) {
-    case DType::f32: static_cast<float*>(dst)[i] = value; break;
-    case DType::bf16: static_cast<uint16_t*>(dst)[i] = f32_to_bf16_bits(value); break;
-    case DType::f16: static_cast<uint16_t*>(dst)[i] = f32_to_f16_bits(value); break;
-    case DType::i32: static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(value); break;
-    case DType::i64: static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(value); break;
+    case DType::f32:
+      static_cast<float*>(dst)[i] = value;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(dst)[i] = f32_to_bf16_bits(value);
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(dst)[i] = f32_to_f16_bits(value);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(value);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(dst)[i] = static_cast<int64_t>(value);
+      break;
   }
 }
 
@@ -122,12 +151,15 @@ void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dty
     for (size_t i = 0; i < count; ++i) {
       const int64_t v = src_dtype == DType::i32 ? static_cast<const int32_t*>(src)[i]
                                                 : static_cast<const int64_t*>(src)[i];
-      if (dst_dtype == DType::i32) static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
-      else static_cast<int64_t*>(dst)[i] = v;
+      if (dst_dtype == DType::i32)
+        static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v);
+      else
+        static_cast<int64_t*>(dst)[i] = v;
     }
     return;
   }
-  for (size_t i = 0; i < count; ++i) store_from_f32(dst, dst_dtype, i, load_as_f32(src, src_dtype, i));
+  for (size_t i = 0; i < count; ++i)
+    store_from_f32(dst, dst_dtype, i, load_as_f32(src, src_dtype, i));
 }
 
 }  // namespace tfm

@@ -14,7 +14,8 @@ constexpr size_t kAlignment = 64;
 std::shared_ptr<void> allocate(size_t bytes, Device device) {
   if (device.type != DeviceType::cpu) {
     const DeviceProvider* provider = find_device_provider(device.type);
-    if (provider == nullptr) throw Error("cannot allocate on " + device.str() + ": backend not built");
+    if (provider == nullptr)
+      throw Error("cannot allocate on " + device.str() + ": backend not built");
     return provider->allocate(device.index, bytes);
   }
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -54,7 +55,8 @@ void throw_size_mismatch(size_t count, const Shape& shape) {
   throw Error(std::to_string(count) + " values do not fill a tensor of shape " + shape_str(shape));
 }
 
-Tensor::Tensor(std::shared_ptr<void> storage, Shape shape, DType dtype, Device device, bool borrowed)
+Tensor::Tensor(std::shared_ptr<void> storage, Shape shape, DType dtype, Device device,
+               bool borrowed)
     : storage_(std::move(storage)),
       shape_(std::move(shape)),
       strides_(contiguous_strides(shape_)),

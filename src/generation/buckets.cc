@@ -6,7 +6,9 @@ namespace {
 constexpr int64_t kMaxChunk = 128;   // prefill matrix products are efficient from here on
 constexpr int64_t kTinyPrompt = 16;  // single-question prompts: not worth a 64-token chunk
 
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 
 }  // namespace
 

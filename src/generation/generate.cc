@@ -57,7 +57,8 @@ Tensor columns(const Tensor& t, int64_t start, int64_t count) {
   const int64_t rows = t.dim(0), width = t.dim(1);
   Tensor out = Tensor::empty({rows, count}, DType::i32);
   for (int64_t r = 0; r < rows; ++r) {
-    std::copy_n(t.data_as<int32_t>() + r * width + start, count, out.data_as<int32_t>() + r * count);
+    std::copy_n(t.data_as<int32_t>() + r * width + start, count,
+                out.data_as<int32_t>() + r * count);
   }
   return out;
 }
@@ -91,15 +92,16 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   CausalLMImpl& model = *impl_;
   const Tensor ids = ids_as_i32(input_ids, "input_ids");
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
-  const Tensor mask = attention_mask ? ids_as_i32(*attention_mask, "attention_mask")
-                                     : filled_i32({batch, seq}, 1);
+  const Tensor mask =
+      attention_mask ? ids_as_i32(*attention_mask, "attention_mask") : filled_i32({batch, seq}, 1);
   if (mask.shape() != ids.shape()) throw Error("attention_mask does not match input_ids");
   const std::vector<int64_t> eos = resolve_eos(gc, model.config());
   const int32_t pad = resolve_pad(gc, model.config(), eos);
   const int graphs_before = model.graph_stats().compiles;
 
   const generation::GenerationShapes shapes = generation::plan_shapes(seq, gc.max_new_tokens);
-  const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt, cache_len = shapes.cache_len;
+  const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt,
+                cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
   PaddedPrompt prompt = pad_prompt(ids, mask, shapes, 0);
   KvCache cache = model.new_cache(batch, cache_len);
@@ -107,7 +109,8 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t j = 0; j < seq; ++j) {
-      if (mask.data_as<int32_t>()[b * seq + j]) history[static_cast<size_t>(b)].push_back(ids.data_as<int32_t>()[b * seq + j]);
+      if (mask.data_as<int32_t>()[b * seq + j])
+        history[static_cast<size_t>(b)].push_back(ids.data_as<int32_t>()[b * seq + j]);
     }
   }
 
@@ -157,7 +160,8 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   for (int64_t b = 0; b < batch; ++b) {
     int64_t* row = out.data_as<int64_t>() + b * (seq + new_tokens);
     for (int64_t j = 0; j < seq; ++j) row[j] = ids.data_as<int32_t>()[b * seq + j];
-    std::copy(generated[static_cast<size_t>(b)].begin(), generated[static_cast<size_t>(b)].end(), row + seq);
+    std::copy(generated[static_cast<size_t>(b)].begin(), generated[static_cast<size_t>(b)].end(),
+              row + seq);
   }
   if (stats) {
     stats->prompt_tokens = static_cast<int>(seq);
@@ -169,9 +173,9 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   return out;
 }
 
-std::vector<std::vector<int64_t>> CausalLM::generate(const std::vector<std::vector<int64_t>>& prompts,
-                                                     const GenerationConfig& gc,
-                                                     GenerationStats* stats) {
+std::vector<std::vector<int64_t>> CausalLM::generate(
+    const std::vector<std::vector<int64_t>>& prompts, const GenerationConfig& gc,
+    GenerationStats* stats) {
   if (prompts.empty()) throw Error("generate: no prompts given");
   size_t longest = 0;
   for (const auto& p : prompts) {

@@ -62,7 +62,8 @@ int64_t argmax(std::span<const float> logits) {
 int64_t sample(std::span<const float> logits, std::mt19937_64& rng) {
   const float max = *std::max_element(logits.begin(), logits.end());
   std::vector<double> weights(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) weights[i] = std::exp(static_cast<double>(logits[i] - max));
+  for (size_t i = 0; i < logits.size(); ++i)
+    weights[i] = std::exp(static_cast<double>(logits[i] - max));
   std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
   return pick(rng);
 }
@@ -72,7 +73,8 @@ int64_t TokenChooser::choose(std::span<float> logits, std::span<const int64_t> h
   apply_repetition_penalty(logits, history, config.repetition_penalty);
   if (new_tokens < config.min_new_tokens) {
     for (int64_t id : eos_ids) {
-      if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[static_cast<size_t>(id)] = kMasked;
+      if (id >= 0 && static_cast<size_t>(id) < logits.size())
+        logits[static_cast<size_t>(id)] = kMasked;
     }
   }
   if (!config.do_sample) return argmax(logits);

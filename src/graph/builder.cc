@@ -39,7 +39,8 @@ ValueId Builder::weight(std::string name, Tensor tensor) {
 }
 
 ValueId Builder::embedding(ValueId table, ValueId ids) {
-  return add_node(Op::kEmbedding, {table, ids}, ops::embedding_shape(node(table).shape, node(ids).shape));
+  return add_node(Op::kEmbedding, {table, ids},
+                  ops::embedding_shape(node(table).shape, node(ids).shape));
 }
 
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
@@ -51,41 +52,42 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
 }
 
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
-  const ValueId id = add_node(Op::kRmsNorm, {x, w}, ops::rms_norm_shape(node(x).shape, node(w).shape),
-                              node(w).name);
+  const ValueId id = add_node(Op::kRmsNorm, {x, w},
+                              ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
   graph_.nodes.back().eps = eps;
   return id;
 }
 
 ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling) {
-  const ValueId id = add_node(Op::kRope, {x, positions, inv_freq},
-                              ops::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
+  const ValueId id =
+      add_node(Op::kRope, {x, positions, inv_freq},
+               ops::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
   graph_.nodes.back().scale = attention_scaling;
   return id;
 }
 
 ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
   TFM_CHECK(node(cache).is_state, "[cache_write] the cache must be a state input");
-  const ValueId id = add_node(
-      Op::kCacheWrite, {cache, update, slots},
-      ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
-      node(cache).name);
+  const ValueId id =
+      add_node(Op::kCacheWrite, {cache, update, slots},
+               ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
+               node(cache).name);
   graph_.nodes.back().dtype = node(cache).dtype;
   return id;
 }
 
 ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
                            float scale) {
-  const ValueId id = add_node(
-      Op::kAttention, {q, k, v, mask, slots},
-      ops::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
-                           node(slots).shape));
+  const ValueId id = add_node(Op::kAttention, {q, k, v, mask, slots},
+                              ops::attention_shape(node(q).shape, node(k).shape, node(v).shape,
+                                                   node(mask).shape, node(slots).shape));
   graph_.nodes.back().scale = scale;
   return id;
 }
 
 ValueId Builder::slice_seq(ValueId x, int64_t start, int64_t length) {
-  const ValueId id = add_node(Op::kSliceSeq, {x}, ops::slice_seq_shape(node(x).shape, start, length));
+  const ValueId id =
+      add_node(Op::kSliceSeq, {x}, ops::slice_seq_shape(node(x).shape, start, length));
   graph_.nodes.back().start = start;
   return id;
 }

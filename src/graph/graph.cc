@@ -6,17 +6,28 @@ namespace tfm::graph {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kInput: return "input";
-    case Op::kWeight: return "weight";
-    case Op::kEmbedding: return "embedding";
-    case Op::kLinear: return "linear";
-    case Op::kRmsNorm: return "rms_norm";
-    case Op::kRope: return "rope";
-    case Op::kCacheWrite: return "cache_write";
-    case Op::kAttention: return "attention";
-    case Op::kSliceSeq: return "slice_seq";
-    case Op::kReshape: return "reshape";
-    case Op::kElementwise: return "elementwise";
+    case Op::kInput:
+      return "input";
+    case Op::kWeight:
+      return "weight";
+    case Op::kEmbedding:
+      return "embedding";
+    case Op::kLinear:
+      return "linear";
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kRope:
+      return "rope";
+    case Op::kCacheWrite:
+      return "cache_write";
+    case Op::kAttention:
+      return "attention";
+    case Op::kSliceSeq:
+      return "slice_seq";
+    case Op::kReshape:
+      return "reshape";
+    case Op::kElementwise:
+      return "elementwise";
   }
   return "?";
 }

@@ -50,12 +50,12 @@ struct Node {
   std::vector<ValueId> inputs;
   Shape shape;
   DType dtype = DType::f32;
-  std::string name;        // inputs and weights: their name; others: for logs
-  Tensor constant;         // kWeight
-  bool is_state = false;   // kInput: a caller-owned buffer the graph reads and writes in place
-  float eps = 0.f;         // kRmsNorm
-  float scale = 1.f;       // kAttention: softmax scale; kRope: attention_scaling of cos/sin
-  int64_t start = 0;       // kSliceSeq
+  std::string name;            // inputs and weights: their name; others: for logs
+  Tensor constant;             // kWeight
+  bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
+  float eps = 0.f;             // kRmsNorm
+  float scale = 1.f;           // kAttention: softmax scale; kRope: attention_scaling of cos/sin
+  int64_t start = 0;           // kSliceSeq
   ElementwiseProgram program;  // kElementwise
 };
 
@@ -64,7 +64,7 @@ struct Graph {
   std::vector<ValueId> outputs;
 
   ValueId add(Node node);
-  std::vector<ValueId> inputs() const;  // kInput nodes in creation order
+  std::vector<ValueId> inputs() const;     // kInput nodes in creation order
   std::string describe(ValueId id) const;  // "attention 'layers.0.attn' [1, 64, 16, 128] f32"
 };
 

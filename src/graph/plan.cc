@@ -36,7 +36,8 @@ std::vector<ValueId> live_schedule(const Graph& graph) {
   std::vector<ValueId> schedule;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Op op = graph.nodes[i].op;
-    if (needed[i] && op != Op::kInput && op != Op::kWeight) schedule.push_back(static_cast<ValueId>(i));
+    if (needed[i] && op != Op::kInput && op != Op::kWeight)
+      schedule.push_back(static_cast<ValueId>(i));
   }
   return schedule;
 }
@@ -98,7 +99,8 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
       last_use[static_cast<size_t>(storage_owner(graph, in))] = step;
     }
   }
-  for (ValueId out : graph.outputs) last_use[static_cast<size_t>(storage_owner(graph, out))] = SIZE_MAX;
+  for (ValueId out : graph.outputs)
+    last_use[static_cast<size_t>(storage_owner(graph, out))] = SIZE_MAX;
 
   ArenaAllocator arena;
   std::vector<std::vector<ValueId>> frees(plan.schedule.size());

@@ -19,8 +19,9 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       dtype_(dtype),
       name_(std::move(name)),
       graphs_(name_, device) {
-  models::for_each_weight(*config_, features_, weights_,
-                          [this](const std::string&, Tensor& t, const Shape&) { weight_bytes_ += t.nbytes(); });
+  models::for_each_weight(
+      *config_, features_, weights_,
+      [this](const std::string&, Tensor& t, const Shape&) { weight_bytes_ += t.nbytes(); });
 }
 
 KvCache CausalLMImpl::new_cache(int64_t batch, int64_t len) const {
@@ -77,15 +78,15 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   }
   graph::Backend& backend = graph::backend_for(device);
   models::DecoderWeights weights;
-  models::for_each_weight(config, features, weights,
-                          [&](const std::string& name, Tensor& field, const Shape& shape) {
-    const TensorInfo& info = checkpoint.info(name);
-    if (info.shape != shape) {
-      throw Error(info.file.string() + ": tensor '" + name + "' has shape " + shape_str(info.shape) +
-                  " but config.json implies " + shape_str(shape));
-    }
-    field = backend.prepare_weight(checkpoint.tensor(name), dtype);
-  });
+  models::for_each_weight(
+      config, features, weights, [&](const std::string& name, Tensor& field, const Shape& shape) {
+        const TensorInfo& info = checkpoint.info(name);
+        if (info.shape != shape) {
+          throw Error(info.file.string() + ": tensor '" + name + "' has shape " +
+                      shape_str(info.shape) + " but config.json implies " + shape_str(shape));
+        }
+        field = backend.prepare_weight(checkpoint.tensor(name), dtype);
+      });
   std::string name = config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(config), features, std::move(weights), device,
                                         dtype, std::move(name));

@@ -49,7 +49,8 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
 }
 
 ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x) {
-  const auto proj = [&](const Tensor& weight, const Tensor& bias, const std::string& name, ValueId in) {
+  const auto proj = [&](const Tensor& weight, const Tensor& bias, const std::string& name,
+                        ValueId in) {
     return b.linear(in, b.weight(p + name + ".weight", weight),
                     optional_weight(b, p + name + ".bias", bias));
   };

@@ -22,29 +22,30 @@ struct DecoderFeatures {
 
 // Field names are the checkpoint's (model.layers.N.<field>.weight).
 struct LayerWeights {
-  Tensor input_layernorm;           // [hidden]
-  Tensor q_proj, q_proj_bias;       // [heads * head_dim, hidden], [heads * head_dim]
-  Tensor k_proj, k_proj_bias;       // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
-  Tensor v_proj, v_proj_bias;       // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
-  Tensor q_norm, k_norm;            // [head_dim]
-  Tensor o_proj, o_proj_bias;       // [hidden, heads * head_dim], [hidden]
-  Tensor post_attention_layernorm;  // [hidden]
-  Tensor gate_proj, gate_proj_bias; // [intermediate, hidden], [intermediate]
-  Tensor up_proj, up_proj_bias;     // [intermediate, hidden], [intermediate]
-  Tensor down_proj, down_proj_bias; // [hidden, intermediate], [hidden]
+  Tensor input_layernorm;            // [hidden]
+  Tensor q_proj, q_proj_bias;        // [heads * head_dim, hidden], [heads * head_dim]
+  Tensor k_proj, k_proj_bias;        // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
+  Tensor v_proj, v_proj_bias;        // [kv_heads * head_dim, hidden], [kv_heads * head_dim]
+  Tensor q_norm, k_norm;             // [head_dim]
+  Tensor o_proj, o_proj_bias;        // [hidden, heads * head_dim], [hidden]
+  Tensor post_attention_layernorm;   // [hidden]
+  Tensor gate_proj, gate_proj_bias;  // [intermediate, hidden], [intermediate]
+  Tensor up_proj, up_proj_bias;      // [intermediate, hidden], [intermediate]
+  Tensor down_proj, down_proj_bias;  // [hidden, intermediate], [hidden]
 };
 
 struct DecoderWeights {
   Tensor embed_tokens;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
-  Tensor norm;          // [hidden]
-  Tensor lm_head;       // [vocab, hidden]; the embedding itself when tied
+  Tensor norm;     // [hidden]
+  Tensor lm_head;  // [vocab, hidden]; the embedding itself when tied
 };
 
 // The one listing of every weight, used by loading, saving and device upload: calls `visit` with
 // the checkpoint name, the field and its expected shape, for the weights these features use.
 // A tied lm_head is not listed (it is the embedding).
-using WeightVisitor = std::function<void(const std::string& name, Tensor& field, const Shape& shape)>;
+using WeightVisitor =
+    std::function<void(const std::string& name, Tensor& field, const Shape& shape)>;
 void for_each_weight(const ModelConfig& config, const DecoderFeatures& features,
                      DecoderWeights& weights, const WeightVisitor& visit);
 

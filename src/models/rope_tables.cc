@@ -14,7 +14,8 @@ namespace {
 std::vector<double> default_inv_freq(double base, int64_t dim) {
   std::vector<double> inv(static_cast<size_t>(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i) {
-    inv[static_cast<size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(dim));
+    inv[static_cast<size_t>(i)] =
+        1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(dim));
   }
   return inv;
 }
@@ -56,7 +57,8 @@ float apply_yarn(const RopeScaling& s, double base, int64_t dim, int64_t old_con
     attention_factor = yarn_mscale(s.factor, 1.0);
   }
   const auto correction_dim = [&](double rotations) {
-    return static_cast<double>(dim) * std::log(static_cast<double>(old_context) / (rotations * 2 * std::numbers::pi)) /
+    return static_cast<double>(dim) *
+           std::log(static_cast<double>(old_context) / (rotations * 2 * std::numbers::pi)) /
            (2 * std::log(base));
   };
   double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
@@ -93,8 +95,9 @@ RopeTables rope_tables(const ModelConfig& config, int64_t seq_len) {
     // Static shapes: the frequencies are those for the longest sequence the graph can hold.
     const int64_t max_pos = original_context(config);
     if (seq_len > max_pos) {
-      base *= std::pow(s.factor * static_cast<double>(seq_len) / static_cast<double>(max_pos) - (s.factor - 1),
-                       static_cast<double>(dim) / static_cast<double>(dim - 2));
+      base *= std::pow(
+          s.factor * static_cast<double>(seq_len) / static_cast<double>(max_pos) - (s.factor - 1),
+          static_cast<double>(dim) / static_cast<double>(dim - 2));
     }
     inv = default_inv_freq(base, dim);
   } else if (s.rope_type == "llama3") {

@@ -18,7 +18,8 @@ Tensor ids_as_i32(const Tensor& ids, const std::string& what) {
   const Tensor host = ids.to(kCpu);
   const int64_t* src = host.data_as<int64_t>();
   for (int64_t i = 0; i < host.numel(); ++i) {
-    if (src[i] < std::numeric_limits<int32_t>::min() || src[i] > std::numeric_limits<int32_t>::max()) {
+    if (src[i] < std::numeric_limits<int32_t>::min() ||
+        src[i] > std::numeric_limits<int32_t>::max()) {
       throw Error(what + " value " + std::to_string(src[i]) + " does not fit in 32 bits");
     }
   }

@@ -17,8 +17,8 @@ void cache_write(float* cache, const float* update, const int32_t* slots, int64_
 }
 
 void attention(const float* q, const float* k, const float* v, const int32_t* mask,
-               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
-               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
+               int64_t kv_heads, int64_t head_dim, float scale, float* out) {
   const int64_t group = q_heads / kv_heads;
   std::vector<double> scores(static_cast<size_t>(cache_len));
   for (int64_t b = 0; b < batch; ++b) {
@@ -48,7 +48,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
           for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * vv[d];
         }
         // A query that sees no key (a padding position) yields zeros.
-        for (int64_t d = 0; d < head_dim; ++d) o[d] = denom > 0 ? static_cast<float>(acc[d] / denom) : 0.f;
+        for (int64_t d = 0; d < head_dim; ++d)
+          o[d] = denom > 0 ? static_cast<float>(acc[d] / denom) : 0.f;
       }
     }
   }

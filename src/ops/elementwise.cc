@@ -13,11 +13,27 @@ void elementwise(const graph::ElementwiseProgram& program, const float* const* i
     stack.clear();
     for (const graph::EwInstr& instr : program.instrs) {
       switch (instr.code) {
-        case graph::EwCode::kLoad: stack.push_back(inputs[instr.operand][i]); break;
-        case graph::EwCode::kAdd: { double b = stack.back(); stack.pop_back(); stack.back() += b; break; }
-        case graph::EwCode::kMul: { double b = stack.back(); stack.pop_back(); stack.back() *= b; break; }
-        case graph::EwCode::kSilu: stack.back() = stack.back() / (1.0 + std::exp(-stack.back())); break;
-        case graph::EwCode::kScale: stack.back() *= instr.scalar; break;
+        case graph::EwCode::kLoad:
+          stack.push_back(inputs[instr.operand][i]);
+          break;
+        case graph::EwCode::kAdd: {
+          double b = stack.back();
+          stack.pop_back();
+          stack.back() += b;
+          break;
+        }
+        case graph::EwCode::kMul: {
+          double b = stack.back();
+          stack.pop_back();
+          stack.back() *= b;
+          break;
+        }
+        case graph::EwCode::kSilu:
+          stack.back() = stack.back() / (1.0 + std::exp(-stack.back()));
+          break;
+        case graph::EwCode::kScale:
+          stack.back() *= instr.scalar;
+          break;
       }
     }
     TFM_CHECK(stack.size() == 1, "[elementwise] malformed program");

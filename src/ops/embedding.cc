@@ -5,8 +5,8 @@
 
 namespace tfm::ops::reference {
 
-void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-               int64_t count, float* out) {
+void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t count,
+               float* out) {
   for (int64_t i = 0; i < count; ++i) {
     if (ids[i] < 0 || ids[i] >= vocab) {
       throw Error("[embedding] token id " + std::to_string(ids[i]) + " outside vocabulary of " +

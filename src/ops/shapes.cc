@@ -13,8 +13,8 @@ namespace {
 
 Shape embedding_shape(const Shape& table, const Shape& ids) {
   if (table.size() != 2 || ids.size() != 2) {
-    fail("embedding", "table " + shape_str(table) + " must be [V, H] and ids " + shape_str(ids) +
-                          " [B, S]");
+    fail("embedding",
+         "table " + shape_str(table) + " must be [V, H] and ids " + shape_str(ids) + " [B, S]");
   }
   return {ids[0], ids[1], table[1]};
 }
@@ -48,9 +48,8 @@ Shape rope_shape(const Shape& x, const Shape& positions, const Shape& inv_freq) 
 }
 
 Shape cache_write_shape(const Shape& cache, const Shape& update, const Shape& slots) {
-  if (cache.size() != 4 || update.size() != 4 || cache[0] != update[0] ||
-      cache[2] != update[2] || cache[3] != update[3] || update[1] > cache[1] ||
-      slots.size() != 1 || slots[0] != update[1]) {
+  if (cache.size() != 4 || update.size() != 4 || cache[0] != update[0] || cache[2] != update[2] ||
+      cache[3] != update[3] || update[1] > cache[1] || slots.size() != 1 || slots[0] != update[1]) {
     fail("cache_write", "cache " + shape_str(cache) + ", update " + shape_str(update) +
                             " and slots " + shape_str(slots) + " do not agree");
   }
@@ -59,10 +58,10 @@ Shape cache_write_shape(const Shape& cache, const Shape& update, const Shape& sl
 
 Shape attention_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& mask,
                       const Shape& slots) {
-  const bool ranks = q.size() == 4 && k.size() == 4 && v == k && mask.size() == 2 &&
-                     slots.size() == 1;
-  if (!ranks || k[0] != q[0] || k[3] != q[3] || k[2] == 0 || q[2] % k[2] != 0 ||
-      mask[0] != q[0] || mask[1] != k[1] || slots[0] != q[1]) {
+  const bool ranks =
+      q.size() == 4 && k.size() == 4 && v == k && mask.size() == 2 && slots.size() == 1;
+  if (!ranks || k[0] != q[0] || k[3] != q[3] || k[2] == 0 || q[2] % k[2] != 0 || mask[0] != q[0] ||
+      mask[1] != k[1] || slots[0] != q[1]) {
     fail("attention", "q " + shape_str(q) + ", k " + shape_str(k) + ", v " + shape_str(v) +
                           ", mask " + shape_str(mask) + " and slots " + shape_str(slots) +
                           " do not agree (grouped heads need Hq % Hkv == 0)");

@@ -55,8 +55,8 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Segment>& out) 
       continue;
     }
     size_t begin = pos, end = pos + hit->content.size();
-    if (hit->single_word && (ends_with_word_char(text.substr(0, begin)) ||
-                             starts_with_word_char(text.substr(end)))) {
+    if (hit->single_word &&
+        (ends_with_word_char(text.substr(0, begin)) || starts_with_word_char(text.substr(end)))) {
       // Like aho-corasick's non-overlapping search, a rejected match is skipped as a whole.
       pos = end;
       continue;

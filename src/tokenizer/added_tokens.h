@@ -23,7 +23,7 @@ struct AddedToken {
 // A piece of text and, when it is an added token, its id.
 struct Segment {
   std::string_view text;
-  int32_t id;  // -1: ordinary text
+  int32_t id;     // -1: ordinary text
   size_t offset;  // of text within what was split
 };
 

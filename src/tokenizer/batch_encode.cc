@@ -13,8 +13,7 @@ BatchEncoding Tokenizer::encode_batch(std::span<const std::string> texts,
     throw Error("encode_batch: truncation and pad_to_max_length need max_length");
   }
   const auto& post = pipeline_->post_processor;
-  const size_t specials =
-      options.add_special_tokens ? post.prefix.size() + post.suffix.size() : 0;
+  const size_t specials = options.add_special_tokens ? post.prefix.size() + post.suffix.size() : 0;
   BatchEncoding batch;
   size_t longest = 0;
   for (const std::string& text : texts) {

@@ -30,7 +30,10 @@ BpeModel::BpeModel(Vocab vocab,
     if (!l || !r || !m) {
       throw Error(where + ": model.merges[" + std::to_string(rank) + "] ('" + std::string(left) +
                   "', '" + std::string(right) + "') uses a token missing from model.vocab: '" +
-                  std::string(!l ? left : !r ? right : std::string_view(merged)) + "'");
+                  std::string(!l   ? left
+                              : !r ? right
+                                   : std::string_view(merged)) +
+                  "'");
     }
     merges_.insert(*l, *r, {static_cast<int32_t>(rank), *m});
   }

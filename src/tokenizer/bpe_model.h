@@ -63,7 +63,7 @@ class BpeModel {
   BpeOptions options_;
   std::optional<int32_t> unk_id_;
   std::array<int32_t, 256> byte_ids_;  // byte-level: token of each byte; else <0xXX> tokens
-  mutable WordCache cache_;  // a memo: encoding stays logically const
+  mutable WordCache cache_;            // a memo: encoding stays logically const
 };
 
 }  // namespace tfm::tokenizer

@@ -7,8 +7,7 @@
 namespace tfm {
 
 std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                           bool add_generation_prompt,
-                                           bool enable_thinking) const {
+                                           bool add_generation_prompt, bool enable_thinking) const {
   const auto& config = pipeline_->config;
   if (config.chat_template.empty()) {
     throw Error("apply_chat_template: " + pipeline_->source +

@@ -118,7 +118,7 @@ class ByteFallback : public Decoder {
     if (token.size() != 6 || !token.starts_with("<0x") || token[5] != '>') return -1;
     int value = 0;
     for (char c : token.substr(3, 2)) {
-      const int digit = c >= '0' && c <= '9' ? c - '0'
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
                         : c >= 'A' && c <= 'F' ? c - 'A' + 10
                         : c >= 'a' && c <= 'f' ? c - 'a' + 10
                                                : -1;
@@ -189,8 +189,8 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& spec, const std::str
   if (type == "Fuse") return std::make_unique<Fuse>();
   if (type == "Metaspace") {
     const std::string scheme = spec.value("prepend_scheme", std::string("always"));
-    const bool prefix = spec.contains("prepend_scheme") ? scheme != "never"
-                                                        : spec.value("add_prefix_space", true);
+    const bool prefix =
+        spec.contains("prepend_scheme") ? scheme != "never" : spec.value("add_prefix_space", true);
     return std::make_unique<Metaspace>(string_field(spec, "replacement", where), prefix);
   }
   if (type == "Sequence") {

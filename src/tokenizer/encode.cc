@@ -6,8 +6,8 @@
 namespace tfm::tokenizer {
 namespace {
 
-void encode_words(const Pipeline& p, std::string_view text, bool starts_text,
-                  BpeScratch& scratch, std::vector<int32_t>& out) {
+void encode_words(const Pipeline& p, std::string_view text, bool starts_text, BpeScratch& scratch,
+                  std::vector<int32_t>& out) {
   Words words;
   words.starts_text = starts_text;
   words.views.push_back(text);
@@ -15,8 +15,8 @@ void encode_words(const Pipeline& p, std::string_view text, bool starts_text,
   for (std::string_view word : words.views) p.model->encode_word(word, scratch, out);
 }
 
-void encode_segment(const Pipeline& p, std::string_view text, bool starts_text,
-                    BpeScratch& scratch, std::vector<int32_t>& out) {
+void encode_segment(const Pipeline& p, std::string_view text, bool starts_text, BpeScratch& scratch,
+                    std::vector<int32_t>& out) {
   std::string normalized;
   std::string_view view = text;
   if (p.normalizer) {

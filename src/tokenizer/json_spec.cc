@@ -43,8 +43,8 @@ std::string pattern_of(const nlohmann::json& spec, const std::string& where) {
 
 Error unsupported(const std::string& where, const std::string& section, const std::string& type,
                   const std::string& supported) {
-  return Error(where + ": " + section + " type '" + type + "' is not supported (supported: " +
-               supported + ")");
+  return Error(where + ": " + section + " type '" + type +
+               "' is not supported (supported: " + supported + ")");
 }
 
 }  // namespace tfm::tokenizer

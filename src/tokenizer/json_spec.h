@@ -1,9 +1,8 @@
 // Reading the component specs of tokenizer.json with errors that name the file and the field.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tfm/error.h"
 

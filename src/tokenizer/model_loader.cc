@@ -8,8 +8,8 @@ namespace tfm::tokenizer {
 
 std::unique_ptr<BpeModel> make_model(
     const nlohmann::json& spec, Vocab vocab,
-    const std::vector<std::pair<std::string_view, std::string_view>>& merges,
-                                     bool byte_level, const std::string& where) {
+    const std::vector<std::pair<std::string_view, std::string_view>>& merges, bool byte_level,
+    const std::string& where) {
   if (!spec.is_object()) throw Error(where + ": has no \"model\" object");
   const std::string type = spec.value("type", std::string("BPE"));
   if (type != "BPE") throw unsupported(where, "model", type, "BPE");

@@ -2,9 +2,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 namespace tfm::tokenizer {
 

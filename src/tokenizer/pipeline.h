@@ -27,7 +27,7 @@ struct TokenizerConfig {
 };
 
 struct Pipeline {
-  std::string source;  // "tokenizer.json at <path>", for error messages
+  std::string source;                       // "tokenizer.json at <path>", for error messages
   AddedTokenMatcher raw_tokens{{}};         // added tokens with normalized=false
   AddedTokenMatcher normalized_tokens{{}};  // the others, matched after normalization
   std::unordered_map<int32_t, AddedToken> added_by_id;

@@ -74,8 +74,8 @@ std::unique_ptr<Pipeline> load_pipeline(const std::string& tokenizer_json_path,
   p->normalizer = make_normalizer(section("normalizer"), p->source);
   PreTokenizerSpec pre = make_pre_tokenizer(section("pre_tokenizer"), p->source);
   p->pre_tokenizer = std::move(pre.pre_tokenizer);
-  p->model = make_model(root["model"], std::move(file.vocab), file.merges, pre.byte_level,
-                        p->source);
+  p->model =
+      make_model(root["model"], std::move(file.vocab), file.merges, pre.byte_level, p->source);
   p->post_processor = make_post_processor(section("post_processor"), p->source);
   p->decoder = make_decoder(section("decoder"), p->source);
   load_added_tokens(root, *p);
@@ -107,7 +107,8 @@ TokenizerConfig load_tokenizer_config(const std::string& path) {
     if (!root.contains(key)) return std::nullopt;
     const auto& value = root[key];
     if (value.is_string()) return value.get<std::string>();
-    if (value.is_object() && value.contains("content")) return string_field(value, "content", where);
+    if (value.is_object() && value.contains("content"))
+      return string_field(value, "content", where);
     return std::nullopt;
   };
   config.bos_token = token("bos_token");

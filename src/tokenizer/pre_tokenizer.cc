@@ -113,8 +113,7 @@ class Metaspace : public PreTokenizer {
 
 class Sequence : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> steps)
-      : steps_(std::move(steps)) {}
+  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> steps) : steps_(std::move(steps)) {}
   void pre_tokenize(Words& words) const override {
     for (const auto& step : steps_) step->pre_tokenize(words);
   }
@@ -165,14 +164,14 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
     steps.push_back(std::make_unique<Splitter>(regex_matcher(kWhitespacePattern, where),
                                                SplitBehavior::kRemoved, true));
   } else if (type == "WhitespaceSplit") {
-    steps.push_back(std::make_unique<Splitter>(char_matcher(&is_whitespace),
-                                               SplitBehavior::kRemoved, false));
+    steps.push_back(
+        std::make_unique<Splitter>(char_matcher(&is_whitespace), SplitBehavior::kRemoved, false));
   } else if (type == "Digits") {
-    steps.push_back(std::make_unique<Splitter>(
-        char_matcher(&is_numeric),
-        spec.value("individual_digits", false) ? SplitBehavior::kIsolated
-                                               : SplitBehavior::kContiguous,
-        false));
+    steps.push_back(std::make_unique<Splitter>(char_matcher(&is_numeric),
+                                               spec.value("individual_digits", false)
+                                                   ? SplitBehavior::kIsolated
+                                                   : SplitBehavior::kContiguous,
+                                               false));
   } else if (type == "Metaspace") {
     steps.push_back(std::make_unique<Metaspace>(string_field(spec, "replacement", where),
                                                 metaspace_prepend(spec, where),

@@ -17,9 +17,8 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   // UCP makes \s, \w and \d Unicode-aware, as they are in the Oniguruma patterns of tokenizers.
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
@@ -53,8 +52,8 @@ void Regex::find_all(std::string_view text, std::vector<Span>& out) const {
   const auto match = code_->jit ? &pcre2_jit_match : &pcre2_match;
   size_t pos = 0;
   while (pos < text.size()) {
-    const int rc = match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, data.get(),
-                         nullptr);
+    const int rc =
+        match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, data.get(), nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) throw Error("regex match failed with PCRE2 error " + std::to_string(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());

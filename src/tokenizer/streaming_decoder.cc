@@ -19,8 +19,8 @@ std::string StreamingDecoder::put(int32_t id) {
   if (complete <= emitted_ || std::string_view(bytes).substr(0, complete).ends_with(kReplacement)) {
     return "";
   }
-  std::string text = tokenizer::utf8_lossy(std::string_view(bytes).substr(emitted_,
-                                                                          complete - emitted_));
+  std::string text =
+      tokenizer::utf8_lossy(std::string_view(bytes).substr(emitted_, complete - emitted_));
   emitted_ = complete;
   if (complete == bytes.size()) {
     // Everything is out: keep only the last id, as context for decoders that treat the start of

@@ -12,9 +12,12 @@ namespace od = simdjson::ondemand;
 // The JSON text of a value, for nlohmann to parse (small sections only).
 std::string_view raw(od::value value) {
   switch (value.type()) {
-    case od::json_type::object: return od::object(value.get_object()).raw_json();
-    case od::json_type::array: return od::array(value.get_array()).raw_json();
-    default: return value.raw_json_token();
+    case od::json_type::object:
+      return od::object(value.get_object()).raw_json();
+    case od::json_type::array:
+      return od::array(value.get_array()).raw_json();
+    default:
+      return value.raw_json_token();
   }
 }
 
@@ -71,7 +74,8 @@ nlohmann::json read_model(od::object model, const std::string& where, TokenizerJ
       read_vocab(value.get_object(), where, out.vocab);
       spec["vocab"] = true;  // present; the entries are in out.vocab
     } else if (key == "merges") {
-      if (value.type() != od::json_type::array) throw Error(where + ": model.merges is not an array");
+      if (value.type() != od::json_type::array)
+        throw Error(where + ": model.merges is not an array");
       std::vector<std::pair<size_t, size_t>> lengths;
       for (auto merge : value.get_array()) {
         lengths.push_back(read_merge(merge.value(), lengths.size(), where, out.merge_text));

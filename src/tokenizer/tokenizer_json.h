@@ -2,12 +2,11 @@
 // containers with simdjson; the small sections become nlohmann::json for the component factories.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/vocab.h"
 

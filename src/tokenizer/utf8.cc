@@ -98,9 +98,12 @@ char32_t next_char(std::string_view text, size_t& pos) {
   const size_t len = utf8_char_length(s[0]);
   pos += len;
   switch (len) {
-    case 1: return s[0];
-    case 2: return ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu);
-    case 3: return ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+    case 1:
+      return s[0];
+    case 2:
+      return ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+    case 3:
+      return ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
     default:
       return ((s[0] & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) |
              (s[3] & 0x3Fu);
@@ -136,8 +139,8 @@ void append_utf8(std::string& out, char32_t c) {
 
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 bool is_numeric(char32_t c) {

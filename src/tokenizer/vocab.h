@@ -29,7 +29,7 @@ class Vocab {
   static uint64_t hash(std::string_view token);
   void grow();
 
-  std::vector<std::string> arena_;       // token text in blocks that never move
+  std::vector<std::string> arena_;        // token text in blocks that never move
   std::vector<std::string_view> tokens_;  // by id; empty data() == no token
   std::vector<Slot> slots_;
   size_t count_ = 0;

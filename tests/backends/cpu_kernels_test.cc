@@ -56,8 +56,7 @@ TEST_P(LinearTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Combine(::testing::Values(1, 3, 8, 9, 67),
                                             ::testing::Values(1, 5, 131, 300),
-                                            ::testing::Values(1, 17, 64, 97),
-                                            ::testing::Bool()));
+                                            ::testing::Values(1, 17, 64, 97), ::testing::Bool()));
 
 TEST(CpuKernels, RmsNorm) {
   const int64_t rows = 7, hidden = 45;
@@ -111,11 +110,15 @@ TEST(CpuKernels, CacheWrite) {
 
 TEST(CpuKernels, FusedElementwiseChain) {
   const int64_t n = 1000;  // not a multiple of the block size
-  const auto a = random_values(n, 11, -6.f, 6.f), b = random_values(n, 12), c = random_values(n, 13);
+  const auto a = random_values(n, 11, -6.f, 6.f), b = random_values(n, 12),
+             c = random_values(n, 13);
   // silu(a) * b + c
-  graph::ElementwiseProgram program{{{graph::EwCode::kLoad, 0}, {graph::EwCode::kSilu},
-                                     {graph::EwCode::kLoad, 1}, {graph::EwCode::kMul},
-                                     {graph::EwCode::kLoad, 2}, {graph::EwCode::kAdd}}};
+  graph::ElementwiseProgram program{{{graph::EwCode::kLoad, 0},
+                                     {graph::EwCode::kSilu},
+                                     {graph::EwCode::kLoad, 1},
+                                     {graph::EwCode::kMul},
+                                     {graph::EwCode::kLoad, 2},
+                                     {graph::EwCode::kAdd}}};
   const float* inputs[] = {a.data(), b.data(), c.data()};
   std::vector<float> got(n), want(n);
   cpu::elementwise(program, inputs, n, got.data());

@@ -13,8 +13,8 @@ namespace {
 
 TEST(ChatGraphs, TwentyTurnsCompileAtMostSixGraphs) {
   set_log_level(LogLevel::kWarn);
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
-                                                         {.dtype = DType::f32, .device_map = "cpu"});
+  CausalLM model = AutoModelForCausalLM::from_pretrained(
+      testing::fixture_dir("qwen3"), {.dtype = DType::f32, .device_map = "cpu"});
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> token(3, 1023), turn_len(3, 40);
   std::vector<int64_t> conversation{1, 10, 11, 12, 13};

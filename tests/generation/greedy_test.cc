@@ -16,8 +16,8 @@ class GreedyTest : public ::testing::TestWithParam<std::tuple<std::string, bool>
 TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   set_log_level(LogLevel::kWarn);
   const auto& [arch, eager] = GetParam();
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir(arch),
-                                                         {.dtype = DType::f32, .device_map = "cpu"});
+  CausalLM model = AutoModelForCausalLM::from_pretrained(
+      testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
   const nlohmann::json& ref = testing::reference(arch);
   const Tensor ids = testing::int_matrix(ref["padded_input_ids"]);
   const Tensor mask = testing::int_matrix(ref["padded_attention_mask"]);

@@ -49,8 +49,8 @@ TEST(Compile, ArenaReusesDeadBuffers) {
 
 TEST(Compile, CompiledEqualsEagerBitForBit) {
   set_log_level(LogLevel::kWarn);
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("llama"),
-                                                         {.dtype = DType::bf16, .device_map = "cpu"});
+  CausalLM model = AutoModelForCausalLM::from_pretrained(
+      testing::fixture_dir("llama"), {.dtype = DType::bf16, .device_map = "cpu"});
   const Tensor ids = testing::int_matrix(testing::reference("llama")["input_ids"]);
   const Tensor compiled = model.forward(ids, nullptr, true, false);
   const Tensor eager = model.forward(ids, nullptr, true, true);
@@ -61,8 +61,8 @@ TEST(Compile, CompiledEqualsEagerBitForBit) {
 
 TEST(Compile, CacheCountsHits) {
   set_log_level(LogLevel::kWarn);
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
-                                                         {.dtype = DType::f32, .device_map = "cpu"});
+  CausalLM model = AutoModelForCausalLM::from_pretrained(
+      testing::fixture_dir("qwen3"), {.dtype = DType::f32, .device_map = "cpu"});
   const Tensor ids = testing::int_matrix(testing::reference("qwen3")["input_ids"]);
   for (int i = 0; i < 3; ++i) model.forward(ids);
   EXPECT_EQ(model.graph_stats().compiles, 1);

@@ -26,7 +26,8 @@ TEST_P(LogitsTest, MatchesTransformers) {
   CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir(c.arch),
                                                          {.dtype = c.dtype, .device_map = "cpu"});
   const nlohmann::json& ref = testing::reference(c.arch);
-  const Tensor logits = model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.eager);
+  const Tensor logits =
+      model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.eager);
   const int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
   ASSERT_EQ(vocab, model.config().vocab_size);
   const float* got = logits.data_as<float>();

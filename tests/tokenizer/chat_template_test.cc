@@ -20,8 +20,8 @@ TEST(ChatTemplate, Qwen3MatchesTransformers) {
   for (const auto& entry : entries) {
     std::vector<ChatMessage> messages;
     for (const auto& m : entry["messages"]) messages.push_back({m["role"], m["content"]});
-    const std::string text = tokenizer.apply_chat_template(
-        messages, entry["add_generation_prompt"], entry["enable_thinking"]);
+    const std::string text = tokenizer.apply_chat_template(messages, entry["add_generation_prompt"],
+                                                           entry["enable_thinking"]);
     EXPECT_EQ(text, entry["text"].get<std::string>()) << entry["messages"].dump();
     EXPECT_EQ(tokenizer.encode(text, false), entry["ids"].get<std::vector<int32_t>>());
   }

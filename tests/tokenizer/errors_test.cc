@@ -24,8 +24,8 @@ nlohmann::json gpt2_spec() {
 
 // Writes `text` as a tokenizer.json in a fresh folder and returns the error message of loading it.
 std::string load_error(const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tfm_tok_" + std::to_string(std::hash<std::string>{}(text)));
+  const fs::path dir =
+      fs::temp_directory_path() / ("tfm_tok_" + std::to_string(std::hash<std::string>{}(text)));
   fs::create_directories(dir);
   const fs::path path = dir / "tokenizer.json";
   std::ofstream(path) << text;
@@ -77,9 +77,8 @@ TEST(TokenizerErrors, InvalidJson) {
 
 TEST(TokenizerErrors, BadRegex) {
   auto spec = gpt2_spec();
-  spec["pre_tokenizer"] = {{"type", "Split"},
-                           {"pattern", {{"Regex", "(unclosed"}}},
-                           {"behavior", "Isolated"}};
+  spec["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("does not compile"));
 }
 

@@ -17,7 +17,8 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
             int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads, int64_t kv_heads,
             int64_t head_dim, float scale, float* out) {
   const int64_t group = q_heads / kv_heads;
-#pragma omp parallel
+  const int64_t work = batch * seq * q_heads * slots[seq - 1] * head_dim;
+#pragma omp parallel if (work > kParallelMinElements)
   {
     std::vector<float> scores(static_cast<size_t>(cache_len));
     std::vector<float> acc(static_cast<size_t>(head_dim));
@@ -67,10 +68,12 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
                  int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems) {
   check_kv_dtype(cache_dtype);
   const size_t elem = dtype_size(cache_dtype);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * seq * row_elems > kParallelMinElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) {
-      void* dst = static_cast<char*>(cache) + static_cast<size_t>((b * cache_len + slots[s]) * row_elems) * elem;
+      void* dst = static_cast<char*>(cache) +
+                  static_cast<size_t>((b * cache_len + slots[s]) * row_elems) * elem;
       convert_elements(update + (b * seq + s) * row_elems, DType::f32, dst, cache_dtype,
                        static_cast<size_t>(row_elems));
     }
@@ -78,8 +81,8 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
 }
 
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
-               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
-               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
+               int64_t kv_heads, int64_t head_dim, float scale, float* out) {
   check_kv_dtype(kv_dtype);
   if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,

@@ -11,8 +11,8 @@ namespace {
 constexpr int64_t kBlock = 256;
 constexpr int kMaxStack = graph::kMaxElementwiseDepth;
 
-void run_block(const graph::ElementwiseProgram& program, const float* const* inputs,
-               int64_t begin, int64_t len, float* out) {
+void run_block(const graph::ElementwiseProgram& program, const float* const* inputs, int64_t begin,
+               int64_t len, float* out) {
   float stack[kMaxStack][kBlock];
   int top = -1;
   for (const graph::EwInstr& instr : program.instrs) {
@@ -32,7 +32,8 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= stack[top + 1][i];
         break;
       case graph::EwCode::kSilu:
-        for (int64_t i = 0; i < len; ++i) stack[top][i] = stack[top][i] / (1.f + std::exp(-stack[top][i]));
+        for (int64_t i = 0; i < len; ++i)
+          stack[top][i] = stack[top][i] / (1.f + std::exp(-stack[top][i]));
         break;
       case graph::EwCode::kScale:
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= instr.scalar;
@@ -51,7 +52,7 @@ void elementwise(const graph::ElementwiseProgram& program, const float* const* i
                 " temporaries");
   }
   const int64_t blocks = (count + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count > kParallelMinElements)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
     run_block(program, inputs, begin, std::min(kBlock, count - begin), out);

@@ -9,6 +9,10 @@
 
 namespace tfm::cpu {
 
+// Below this many elements an op runs on one thread: waking the others costs more than it saves,
+// and a decode step is hundreds of such small ops.
+inline constexpr int64_t kParallelMinElements = 1 << 15;
+
 void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
                const int32_t* ids, int64_t count, float* out);
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.
@@ -21,8 +25,8 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
 void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
                  int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
-               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len,
-               int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out);
+               const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
+               int64_t kv_heads, int64_t head_dim, float scale, float* out);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out);
 // Copies x[:, start:start+length, ...] where each sequence position holds `inner` elements.

@@ -15,8 +15,8 @@
 namespace tfm::cpu {
 namespace {
 
-constexpr int64_t kGemvMaxRows = 8;   // beyond this, sgemm's blocking wins
-constexpr int kRowsPerTask = 4;       // weight rows processed together by one thread
+constexpr int64_t kGemvMaxRows = 8;     // beyond this, sgemm's blocking wins
+constexpr int kRowsPerTask = 4;         // weight rows processed together by one thread
 constexpr size_t kTileBytes = 4 << 20;  // f32 weights widened per sgemm call: stays in L3
 // Weights stream through once per token: a non-temporal prefetch about one row ahead keeps them
 // from evicting the activations and the KV cache.
@@ -90,10 +90,18 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
     const float* xs = x + m0 * k;
     float* os = out + m0 * n;
     switch (std::min<int64_t>(4, m - m0)) {
-      case 1: gemv_fixed<1>(xs, w, n, k, os); break;
-      case 2: gemv_fixed<2>(xs, w, n, k, os); break;
-      case 3: gemv_fixed<3>(xs, w, n, k, os); break;
-      default: gemv_fixed<4>(xs, w, n, k, os); break;
+      case 1:
+        gemv_fixed<1>(xs, w, n, k, os);
+        break;
+      case 2:
+        gemv_fixed<2>(xs, w, n, k, os);
+        break;
+      case 3:
+        gemv_fixed<3>(xs, w, n, k, os);
+        break;
+      default:
+        gemv_fixed<4>(xs, w, n, k, os);
+        break;
     }
   }
 }
@@ -109,7 +117,8 @@ void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, f
 
 void gemm_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                        float* out) {
-  const int64_t tile_rows = std::max<int64_t>(64, static_cast<int64_t>(kTileBytes / sizeof(float)) / k);
+  const int64_t tile_rows =
+      std::max<int64_t>(64, static_cast<int64_t>(kTileBytes / sizeof(float)) / k);
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(tile_rows * k));
   float* tile = scratch.data();  // the OpenMP threads below must share the caller's buffer
@@ -129,12 +138,16 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
   const bool small = m <= kGemvMaxRows;
   if (w_dtype == DType::f32) {
     const auto* wf = static_cast<const float*>(w);
-    if (small) gemv(x, wf, m, n, k, out);
-    else sgemm_nt(x, wf, m, n, k, out, n);
+    if (small)
+      gemv(x, wf, m, n, k, out);
+    else
+      sgemm_nt(x, wf, m, n, k, out, n);
   } else if (w_dtype == DType::bf16) {
     const auto* wb = static_cast<const uint16_t*>(w);
-    if (small) gemv(x, wb, m, n, k, out);
-    else gemm_bf16_weights(x, wb, m, n, k, out);
+    if (small)
+      gemv(x, wb, m, n, k, out);
+    else
+      gemm_bf16_weights(x, wb, m, n, k, out);
   } else {
     throw Error("[linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
                 " are not supported on cpu (f32, bf16)");

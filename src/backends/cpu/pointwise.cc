@@ -16,16 +16,16 @@ void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidd
                   std::to_string(vocab) + " tokens)");
     }
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (count * hidden > kParallelMinElements)
   for (int64_t i = 0; i < count; ++i) {
     const auto offset = static_cast<size_t>(ids[i] * hidden);
-    convert_elements(static_cast<const char*>(table) + offset * dtype_size(table_dtype), table_dtype,
-                     out + i * hidden, DType::f32, static_cast<size_t>(hidden));
+    convert_elements(static_cast<const char*>(table) + offset * dtype_size(table_dtype),
+                     table_dtype, out + i * hidden, DType::f32, static_cast<size_t>(hidden));
   }
 }
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * hidden > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * hidden;
     float sum_sq = 0.f;
@@ -39,7 +39,8 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out) {
   const int64_t half = head_dim / 2;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * seq * heads * head_dim > kParallelMinElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) {
       float cos_table[512], sin_table[512];

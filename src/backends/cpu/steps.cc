@@ -28,8 +28,10 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kEmbedding: {
       const Node& table = in(0);
       const DType dt = table.dtype;
-      const int64_t vocab = table.shape[0], hidden = table.shape[1], count = shape_numel(in(1).shape);
-      return [=, &ptrs] { embedding(ptrs[args[0]], dt, vocab, hidden, i32(args[1]), count, f(out)); };
+      const int64_t vocab = table.shape[0], hidden = table.shape[1],
+                    count = shape_numel(in(1).shape);
+      return
+          [=, &ptrs] { embedding(ptrs[args[0]], dt, vocab, hidden, i32(args[1]), count, f(out)); };
     }
     case Op::kLinear: {
       const Node& w = in(1);
@@ -48,7 +50,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale;
-      return [=] { rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out)); };
+      return [=] {
+        rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
+      };
     }
     case Op::kCacheWrite: {
       const Shape c = n.shape;

@@ -47,7 +47,7 @@ struct Node {
   std::vector<std::string> targets;  // kFor loop variables; kSet: {name} or {namespace, attr}
   ExprPtr condition;                 // kFor: the optional "if" filter
   std::vector<std::pair<ExprPtr, std::vector<Node>>> branches;  // kIf; else has a null condition
-  std::vector<Node> body, else_body;                             // kFor
+  std::vector<Node> body, else_body;                            // kFor
 };
 
 std::vector<Node> parse(const std::string& source);

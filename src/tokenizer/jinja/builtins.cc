@@ -73,9 +73,7 @@ const Value* kwarg(const Kwargs& kwargs, const char* name) {
   return nullptr;
 }
 
-int64_t python_index(int64_t i, size_t size) {
-  return i < 0 ? i + static_cast<int64_t>(size) : i;
-}
+int64_t python_index(int64_t i, size_t size) { return i < 0 ? i + static_cast<int64_t>(size) : i; }
 
 }  // namespace
 
@@ -155,8 +153,8 @@ Value apply_filter(const std::string& name, const Value& target, const std::vect
   if (name == "trim") return Value(strip(target.str(), arg(args, 0), true, true));
   if (name == "upper" || name == "lower") return call_method(target, name, {});
   if (name == "default" || name == "d") {
-    const bool use_default = target.is_undefined() || (args.size() > 1 && args[1].truthy() &&
-                                                       !target.truthy());
+    const bool use_default =
+        target.is_undefined() || (args.size() > 1 && args[1].truthy() && !target.truthy());
     return use_default ? (args.empty() ? Value("") : args[0]) : target;
   }
   if (name == "first" || name == "last") {
@@ -172,13 +170,14 @@ Value apply_filter(const std::string& name, const Value& target, const std::vect
     return Value(std::move(out));
   }
   if (name == "items") return call_method(target, "items", {});
-  if (name == "list") return target.is_array() ? target : slice_value(target, nullptr, nullptr, nullptr);
+  if (name == "list")
+    return target.is_array() ? target : slice_value(target, nullptr, nullptr, nullptr);
   if (name == "reverse") {
     const Value step(int64_t{-1});
     return slice_value(target, nullptr, nullptr, &step);
   }
-  if (name == "int") return Value(target.is_string() ? int64_t{std::stoll(target.as_string())}
-                                                     : target.as_int());
+  if (name == "int")
+    return Value(target.is_string() ? int64_t{std::stoll(target.as_string())} : target.as_int());
   if (name == "safe" || name == "e" || name == "escape") return target;
   fail("filter '" + name + "' is not supported");
 }

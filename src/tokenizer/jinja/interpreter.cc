@@ -27,14 +27,19 @@ class Interpreter {
  private:
   Flow run(const Node& node, std::string& out) {
     switch (node.kind) {
-      case Node::kText: out += node.text; break;
-      case Node::kOutput: out += eval(*node.expr).str(); break;
+      case Node::kText:
+        out += node.text;
+        break;
+      case Node::kOutput:
+        out += eval(*node.expr).str();
+        break;
       case Node::kIf:
         for (const auto& [condition, body] : node.branches) {
           if (!condition || eval(*condition).truthy()) return run(body, out);
         }
         break;
-      case Node::kFor: return run_for(node, out);
+      case Node::kFor:
+        return run_for(node, out);
       case Node::kSet: {
         Value value = eval(*node.expr);
         if (node.targets.size() == 1) {
@@ -46,8 +51,10 @@ class Interpreter {
         }
         break;
       }
-      case Node::kBreak: return Flow::kBreak;
-      case Node::kContinue: return Flow::kContinue;
+      case Node::kBreak:
+        return Flow::kBreak;
+      case Node::kContinue:
+        return Flow::kContinue;
     }
     return Flow::kNormal;
   }
@@ -141,9 +148,12 @@ class Interpreter {
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::kLiteral: return e.value;
-      case Expr::kName: return lookup(e.name);
-      case Expr::kList: return Value(eval_args(e, 0));
+      case Expr::kLiteral:
+        return e.value;
+      case Expr::kName:
+        return lookup(e.name);
+      case Expr::kList:
+        return Value(eval_args(e, 0));
       case Expr::kDict: {
         Object object;
         for (auto& [key, value] : eval_kwargs(e)) object.emplace_back(key, std::move(value));
@@ -155,7 +165,8 @@ class Interpreter {
         const Value* found = target.find(e.name);
         return found ? *found : Value();
       }
-      case Expr::kIndex: return index_value(eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::kIndex:
+        return index_value(eval(*e.args[0]), eval(*e.args[1]));
       case Expr::kSlice: {
         Value parts[3];
         for (int i = 0; i < 3; ++i) {
@@ -174,15 +185,18 @@ class Interpreter {
       }
       case Expr::kFilter:
         return apply_filter(e.name, eval(*e.args[0]), eval_args(e, 1), eval_kwargs(e));
-      case Expr::kTest: return Value(apply_test(e.name, eval(*e.args[0]), eval_args(e, 1)) != e.negated);
-      case Expr::kNot: return Value(!eval(*e.args[0]).truthy());
+      case Expr::kTest:
+        return Value(apply_test(e.name, eval(*e.args[0]), eval_args(e, 1)) != e.negated);
+      case Expr::kNot:
+        return Value(!eval(*e.args[0]).truthy());
       case Expr::kNegate: {
         const Value v = eval(*e.args[0]);
         return v.is_int() ? Value(-v.as_int()) : Value(-v.as_double());
       }
       case Expr::kConditional:
         return eval(*e.args[1]).truthy() ? eval(*e.args[0]) : eval(*e.args[2]);
-      case Expr::kBinary: return binary(e);
+      case Expr::kBinary:
+        return binary(e);
     }
     fail("unknown expression");
   }

@@ -53,8 +53,8 @@ size_t lex_tag(const std::string& s, size_t pos, const char* close, std::vector<
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t i = pos;
       while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-      const bool is_float = i + 1 < s.size() && s[i] == '.' &&
-                            std::isdigit(static_cast<unsigned char>(s[i + 1]));
+      const bool is_float =
+          i + 1 < s.size() && s[i] == '.' && std::isdigit(static_cast<unsigned char>(s[i + 1]));
       if (is_float) {
         ++i;
         while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;

@@ -121,8 +121,8 @@ class ExprParser {
   }
   ExprPtr multiplicative() {
     ExprPtr left = unary();
-    while (peek().kind == Token::kOperator &&
-           (peek().text == "*" || peek().text == "/" || peek().text == "//" || peek().text == "%")) {
+    while (peek().kind == Token::kOperator && (peek().text == "*" || peek().text == "/" ||
+                                               peek().text == "//" || peek().text == "%")) {
       const std::string op = tokens_[pos_++].text;
       left = make(Expr::kBinary, op, std::move(left), unary());
     }
@@ -192,8 +192,10 @@ class ExprParser {
         while (peek().kind == Token::kString) text += tokens_[pos_++].text;  // "a" "b"
         return literal(Value(std::move(text)));
       }
-      case Token::kInt: return literal(Value(static_cast<int64_t>(std::stoll(token.text))));
-      case Token::kFloat: return literal(Value(std::stod(token.text)));
+      case Token::kInt:
+        return literal(Value(static_cast<int64_t>(std::stoll(token.text))));
+      case Token::kFloat:
+        return literal(Value(std::stod(token.text)));
       case Token::kName:
         if (token.text == "true" || token.text == "True") return literal(Value(true));
         if (token.text == "false" || token.text == "False") return literal(Value(false));
@@ -231,7 +233,9 @@ class ExprParser {
           return dict;
         }
         break;
-      case Token::kEnd: --pos_; break;
+      case Token::kEnd:
+        --pos_;
+        break;
     }
     fail("unexpected '" + token.text + "'");
   }
@@ -269,7 +273,8 @@ class TemplateParser {
       }
       out.push_back(statement(keyword, p));
     }
-    if (ends.size() > 0) throw Error("chat template: missing {% " + std::string(*ends.begin()) + " %}");
+    if (ends.size() > 0)
+      throw Error("chat template: missing {% " + std::string(*ends.begin()) + " %}");
     return "";
   }
 

@@ -9,12 +9,17 @@ namespace tfm::jinja {
 
 Value Value::from_json(const nlohmann::json& json) {
   switch (json.type()) {
-    case nlohmann::json::value_t::null: return Value(None{});
-    case nlohmann::json::value_t::boolean: return Value(json.get<bool>());
+    case nlohmann::json::value_t::null:
+      return Value(None{});
+    case nlohmann::json::value_t::boolean:
+      return Value(json.get<bool>());
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return Value(json.get<int64_t>());
-    case nlohmann::json::value_t::number_float: return Value(json.get<double>());
-    case nlohmann::json::value_t::string: return Value(json.get<std::string>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Value(json.get<int64_t>());
+    case nlohmann::json::value_t::number_float:
+      return Value(json.get<double>());
+    case nlohmann::json::value_t::string:
+      return Value(json.get<std::string>());
     case nlohmann::json::value_t::array: {
       Array array;
       for (const auto& item : json) array.push_back(from_json(item));
@@ -25,7 +30,8 @@ Value Value::from_json(const nlohmann::json& json) {
       for (const auto& [key, item] : json.items()) object.emplace_back(key, from_json(item));
       return Value(std::move(object));
     }
-    default: throw Error("chat template: unsupported JSON value " + json.dump());
+    default:
+      throw Error("chat template: unsupported JSON value " + json.dump());
   }
 }
 
@@ -87,8 +93,8 @@ std::string Value::to_json(int indent, int depth) const {
   if (is_bool()) return as_bool() ? "true" : "false";
   if (is_number()) return str();
   if (is_string()) {
-    return nlohmann::json(as_string()).dump(-1, ' ', false,
-                                            nlohmann::json::error_handler_t::replace);
+    return nlohmann::json(as_string())
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   // json.dumps separators: ", " and ": " without indent; "," and newlines with it.
   const std::string newline =
@@ -109,8 +115,8 @@ std::string Value::to_json(int indent, int depth) const {
   out = "{";
   for (size_t i = 0; i < object().size(); ++i) {
     const auto& [key, value] = object()[i];
-    out += (i ? comma : "") + newline + Value(key).to_json() + ": " +
-           value.to_json(indent, depth + 1);
+    out +=
+        (i ? comma : "") + newline + Value(key).to_json() + ": " + value.to_json(indent, depth + 1);
   }
   return out + close + "}";
 }

@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace tfm::jinja {
 
@@ -56,7 +55,7 @@ class Value {
   void set(const std::string& key, Value value) const;
 
   bool truthy() const;
-  std::string str() const;  // Python str()
+  std::string str() const;                                    // Python str()
   std::string to_json(int indent = -1, int depth = 0) const;  // Python json.dumps, unicode kept
   std::string type_name() const;
   friend bool operator==(const Value& a, const Value& b);
