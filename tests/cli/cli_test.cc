@@ -104,6 +104,18 @@ TEST(CliCommandsTest, LogitsAllMatchTransformers) {
     }
   }
   EXPECT_LT(max_abs, 1e-4) << "largest absolute logit difference";
+  // The loss printed is the causal-LM cross-entropy (labels = ids, shifted), computed here in
+  // double precision from transformers' own logits.
+  double loss = 0;
+  const nlohmann::json& ids = ref["input_ids"][0];
+  for (size_t s = 0; s + 1 < want.size(); ++s) {
+    double max = -1e300, sum = 0;
+    for (const auto& v : want[s]) max = std::max(max, v.get<double>());
+    for (const auto& v : want[s]) sum += std::exp(v.get<double>() - max);
+    loss += std::log(sum) + max - want[s][ids[s + 1].get<size_t>()].get<double>();
+  }
+  loss /= static_cast<double>(want.size() - 1);
+  EXPECT_NEAR(got["loss"].get<double>(), loss, 1e-5 * loss);
 }
 
 // Row 0 of the padded batch is a whole prompt, so one unpadded prompt must give transformers'

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/builder.h"
+#include "graph/cache.h"
 #include "graph/plan.h"
 #include "support/fixtures.h"
 #include "tfm/log.h"
@@ -68,6 +69,35 @@ TEST(Compile, CacheCountsHits) {
   EXPECT_EQ(model.graph_stats().compiles, 1);
   EXPECT_EQ(model.graph_stats().hits, 2);
   EXPECT_GT(model.graph_stats().arena_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace tfm
+
+namespace tfm {
+namespace {
+
+graph::Graph tiny_graph(int64_t rows) {
+  graph::Builder b;
+  b.output(b.silu(b.input("x", {rows, 4}, DType::f32)));
+  return b.finish();
+}
+
+TEST(GraphCache, LogsEachCompilationAndWarnsWhenShapesKeepChanging) {
+  set_log_level(LogLevel::kInfo);
+  graph::GraphCache cache("tiny", kCpu);
+  cache.set_warn_after(2);
+  ::testing::internal::CaptureStderr();
+  for (int64_t rows = 1; rows <= 3; ++rows) {
+    cache.get({.batch = rows}, [rows] { return tiny_graph(rows); });
+  }
+  cache.get({.batch = 1}, [] { return tiny_graph(1); });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_log_level(LogLevel::kWarn);
+  EXPECT_EQ(cache.stats().compiles, 3);
+  EXPECT_EQ(cache.stats().hits, 1);
+  EXPECT_NE(log.find("compiled tiny graph [batch=3 seq=1"), std::string::npos) << log;
+  EXPECT_NE(log.find("warning: tiny has compiled 3 graphs"), std::string::npos) << log;
 }
 
 }  // namespace
