@@ -25,7 +25,7 @@ test-asan: setup
 	@cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
 
-fuzz:
+fuzz: setup
 	tools/fuzz.sh 60
 
 clean:
