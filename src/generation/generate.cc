@@ -22,7 +22,6 @@ double ms_since(Clock::time_point start) {
 // The prompt left-padded to a whole number of prefill chunks, with transformers' positions
 // (cumulative count of real tokens minus one; 1 on padding).
 struct PaddedPrompt {
-  int64_t chunk = 0, padded_len = 0;
   Tensor ids, positions;  // [batch, padded_len] i32
   Tensor mask;            // [batch, cache_len] i32: 1 where a real token sits
   std::vector<int32_t> next_position;
@@ -31,22 +30,20 @@ struct PaddedPrompt {
 PaddedPrompt pad_prompt(const Tensor& ids, const Tensor& mask,
                         const generation::GenerationShapes& shapes, int32_t pad_id) {
   const int64_t batch = ids.dim(0), seq = ids.dim(1), cache_len = shapes.cache_len;
+  const int64_t padded_len = shapes.padded_prompt, extra = padded_len - seq;
   PaddedPrompt p;
-  p.chunk = shapes.chunk;
-  p.padded_len = shapes.padded_prompt;
-  const int64_t extra = p.padded_len - seq;
-  p.ids = filled_i32({batch, p.padded_len}, pad_id);
-  p.positions = filled_i32({batch, p.padded_len}, 1);
+  p.ids = filled_i32({batch, padded_len}, pad_id);
+  p.positions = filled_i32({batch, padded_len}, 1);
   p.mask = filled_i32({batch, cache_len}, 0);
   p.next_position.assign(static_cast<size_t>(batch), 0);
   for (int64_t b = 0; b < batch; ++b) {
     int32_t count = 0;
     for (int64_t j = 0; j < seq; ++j) {
       const int64_t slot = extra + j;
-      p.ids.data_as<int32_t>()[b * p.padded_len + slot] = ids.data_as<int32_t>()[b * seq + j];
+      p.ids.data_as<int32_t>()[b * padded_len + slot] = ids.data_as<int32_t>()[b * seq + j];
       if (mask.data_as<int32_t>()[b * seq + j] == 0) continue;
       p.mask.data_as<int32_t>()[b * cache_len + slot] = 1;
-      p.positions.data_as<int32_t>()[b * p.padded_len + slot] = count++;
+      p.positions.data_as<int32_t>()[b * padded_len + slot] = count++;
     }
     p.next_position[static_cast<size_t>(b)] = count;
   }

@@ -11,7 +11,7 @@ Tensor ids_as_i32(const Tensor& ids, const std::string& what) {
   if (ids.ndim() != 2 || ids.dim(0) == 0 || ids.dim(1) == 0) {
     throw Error(what + " must be [batch, seq] with both > 0, got " + shape_str(ids.shape()));
   }
-  if (ids.dtype() == DType::i32) return ids.device() == kCpu ? ids.clone() : ids.to(kCpu);
+  if (ids.dtype() == DType::i32) return ids.is_contiguous() ? ids.to(kCpu) : ids.to(kCpu).clone();
   if (ids.dtype() != DType::i64) {
     throw Error(what + " must be i32 or i64, got " + std::string(dtype_name(ids.dtype())));
   }

@@ -25,20 +25,21 @@ void check_input(const Node& node, const Tensor& tensor) {
   }
 }
 
-// Binds inputs and weights into `ptrs`; `keep` holds the tensors alive for the run.
-void bind_sources(const Graph& graph, const std::vector<Tensor>& inputs, std::vector<void*>& ptrs,
-                  std::vector<Tensor>& keep) {
-  const std::vector<graph::ValueId> ids = graph.inputs();
+// Points the graph's inputs at the caller's tensors, which outlive the run. State inputs (the KV
+// cache) are written through these pointers: the caller's tensors share that storage.
+void bind_inputs(const Graph& graph, const std::vector<graph::ValueId>& ids,
+                 const std::vector<Tensor>& inputs, std::vector<void*>& ptrs) {
   if (ids.size() != inputs.size()) {
     throw Error("graph expects " + std::to_string(ids.size()) + " inputs, got " +
                 std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < ids.size(); ++i) {
-    const Node& node = graph.nodes[static_cast<size_t>(ids[i])];
-    check_input(node, inputs[i]);
-    keep.push_back(inputs[i]);
-    ptrs[static_cast<size_t>(ids[i])] = keep.back().data();
+    check_input(graph.nodes[static_cast<size_t>(ids[i])], inputs[i]);
+    ptrs[static_cast<size_t>(ids[i])] = const_cast<void*>(inputs[i].data());
   }
+}
+
+void bind_weights(const Graph& graph, std::vector<void*>& ptrs) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     if (graph.nodes[i].op == Op::kWeight) {
       ptrs[i] = const_cast<void*>(graph.nodes[i].constant.data());
@@ -61,17 +62,17 @@ class CpuExecutable : public graph::Executable {
  public:
   explicit CpuExecutable(graph::Plan plan)
       : plan_(std::move(plan)),
-        arena_(Tensor::empty({static_cast<int64_t>(plan_.arena_bytes)}, DType::f32)),
+        arena_(Tensor::empty({static_cast<int64_t>((plan_.arena_bytes + 3) / 4)}, DType::f32)),
         ptrs_(plan_.graph.nodes.size(), nullptr) {
     for (size_t i = 0; i < ptrs_.size(); ++i) {
       if (plan_.offset[i] >= 0) ptrs_[i] = static_cast<char*>(arena_.data()) + plan_.offset[i];
     }
+    bind_weights(plan_.graph, ptrs_);
     for (graph::ValueId id : plan_.schedule) steps_.push_back(make_step(plan_.graph, id, ptrs_));
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
-    std::vector<Tensor> keep;
-    bind_sources(plan_.graph, inputs, ptrs_, keep);
+    bind_inputs(plan_.graph, input_ids_, inputs, ptrs_);
     for (const auto& step : steps_) step();
     return copy_outputs(plan_.graph, ptrs_);
   }
@@ -80,7 +81,8 @@ class CpuExecutable : public graph::Executable {
 
  private:
   graph::Plan plan_;
-  Tensor arena_;  // bytes; f32 only for its alignment
+  Tensor arena_;  // f32 elements only for the allocator's alignment; holds any dtype
+  std::vector<graph::ValueId> input_ids_ = plan_.graph.inputs();
   std::vector<void*> ptrs_;
   std::vector<std::function<void()>> steps_;
 };
@@ -93,8 +95,9 @@ class CpuBackend : public graph::Backend {
 
   std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) override {
     std::vector<void*> ptrs(graph.nodes.size(), nullptr);
-    std::vector<Tensor> keep;
-    bind_sources(graph, inputs, ptrs, keep);
+    bind_inputs(graph, graph.inputs(), inputs, ptrs);
+    bind_weights(graph, ptrs);
+    std::vector<Tensor> keep;  // each node's output, alive until the outputs are copied
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const Node& node = graph.nodes[i];
       if (node.op == Op::kInput || node.op == Op::kWeight) continue;

@@ -83,10 +83,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
       const int64_t count = shape_numel(n.shape);
-      return [=] {
-        std::vector<const float*> inputs;
-        inputs.reserve(args.size());
-        for (size_t a : args) inputs.push_back(f(a));
+      std::vector<const float*> inputs(args.size());
+      return [=]() mutable {
+        for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]);
         elementwise(program, inputs.data(), count, f(out));
       };
     }
