@@ -97,6 +97,11 @@ Tensor Checkpoint::tensor(const std::string& name) const {
   return borrow_tensor_rows(files_.at(i.file), i, 0, i.shape.empty() ? 1 : i.shape[0]);
 }
 
+void Checkpoint::release(const std::string& name) const {
+  const TensorInfo& i = info(name);
+  files_.at(i.file)->release(i.begin, i.end - i.begin);
+}
+
 Tensor Checkpoint::tensor_rows(const std::string& name, int64_t begin, int64_t end) const {
   const TensorInfo& i = info(name);
   if (i.shape.empty()) {

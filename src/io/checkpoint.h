@@ -28,6 +28,9 @@ class Checkpoint {
   Tensor tensor(const std::string& name) const;           // borrowed view of the mapping
   // Rows [begin, end) of axis 0, touching only their bytes (a tensor-parallel rank's shard).
   Tensor tensor_rows(const std::string& name, int64_t begin, int64_t end) const;
+  // Drops the tensor's file pages from this process's memory after a loader copied it, so peak
+  // memory while loading stays near the weights' size instead of twice it.
+  void release(const std::string& name) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -50,6 +51,14 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
 
 MappedFile::MappedFile(std::filesystem::path path, uint8_t* data, size_t size)
     : path_(std::move(path)), data_(data), size_(size) {}
+
+void MappedFile::release(size_t offset, size_t bytes) const {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t end = std::min(offset + bytes, size_);
+  const size_t first = (offset + page - 1) / page * page, last = end / page * page;
+  // Advice only: if the kernel declines, the pages stay resident and nothing else changes.
+  if (first < last) ::madvise(data_ + first, last - first, MADV_DONTNEED);
+}
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(data_, size_);

@@ -20,6 +20,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
+  // Gives back the memory of the whole pages inside [offset, offset + bytes) once a loader has
+  // copied them out; the bytes stay readable (a later read faults them in from the file again).
+  // Only for ranges nobody wrote through the mapping: a private copy of such a page is discarded.
+  void release(size_t offset, size_t bytes) const;
 
  private:
   MappedFile(std::filesystem::path path, uint8_t* data, size_t size);

@@ -86,6 +86,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                       shape_str(info.shape) + " but config.json implies " + shape_str(shape));
         }
         field = backend.prepare_weight(checkpoint.tensor(name), dtype);
+        checkpoint.release(name);
       });
   std::string name = config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(config), features, std::move(weights), device,

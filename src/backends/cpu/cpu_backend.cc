@@ -112,7 +112,11 @@ class CpuBackend : public graph::Backend {
 
   Tensor prepare_weight(const Tensor& weight, DType dtype) override {
     // Vectors (norms, biases) are tiny and read as f32 by every kernel.
-    return weight.to(weight.ndim() == 1 ? DType::f32 : dtype);
+    const DType target = weight.ndim() == 1 ? DType::f32 : dtype;
+    // A copy of its own even when the dtype matches: decode streams weights ~20% faster from
+    // anonymous memory than from the checkpoint's page-cache pages (measured on Qwen3-0.6B bf16:
+    // 15-16 -> 18-20 tokens/s), and the loader can then release the mapping.
+    return weight.dtype() == target ? weight.clone() : weight.to(target);
   }
 };
 

@@ -18,9 +18,6 @@ namespace {
 constexpr int64_t kGemvMaxRows = 8;     // beyond this, sgemm's blocking wins
 constexpr int kRowsPerTask = 4;         // weight rows processed together by one thread
 constexpr size_t kTileBytes = 4 << 20;  // f32 weights widened per sgemm call: stays in L3
-// Weights stream through once per token: a non-temporal prefetch about one row ahead keeps them
-// from evicting the activations and the KV cache.
-constexpr int64_t kPrefetchAhead = 1024;  // elements
 
 // out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
 // memory serves every x row. M and the row count are compile-time so the accumulators stay in
@@ -33,13 +30,15 @@ void gemv_tile(const float* x, const W* w, int64_t r0, int64_t k, float* out, in
     for (int r = 0; r < R; ++r) acc[i][r] = simd::zero();
   const W* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = w + (r0 + r) * k;
+  constexpr size_t kStepBytes = R * simd::kWidth * sizeof(W);
   int64_t p = 0;
   for (; p + simd::kWidth <= k; p += simd::kWidth) {
     Vec wv[R];
-    for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + p + kPrefetchAhead), _MM_HINT_NTA);
-      wv[r] = simd::load(rows[r] + p);
-    }
+    // The next tile's rows, in address order, two cache lines per step: a tile is read as R
+    // short interleaved streams, which the hardware prefetcher picks up late.
+    const char* ahead = reinterpret_cast<const char*>(rows[0] + R * k) + p * R * sizeof(W);
+    for (size_t line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) wv[r] = simd::load(rows[r] + p);
     for (int i = 0; i < M; ++i) {
       const Vec xv = simd::load(x + i * k + p);
       for (int r = 0; r < R; ++r) acc[i][r] = simd::fma(wv[r], xv, acc[i][r]);
