@@ -120,4 +120,86 @@ ValueId Builder::silu(ValueId x) {
   return elementwise("silu", {x}, {{{EwCode::kLoad, 0}, {EwCode::kSilu}}});
 }
 
+ValueId Builder::scale(ValueId x, float factor) {
+  return elementwise("scale", {x}, {{{EwCode::kLoad, 0}, {EwCode::kScale, 0, factor}}});
+}
+
+ValueId Builder::silu_grad(ValueId x, ValueId dy) {
+  return elementwise("silu_grad", {x, dy},
+                     {{{EwCode::kLoad, 0}, {EwCode::kLoad, 1}, {EwCode::kSiluGrad}}});
+}
+
+ValueId Builder::view(ValueId x, int64_t start, Shape shape) {
+  const ValueId id = add_node(Op::kView, {x}, ops::view_shape(node(x).shape, start, shape));
+  graph_.nodes.back().start = start;
+  return id;
+}
+
+ValueId Builder::reduce_rows(ValueId x) {
+  return add_node(Op::kReduceRows, {x}, ops::reduce_rows_shape(node(x).shape));
+}
+
+ValueId Builder::cross_entropy(ValueId logits, ValueId targets) {
+  return add_node(Op::kCrossEntropy, {logits, targets},
+                  ops::cross_entropy_shape(node(logits).shape, node(targets).shape));
+}
+
+ValueId Builder::embedding_grad(ValueId dy, ValueId ids, int64_t vocab) {
+  return add_node(Op::kEmbeddingGrad, {dy, ids},
+                  ops::embedding_grad_shape(node(dy).shape, node(ids).shape, vocab));
+}
+
+ValueId Builder::linear_grad_input(ValueId dy, ValueId w) {
+  return add_node(Op::kLinearGradInput, {dy, w},
+                  ops::linear_grad_input_shape(node(dy).shape, node(w).shape), node(w).name);
+}
+
+ValueId Builder::linear_grad_weight(ValueId dy, ValueId x) {
+  return add_node(Op::kLinearGradWeight, {dy, x},
+                  ops::linear_grad_weight_shape(node(dy).shape, node(x).shape));
+}
+
+ValueId Builder::rms_norm_grad_input(ValueId x, ValueId w, ValueId dy, float eps) {
+  ops::elementwise_shape("rms_norm_grad_input", node(x).shape, node(dy).shape);
+  const ValueId id = add_node(Op::kRmsNormGradInput, {x, w, dy},
+                              ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
+  graph_.nodes.back().eps = eps;
+  return id;
+}
+
+ValueId Builder::rms_norm_grad_weight(ValueId x, ValueId dy, float eps) {
+  const Shape& xs = ops::elementwise_shape("rms_norm_grad_weight", node(x).shape, node(dy).shape);
+  const ValueId id = add_node(Op::kRmsNormGradWeight, {x, dy}, {xs.back()});
+  graph_.nodes.back().eps = eps;
+  return id;
+}
+
+ValueId Builder::rope_grad(ValueId dy, ValueId positions, ValueId inv_freq,
+                           float attention_scaling) {
+  const ValueId id =
+      add_node(Op::kRopeGrad, {dy, positions, inv_freq},
+               ops::rope_shape(node(dy).shape, node(positions).shape, node(inv_freq).shape));
+  graph_.nodes.back().scale = attention_scaling;
+  return id;
+}
+
+ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
+                                ValueId dy, float scale) {
+  ops::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
+                       node(slots).shape);
+  const ValueId id = add_node(
+      Op::kAttentionGrad, {q, k, v, mask, slots, dy},
+      ops::attention_grad_shape(node(q).shape, node(k).shape, node(v).shape, node(dy).shape));
+  graph_.nodes.back().scale = scale;
+  return id;
+}
+
+ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss) {
+  ops::cross_entropy_shape(node(logits).shape, node(targets).shape);
+  if (node(d_loss).shape != Shape{1}) {
+    throw Error("[cross_entropy_grad] d loss must be [1], got " + shape_str(node(d_loss).shape));
+  }
+  return add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
+}
+
 }  // namespace tfm::graph

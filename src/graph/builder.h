@@ -10,6 +10,9 @@ namespace tfm::graph {
 
 class Builder {
  public:
+  Builder() = default;
+  explicit Builder(Graph graph) : graph_(std::move(graph)) {}  // to extend a graph (autodiff)
+
   ValueId input(std::string name, Shape shape, DType dtype);
   ValueId state(std::string name, Shape shape, DType dtype);  // e.g. a KV cache buffer
   ValueId weight(std::string name, Tensor tensor);
@@ -25,15 +28,32 @@ class Builder {
   ValueId add(ValueId a, ValueId b);
   ValueId mul(ValueId a, ValueId b);
   ValueId silu(ValueId x);
+  ValueId scale(ValueId x, float factor);
+  ValueId view(ValueId x, int64_t start, Shape shape);
+  ValueId reduce_rows(ValueId x);
+  ValueId cross_entropy(ValueId logits, ValueId targets);
 
-  const Shape& shape(ValueId id) const { return graph_.nodes[static_cast<size_t>(id)].shape; }
+  // The backward ops autodiff emits (see Op).
+  ValueId silu_grad(ValueId x, ValueId dy);
+  ValueId embedding_grad(ValueId dy, ValueId ids, int64_t vocab);
+  ValueId linear_grad_input(ValueId dy, ValueId w);
+  ValueId linear_grad_weight(ValueId dy, ValueId x);
+  ValueId rms_norm_grad_input(ValueId x, ValueId w, ValueId dy, float eps);
+  ValueId rms_norm_grad_weight(ValueId x, ValueId dy, float eps);
+  ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
+  ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
+                         float scale);
+  ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss);
+
+  const Node& node(ValueId id) const;
+  const Shape& shape(ValueId id) const { return node(id).shape; }
   void output(ValueId id) { graph_.outputs.push_back(id); }
+  const Graph& graph() const { return graph_; }
   Graph finish() { return std::move(graph_); }
 
  private:
   ValueId add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name = {});
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
-  const Node& node(ValueId id) const;
 
   Graph graph_;
 };

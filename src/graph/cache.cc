@@ -8,6 +8,7 @@
 namespace tfm::graph {
 
 std::string Signature::str() const {
+  if (train) return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) + " train";
   return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
          " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits");
 }

@@ -18,6 +18,7 @@ struct Signature {
   int64_t seq = 1;
   int64_t cache_len = 1;
   bool all_logits = false;
+  bool train = false;  // forward + loss + backward, no KV cache
 
   std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
   auto operator<=>(const Signature&) const = default;

@@ -28,6 +28,28 @@ const char* op_name(Op op) {
       return "reshape";
     case Op::kElementwise:
       return "elementwise";
+    case Op::kView:
+      return "view";
+    case Op::kReduceRows:
+      return "reduce_rows";
+    case Op::kCrossEntropy:
+      return "cross_entropy";
+    case Op::kEmbeddingGrad:
+      return "embedding_grad";
+    case Op::kLinearGradInput:
+      return "linear_grad_input";
+    case Op::kLinearGradWeight:
+      return "linear_grad_weight";
+    case Op::kRmsNormGradInput:
+      return "rms_norm_grad_input";
+    case Op::kRmsNormGradWeight:
+      return "rms_norm_grad_weight";
+    case Op::kRopeGrad:
+      return "rope_grad";
+    case Op::kAttentionGrad:
+      return "attention_grad";
+    case Op::kCrossEntropyGrad:
+      return "cross_entropy_grad";
   }
   return "?";
 }
@@ -55,13 +77,14 @@ int program_depth(const ElementwiseProgram& program) {
   int depth = 0, deepest = 0;
   for (const EwInstr& instr : program.instrs) {
     if (instr.code == EwCode::kLoad) deepest = std::max(deepest, ++depth);
-    if (instr.code == EwCode::kAdd || instr.code == EwCode::kMul) --depth;
+    if (instr.code == EwCode::kAdd || instr.code == EwCode::kMul || instr.code == EwCode::kSiluGrad)
+      --depth;
   }
   return deepest;
 }
 
 bool aliases_input(const Node& node) {
-  return node.op == Op::kReshape || node.op == Op::kCacheWrite;
+  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kView;
 }
 
 }  // namespace tfm::graph

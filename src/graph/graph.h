@@ -26,13 +26,31 @@ enum class Op : uint8_t {
   kSliceSeq,     // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
   kReshape,      // same data, new shape (an alias of its input)
   kElementwise,  // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
+  kView,         // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
+  kReduceRows,   // (x [..., N]) -> [N]: the sum over every leading axis
+  kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
+                  //   kIgnoreIndex of -log softmax(logits)[target]
+
+  // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
+  kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
+  kLinearGradInput,   // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
+  kLinearGradWeight,  // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows
+  kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H]) -> dx
+  kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
+  kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
+  kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
+  kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits
 };
+
+// Targets equal to this contribute no loss, as PyTorch's CrossEntropyLoss(ignore_index=-100).
+inline constexpr int32_t kIgnoreIndex = -100;
 
 const char* op_name(Op op);
 
 // A fused elementwise chain, run as a stack program over blocks of elements. Unfused graphs hold
 // one-instruction programs; fusion merges producer programs into their consumer.
-enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale };
+// kSiluGrad pops dy and x and pushes dy * silu'(x).
+enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale, kSiluGrad };
 struct EwInstr {
   EwCode code;
   int operand = 0;     // kLoad: input index
@@ -53,9 +71,9 @@ struct Node {
   std::string name;            // inputs and weights: their name; others: for logs
   Tensor constant;             // kWeight
   bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
-  float eps = 0.f;             // kRmsNorm
-  float scale = 1.f;           // kAttention: softmax scale; kRope: attention_scaling of cos/sin
-  int64_t start = 0;           // kSliceSeq
+  float eps = 0.f;             // kRmsNorm and its gradients
+  float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
+  int64_t start = 0;           // kSliceSeq: position; kView: element offset
   ElementwiseProgram program;  // kElementwise
 };
 

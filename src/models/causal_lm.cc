@@ -4,6 +4,7 @@
 #include "io/checkpoint.h"
 #include "io/hub.h"
 #include "models/architectures.h"
+#include "models/step_inputs.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
 
@@ -46,6 +47,29 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   if (eager) return graph::backend_for(device_).run_eager(build(signature), inputs).at(0);
   graph::Executable& exe = graphs_.get(signature, [&] { return build(signature); });
   return exe.run(inputs).at(0);
+}
+
+LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager) {
+  const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
+  const graph::Signature signature{batch, seq, seq, true, true};
+  const auto build = [&] {
+    return models::build_decoder_training_graph(*config_, features_, weights_,
+                                                models::rope_tables(*config_, seq), batch, seq);
+  };
+  const std::vector<Tensor> inputs{in.input_ids, arange_rows(batch, 0, seq),
+                                   arange_rows(1, 0, seq).view({seq}), in.attention_mask,
+                                   in.targets, in.loss_scale};
+  std::vector<Tensor> outputs = eager ? graph::backend_for(device_).run_eager(build(), inputs)
+                                      : graphs_.get(signature, build).run(inputs);
+  LossAndGrads result;
+  result.loss_sum = outputs[0].to_f32_vector()[0];
+  result.grads.assign(std::make_move_iterator(outputs.begin() + 1),
+                      std::make_move_iterator(outputs.end()));
+  return result;
+}
+
+void CausalLMImpl::for_each_weight(const models::WeightVisitor& visit) {
+  models::for_each_weight(*config_, features_, weights_, visit);
 }
 
 namespace {

@@ -27,6 +27,19 @@ struct StepInputs {
   Tensor attention_mask;  // [batch, cache len]
 };
 
+// The host-side inputs of one training step (i32 [batch, seq] each, loss_scale f32 [1]).
+struct TrainInputs {
+  Tensor input_ids;
+  Tensor attention_mask;
+  Tensor targets;     // labels shifted left by one: row r's target is the token after r
+  Tensor loss_scale;  // the gradient of the summed loss, e.g. 1 / number of targets
+};
+
+struct LossAndGrads {
+  double loss_sum = 0;        // cross-entropy summed over the targets
+  std::vector<Tensor> grads;  // one per weight, in models::for_each_weight order, on the host
+};
+
 class CausalLMImpl {
  public:
   CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
@@ -40,6 +53,11 @@ class CausalLMImpl {
   KvCache new_cache(int64_t batch, int64_t len) const;
   // Logits f32 [batch, seq or 1, vocab] on the host.
   Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager);
+
+  // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly).
+  LossAndGrads train_step(const TrainInputs& inputs, bool eager);
+  // The weights in for_each_weight order: what an optimizer updates in place.
+  void for_each_weight(const models::WeightVisitor& visit);
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
   size_t weight_bytes() const { return weight_bytes_; }

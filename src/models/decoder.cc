@@ -1,7 +1,9 @@
 #include "models/decoder.h"
 
 #include <cmath>
+#include <map>
 
+#include "graph/autodiff.h"
 #include "graph/builder.h"
 
 namespace tfm::models {
@@ -39,8 +41,9 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
   }
   q = b.rope(q, in.positions, in.inv_freq, rope_scaling);
   k = b.rope(k, in.positions, in.inv_freq, rope_scaling);
-  const ValueId keys = b.cache_write(k_cache, k, in.slots);
-  const ValueId values = b.cache_write(v_cache, v, in.slots);
+  // Without a cache (training) the sequence attends to its own keys and values.
+  const ValueId keys = k_cache >= 0 ? b.cache_write(k_cache, k, in.slots) : k;
+  const ValueId values = v_cache >= 0 ? b.cache_write(v_cache, v, in.slots) : v;
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   const ValueId a = b.attention(q, keys, values, in.mask, in.slots, scale);
   const ValueId flat = b.reshape(a, {batch, seq, c.num_attention_heads * d});
@@ -59,6 +62,47 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
   return proj(w.down_proj, w.down_proj_bias, "down_proj", b.mul(b.silu(gate), up));
 }
 
+// The decoder from token ids to the final norm's output. `caches` holds k and v per layer, or is
+// empty for a forward pass over the sequence alone.
+ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
+                     const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
+                     const std::vector<ValueId>& caches, ValueId embed, bool all_logits) {
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t seq = b.shape(ids)[1];
+  ValueId x = b.embedding(embed, ids);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const auto cache = [&](int64_t which) {
+      return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
+    };
+    const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
+    x = b.add(x, attention_block(b, c, f, l, p + "self_attn.", h, in, rope.attention_scaling,
+                                 cache(0), cache(1)));
+    const ValueId h2 = b.rms_norm(
+        x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
+    x = b.add(x, mlp_block(b, l, p + "mlp.", h2));
+  }
+  // Only the last position's logits are needed to pick the next token; skipping the others
+  // saves the largest matrix product of a prefill.
+  if (!all_logits) x = b.slice_seq(x, seq - 1, 1);
+  return b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps);
+}
+
+// A tied lm_head is the embedding's own node, so its two uses add up in one gradient.
+ValueId lm_head(Builder& b, const DecoderWeights& w, ValueId embed) {
+  return w.lm_head.defined() ? b.weight("lm_head.weight", w.lm_head) : embed;
+}
+
+Inputs common_inputs(Builder& b, const RopeTables& rope, int64_t batch, int64_t seq, int64_t len) {
+  Inputs in;
+  in.positions = b.input("position_ids", {batch, seq}, DType::i32);
+  in.slots = b.input("cache_slots", {seq}, DType::i32);
+  in.mask = b.input("attention_mask", {batch, len}, DType::i32);
+  in.inv_freq = b.weight("rope.inv_freq", rope.inv_freq);
+  return in;
+}
+
 }  // namespace
 
 graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
@@ -67,38 +111,44 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   Builder b;
   const int64_t batch = sig.batch, seq = sig.seq, len = sig.cache_len;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
-  Inputs in;
-  in.positions = b.input("position_ids", {batch, seq}, DType::i32);
-  in.slots = b.input("cache_slots", {seq}, DType::i32);
-  in.mask = b.input("attention_mask", {batch, len}, DType::i32);
-  in.inv_freq = b.weight("rope.inv_freq", rope.inv_freq);
+  const Inputs in = common_inputs(b, rope, batch, seq, len);
   std::vector<ValueId> caches;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const Shape cache_shape{batch, len, c.num_key_value_heads, c.head_dim};
     caches.push_back(b.state("layers." + std::to_string(i) + ".k_cache", cache_shape, cache_dtype));
     caches.push_back(b.state("layers." + std::to_string(i) + ".v_cache", cache_shape, cache_dtype));
   }
-
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  ValueId x = b.embedding(b.weight("model.embed_tokens.weight", w.embed_tokens), ids);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
-    x = b.add(x, attention_block(b, c, f, l, p + "self_attn.", h, in, rope.attention_scaling,
-                                 caches[static_cast<size_t>(2 * i)],
-                                 caches[static_cast<size_t>(2 * i + 1)]));
-    const ValueId h2 = b.rms_norm(
-        x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = b.add(x, mlp_block(b, l, p + "mlp.", h2));
-  }
-  // Only the last position's logits are needed to pick the next token; skipping the others
-  // saves the largest matrix product of a prefill.
-  if (!sig.all_logits) x = b.slice_seq(x, seq - 1, 1);
-  x = b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps);
-  const Tensor& head = w.lm_head.defined() ? w.lm_head : w.embed_tokens;
-  b.output(b.linear(x, b.weight("lm_head.weight", head)));
+  const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits);
+  b.output(b.linear(x, lm_head(b, w, embed)));
   return b.finish();
+}
+
+graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
+                                          DecoderWeights& w, const RopeTables& rope, int64_t batch,
+                                          int64_t seq) {
+  Builder b;
+  const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
+  const Inputs in = common_inputs(b, rope, batch, seq, seq);
+  const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
+  const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
+  const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true);
+  const ValueId loss = b.cross_entropy(b.linear(x, lm_head(b, w, embed)), targets);
+  b.output(loss);
+
+  std::map<std::string, ValueId> by_name;
+  for (size_t i = 0; i < b.graph().nodes.size(); ++i) {
+    const graph::Node& n = b.graph().nodes[i];
+    if (n.op == graph::Op::kWeight) by_name.emplace(n.name, static_cast<ValueId>(i));
+  }
+  std::vector<ValueId> params;
+  for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {
+    params.push_back(by_name.at(name));
+  });
+  graph::Graph graph = b.finish();
+  for (ValueId g : graph::append_backward(graph, loss, loss_scale, params)) graph.outputs.push_back(g);
+  return graph;
 }
 
 }  // namespace tfm::models

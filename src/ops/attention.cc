@@ -1,7 +1,9 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/backward.h"
 #include "ops/reference.h"
+#include "tfm/error.h"
 
 namespace tfm::ops::reference {
 
@@ -56,3 +58,21 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
 }
 
 }  // namespace tfm::ops::reference
+
+namespace tfm::ops {
+
+// One kernel computes dq, dk and dv together (they share the recomputed probabilities); views
+// split its flat output.
+InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  const auto& in = n.inputs;
+  if (b.node(in[1]).op == graph::Op::kCacheWrite || b.node(in[2]).op == graph::Op::kCacheWrite) {
+    throw Error("[autodiff] attention over a KV cache has no backward; train without a cache");
+  }
+  const graph::ValueId packed = b.attention_grad(in[0], in[1], in[2], in[3], in[4], dy, n.scale);
+  const Shape q = b.shape(in[0]), k = b.shape(in[1]);
+  const int64_t q_numel = shape_numel(q), k_numel = shape_numel(k);
+  return {b.view(packed, 0, q), b.view(packed, q_numel, k), b.view(packed, q_numel + k_numel, k),
+          -1, -1};
+}
+
+}  // namespace tfm::ops

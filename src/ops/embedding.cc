@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "ops/backward.h"
 #include "ops/reference.h"
 #include "tfm/error.h"
 
@@ -17,3 +18,12 @@ void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t*
 }
 
 }  // namespace tfm::ops::reference
+
+namespace tfm::ops {
+
+InputGrads embedding_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  const int64_t vocab = b.shape(n.inputs[0])[0];
+  return {b.embedding_grad(dy, n.inputs[1], vocab), -1};
+}
+
+}  // namespace tfm::ops

@@ -1,3 +1,4 @@
+#include "ops/backward.h"
 #include "ops/reference.h"
 
 namespace tfm::ops::reference {
@@ -14,3 +15,14 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 }
 
 }  // namespace tfm::ops::reference
+
+namespace tfm::ops {
+
+// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows.
+InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  InputGrads grads{b.linear_grad_input(dy, n.inputs[1]), b.linear_grad_weight(dy, n.inputs[0])};
+  if (n.inputs.size() > 2) grads.push_back(b.reduce_rows(dy));
+  return grads;
+}
+
+}  // namespace tfm::ops

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "ops/backward.h"
 #include "ops/reference.h"
 
 namespace tfm::ops::reference {
@@ -28,3 +29,12 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
 }
 
 }  // namespace tfm::ops::reference
+
+namespace tfm::ops {
+
+// RoPE is a rotation per pair of elements: its transpose rotates by minus the same angle.
+InputGrads rope_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  return {b.rope_grad(dy, n.inputs[1], n.inputs[2], n.scale), -1, -1};
+}
+
+}  // namespace tfm::ops

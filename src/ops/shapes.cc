@@ -84,4 +84,59 @@ Shape elementwise_shape(const char* op, const Shape& a, const Shape& b) {
   return a;
 }
 
+Shape view_shape(const Shape& x, int64_t start, const Shape& shape) {
+  if (start < 0 || start + shape_numel(shape) > shape_numel(x)) {
+    fail("view", shape_str(shape) + " at element " + std::to_string(start) + " is outside " +
+                     shape_str(x));
+  }
+  return shape;
+}
+
+Shape reduce_rows_shape(const Shape& x) {
+  if (x.empty()) fail("reduce_rows", "needs at least one axis");
+  return {x.back()};
+}
+
+Shape cross_entropy_shape(const Shape& logits, const Shape& targets) {
+  Shape rows(logits.begin(), logits.end() - (logits.empty() ? 0 : 1));
+  if (logits.size() < 2 || rows != targets) {
+    fail("cross_entropy", "logits " + shape_str(logits) + " [..., V] and targets " +
+                              shape_str(targets) + " [...] do not agree");
+  }
+  return {1};
+}
+
+Shape embedding_grad_shape(const Shape& dy, const Shape& ids, int64_t vocab) {
+  if (dy.size() != 3 || ids.size() != 2 || dy[0] != ids[0] || dy[1] != ids[1] || vocab <= 0) {
+    fail("embedding_grad", "dy " + shape_str(dy) + " [B, S, H] and ids " + shape_str(ids) +
+                               " [B, S] do not agree");
+  }
+  return {vocab, dy[2]};
+}
+
+Shape linear_grad_input_shape(const Shape& dy, const Shape& w) {
+  if (dy.empty() || w.size() != 2 || dy.back() != w[0]) {
+    fail("linear_grad_input", "dy " + shape_str(dy) + " does not match weight " + shape_str(w));
+  }
+  Shape out = dy;
+  out.back() = w[1];
+  return out;
+}
+
+Shape linear_grad_weight_shape(const Shape& dy, const Shape& x) {
+  if (dy.empty() || x.empty() || shape_numel(dy) / dy.back() != shape_numel(x) / x.back()) {
+    fail("linear_grad_weight", "dy " + shape_str(dy) + " and x " + shape_str(x) +
+                                   " have different row counts");
+  }
+  return {dy.back(), x.back()};
+}
+
+Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& dy) {
+  if (dy != q || v != k) {
+    fail("attention_grad", "dy " + shape_str(dy) + " must match q " + shape_str(q) + " and v " +
+                               shape_str(v) + " k " + shape_str(k));
+  }
+  return {shape_numel(q) + 2 * shape_numel(k)};
+}
+
 }  // namespace tfm::ops

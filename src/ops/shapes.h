@@ -15,5 +15,14 @@ Shape attention_shape(const Shape& q, const Shape& k, const Shape& v, const Shap
                       const Shape& slots);
 Shape slice_seq_shape(const Shape& x, int64_t start, int64_t length);
 Shape elementwise_shape(const char* op, const Shape& a, const Shape& b);
+Shape view_shape(const Shape& x, int64_t start, const Shape& shape);
+Shape reduce_rows_shape(const Shape& x);
+Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
+// Backward ops: the gradient has the shape of what it is the gradient of; these check the operands.
+Shape embedding_grad_shape(const Shape& dy, const Shape& ids, int64_t vocab);
+Shape linear_grad_input_shape(const Shape& dy, const Shape& w);
+Shape linear_grad_weight_shape(const Shape& dy, const Shape& x);
+// [dq | dk | dv] as one flat buffer.
+Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& dy);
 
 }  // namespace tfm::ops

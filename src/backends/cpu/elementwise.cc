@@ -38,6 +38,13 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
       case graph::EwCode::kScale:
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= instr.scalar;
         break;
+      case graph::EwCode::kSiluGrad:
+        --top;
+        for (int64_t i = 0; i < len; ++i) {
+          const float x = stack[top][i], sigmoid = 1.f / (1.f + std::exp(-x));
+          stack[top][i] = stack[top + 1][i] * sigmoid * (1.f + x * (1.f - sigmoid));
+        }
+        break;
     }
   }
   for (int64_t i = 0; i < len; ++i) out[begin + i] = stack[0][i];

@@ -29,6 +29,30 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                int64_t kv_heads, int64_t head_dim, float scale, float* out);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out);
+// Training: the cross-entropy sum over rows whose target is not graph::kIgnoreIndex, and the
+// backward kernels of each forward op (see graph::Op for their meaning).
+void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
+                   float* loss_sum);
+void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
+                        int64_t rows, int64_t vocab, float* d_logits);
+void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
+void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
+                    int64_t hidden, float* d_table);
+void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
+                       int64_t k, float* dx);
+void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k,
+                        float* dw);
+void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
+                         int64_t hidden, float eps, float* dx);
+void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
+                          float* dw);
+void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
+               int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx);
+// Writes [dq | dk | dv] to `out`.
+void attention_grad(const float* q, const float* k, const float* v, const int32_t* mask,
+                    const int32_t* slots, const float* dy, int64_t batch, int64_t seq,
+                    int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
+                    float* out);
 // Copies x[:, start:start+length, ...] where each sequence position holds `inner` elements.
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out);

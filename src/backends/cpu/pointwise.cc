@@ -36,8 +36,12 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
   }
 }
 
-void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
-          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out) {
+namespace {
+
+// direction +1 rotates by the angle (the forward op), -1 by minus the angle (its gradient).
+void rotate(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+            int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float direction,
+            float* out) {
   const int64_t half = head_dim / 2;
 #pragma omp parallel for collapse(2) \
     schedule(static) if (batch * seq * heads * head_dim > kParallelMinElements)
@@ -49,7 +53,7 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
         // The angle is formed in f32 as PyTorch does, so large positions round the same way.
         const float angle = position * inv_freq[i];
         cos_table[i] = std::cos(angle) * attention_scaling;
-        sin_table[i] = std::sin(angle) * attention_scaling;
+        sin_table[i] = std::sin(angle) * attention_scaling * direction;
       }
       for (int64_t h = 0; h < heads; ++h) {
         const float* in = x + ((b * seq + s) * heads + h) * head_dim;
@@ -61,6 +65,29 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out) {
+  rotate(x, positions, inv_freq, batch, seq, heads, head_dim, attention_scaling, 1.f, out);
+}
+
+void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
+               int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx) {
+  rotate(dy, positions, inv_freq, batch, seq, heads, head_dim, attention_scaling, -1.f, dx);
+}
+
+void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
+                    int64_t hidden, float* d_table) {
+  std::fill(d_table, d_table + vocab * hidden, 0.f);
+  // Tokens repeat, so rows are accumulated in token order on one thread: deterministic sums.
+  for (int64_t i = 0; i < count; ++i) {
+    TFM_CHECK(ids[i] >= 0 && ids[i] < vocab, "[embedding_grad] token id outside the vocabulary");
+    float* row = d_table + static_cast<int64_t>(ids[i]) * hidden;
+    for (int64_t h = 0; h < hidden; ++h) row[h] += dy[i * hidden + h];
   }
 }
 

@@ -11,6 +11,13 @@ using graph::Op;
 
 int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
 
+void check_f32(const Node& n, const char* op) {
+  if (n.dtype != DType::f32) {
+    throw Error(std::string("[") + op + "] needs f32 operands on cpu, got " +
+                std::string(dtype_name(n.dtype)) + " for '" + n.name + "'");
+  }
+}
+
 }  // namespace
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
@@ -87,6 +94,64 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=]() mutable {
         for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]);
         elementwise(program, inputs.data(), count, f(out));
+      };
+    }
+    case Op::kView: {
+      const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
+      return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptrs[args[0]]) + byte_offset; };
+    }
+    case Op::kReduceRows: {
+      const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
+      return [=] { reduce_rows(f(args[0]), rows, cols, f(out)); };
+    }
+    case Op::kCrossEntropy: {
+      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      return [=] { cross_entropy(f(args[0]), i32(args[1]), rows, vocab, f(out)); };
+    }
+    case Op::kCrossEntropyGrad: {
+      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      return [=] { cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, f(out)); };
+    }
+    case Op::kEmbeddingGrad: {
+      const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
+      return [=] { embedding_grad(f(args[0]), i32(args[1]), count, vocab, hidden, f(out)); };
+    }
+    case Op::kLinearGradInput: {
+      const Node& w = in(1);
+      const DType dt = w.dtype;
+      const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
+      return [=, &ptrs] { linear_grad_input(f(args[0]), ptrs[args[1]], dt, m, nn, k, f(out)); };
+    }
+    case Op::kLinearGradWeight: {
+      const int64_t m = rows_of(in(0).shape), nn = n.shape[0], k = n.shape[1];
+      return [=] { linear_grad_weight(f(args[0]), f(args[1]), m, nn, k, f(out)); };
+    }
+    case Op::kRmsNormGradInput: {
+      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const float eps = n.eps;
+      return [=] {
+        rms_norm_grad_input(f(args[0]), f(args[1]), f(args[2]), rows, hidden, eps, f(out));
+      };
+    }
+    case Op::kRmsNormGradWeight: {
+      const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];
+      const float eps = n.eps;
+      return [=] { rms_norm_grad_weight(f(args[0]), f(args[1]), rows, hidden, eps, f(out)); };
+    }
+    case Op::kRopeGrad: {
+      const Shape s = n.shape;
+      const float scaling = n.scale;
+      return [=] {
+        rope_grad(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
+      };
+    }
+    case Op::kAttentionGrad: {
+      const Shape q = in(0).shape, k = in(1).shape;
+      const float scale = n.scale;
+      check_f32(in(1), "attention_grad");
+      return [=] {
+        attention_grad(f(args[0]), f(args[1]), f(args[2]), i32(args[3]), i32(args[4]), f(args[5]),
+                       q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
       };
     }
     case Op::kInput:

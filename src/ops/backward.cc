@@ -1,0 +1,40 @@
+#include "ops/backward.h"
+
+#include "tfm/error.h"
+
+namespace tfm::ops {
+
+using graph::Op;
+
+InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
+  // A copy: the rules add nodes, which may move the graph's node storage.
+  const graph::Node n = b.node(id);
+  switch (n.op) {
+    case Op::kEmbedding:
+      return embedding_backward(b, n, dy);
+    case Op::kLinear:
+      return linear_backward(b, n, dy);
+    case Op::kRmsNorm:
+      return rms_norm_backward(b, n, dy);
+    case Op::kRope:
+      return rope_backward(b, n, dy);
+    case Op::kAttention:
+      return attention_backward(b, n, dy);
+    case Op::kElementwise:
+      return elementwise_backward(b, n, dy);
+    case Op::kCrossEntropy:
+      return cross_entropy_backward(b, n, dy);
+    case Op::kReshape:
+      return reshape_backward(b, n, dy);
+    default:
+      break;
+  }
+  throw Error(std::string("[autodiff] no backward rule for ") + graph::op_name(n.op) +
+              (n.name.empty() ? "" : " '" + n.name + "'"));
+}
+
+InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  return {b.reshape(dy, b.shape(n.inputs[0]))};
+}
+
+}  // namespace tfm::ops
