@@ -1,6 +1,7 @@
 // Causal language models loaded as published, run as compiled graphs (one per input shape).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ class CausalLM {
                                              const GenerationConfig& config,
                                              GenerationStats* stats = nullptr);
 
+  // config.json + model.safetensors in `dir`, loadable by transformers' from_pretrained; weights
+  // in `dtype` (default: the model's).
+  void save_pretrained(const std::string& dir, std::optional<DType> dtype = std::nullopt);
+
   GraphCacheStats graph_stats() const;
   size_t weight_bytes() const;
 
@@ -66,6 +71,10 @@ class AutoModelForCausalLM {
  public:
   // A local folder, a .safetensors checkpoint folder, or an Org/Name id in the Hugging Face cache.
   static CausalLM from_pretrained(const std::string& id_or_path, const LoadOptions& options = {});
+  // Fresh weights (transformers' initialization: N(0, initializer_range), norms 1, biases 0) for
+  // the architecture a config.json describes.
+  static CausalLM from_config(const std::string& config_json, const LoadOptions& options = {},
+                              uint64_t seed = 0);
 };
 
 }  // namespace tfm

@@ -8,7 +8,10 @@
 namespace tfm::graph {
 
 std::string Signature::str() const {
-  if (train) return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) + " train";
+  if (pass != Pass::kInfer) {
+    return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
+           (pass == Pass::kTrain ? " train" : " eval");
+  }
   return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
          " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits");
 }

@@ -12,13 +12,17 @@
 
 namespace tfm::graph {
 
+// What a graph computes: logits from a KV-cached step, or the loss of whole rows, with or
+// without the gradients.
+enum class Pass : uint8_t { kInfer, kTrain, kEval };
+
 // Everything a graph's shapes depend on.
 struct Signature {
   int64_t batch = 1;
   int64_t seq = 1;
   int64_t cache_len = 1;
   bool all_logits = false;
-  bool train = false;  // forward + loss + backward, no KV cache
+  Pass pass = Pass::kInfer;
 
   std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
   auto operator<=>(const Signature&) const = default;

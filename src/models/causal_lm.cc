@@ -1,10 +1,14 @@
 #include "models/causal_lm.h"
 
+#include <fstream>
+
 #include "graph/backend.h"
 #include "io/checkpoint.h"
 #include "io/hub.h"
 #include "models/architectures.h"
+#include "models/init_weights.h"
 #include "models/step_inputs.h"
+#include "io/safetensors.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
 
@@ -49,12 +53,14 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   return exe.run(inputs).at(0);
 }
 
-LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager) {
+LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads) {
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
-  const graph::Signature signature{batch, seq, seq, true, true};
+  const graph::Signature signature{batch, seq, seq, true,
+                                   with_grads ? graph::Pass::kTrain : graph::Pass::kEval};
   const auto build = [&] {
     return models::build_decoder_training_graph(*config_, features_, weights_,
-                                                models::rope_tables(*config_, seq), batch, seq);
+                                                models::rope_tables(*config_, seq), batch, seq,
+                                                with_grads);
   };
   const std::vector<Tensor> inputs{in.input_ids, arange_rows(batch, 0, seq),
                                    arange_rows(1, 0, seq).view({seq}), in.attention_mask,
@@ -80,30 +86,46 @@ DType choose_dtype(const LoadOptions& options, const ModelConfig& config, const 
   return ckpt.info("model.embed_tokens.weight").dtype;
 }
 
-}  // namespace
+// The checks and choices shared by loading and fresh initialization.
+struct Setup {
+  ModelConfig config;
+  models::DecoderFeatures features;
+  Device device;
+};
 
-std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
-                                             const LoadOptions& options) {
-  const std::filesystem::path dir = resolve_pretrained(id_or_path);
-  const std::filesystem::path config_path = dir / "config.json";
+Setup setup(const std::filesystem::path& config_path, const LoadOptions& options) {
   ModelConfig config = load_model_config(config_path);
   const models::DecoderFeatures features = models::features_for(config, config_path.string());
   if (config.use_sliding_window) {
     throw Error(config_path.string() + ": use_sliding_window=true is not supported");
   }
-  const Checkpoint checkpoint = Checkpoint::open(dir);
   std::string reason;
   const Device device = resolve_device(options.device_map, &reason);
   if (options.device_map == "auto") log_info(reason);
-  const DType dtype = choose_dtype(options, config, checkpoint);
+  return {std::move(config), features, device};
+}
+
+void check_dtype(DType dtype, const std::filesystem::path& source) {
   if (dtype != DType::f32 && dtype != DType::bf16) {
     throw Error("dtype " + std::string(dtype_name(dtype)) + " is not supported for " +
-                dir.string() + " (use f32 or bf16)");
+                source.string() + " (use f32 or bf16)");
   }
-  graph::Backend& backend = graph::backend_for(device);
+}
+
+}  // namespace
+
+std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
+                                             const LoadOptions& options) {
+  const std::filesystem::path dir = resolve_pretrained(id_or_path);
+  Setup s = setup(dir / "config.json", options);
+  const Checkpoint checkpoint = Checkpoint::open(dir);
+  const DType dtype = choose_dtype(options, s.config, checkpoint);
+  check_dtype(dtype, dir);
+  graph::Backend& backend = graph::backend_for(s.device);
   models::DecoderWeights weights;
   models::for_each_weight(
-      config, features, weights, [&](const std::string& name, Tensor& field, const Shape& shape) {
+      s.config, s.features, weights,
+      [&](const std::string& name, Tensor& field, const Shape& shape) {
         const TensorInfo& info = checkpoint.info(name);
         if (info.shape != shape) {
           throw Error(info.file.string() + ": tensor '" + name + "' has shape " +
@@ -112,9 +134,42 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
         field = backend.prepare_weight(checkpoint.tensor(name), dtype);
         checkpoint.release(name);
       });
-  std::string name = config.model_type;
-  return std::make_unique<CausalLMImpl>(std::move(config), features, std::move(weights), device,
-                                        dtype, std::move(name));
+  std::string name = s.config.model_type;
+  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
+                                        s.device, dtype, std::move(name));
+}
+
+std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
+                                             const LoadOptions& options, uint64_t seed) {
+  Setup s = setup(config_json, options);
+  const DType dtype = options.dtype.value_or(s.config.dtype.value_or(DType::f32));
+  check_dtype(dtype, config_json);
+  graph::Backend& backend = graph::backend_for(s.device);
+  models::DecoderWeights weights = models::init_weights(s.config, s.features, seed);
+  models::for_each_weight(s.config, s.features, weights,
+                          [&](const std::string&, Tensor& field, const Shape&) {
+                            field = backend.prepare_weight(field, dtype);
+                          });
+  std::string name = s.config.model_type;
+  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
+                                        s.device, dtype, std::move(name));
+}
+
+void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw Error("cannot create '" + dir.string() + "': " + error.message());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
+    tensors.emplace_back(name, t.to(kCpu).to(dtype));
+  });
+  save_safetensors(dir / "model.safetensors", tensors);
+  ModelConfig config = model.config();
+  config.dtype = dtype;
+  const std::filesystem::path config_path = dir / "config.json";
+  std::ofstream out(config_path);
+  out << to_json(config).dump(2) << "\n";
+  if (!out) throw Error("cannot write '" + config_path.string() + "'");
 }
 
 }  // namespace tfm

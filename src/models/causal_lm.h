@@ -2,6 +2,7 @@
 // graph cache. generate() (src/generation) drives it one forward step at a time.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -54,8 +55,9 @@ class CausalLMImpl {
   // Logits f32 [batch, seq or 1, vocab] on the host.
   Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager);
 
-  // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly).
-  LossAndGrads train_step(const TrainInputs& inputs, bool eager);
+  // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly); without
+  // grads, the loss alone (evaluation).
+  LossAndGrads train_step(const TrainInputs& inputs, bool eager, bool with_grads = true);
   // The weights in for_each_weight order: what an optimizer updates in place.
   void for_each_weight(const models::WeightVisitor& visit);
 
@@ -78,5 +80,11 @@ class CausalLMImpl {
 // Loads weights named by the one weight listing, checking each shape, prepared for `device`.
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options);
+// A model with fresh weights (models::init_weights) for the architecture in `config_json`.
+std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
+                                             const LoadOptions& options, uint64_t seed);
+// config.json and model.safetensors (weights in `dtype`, a tied lm_head left out) that
+// transformers' from_pretrained loads.
+void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype);
 
 }  // namespace tfm

@@ -126,7 +126,7 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
-                                          int64_t seq) {
+                                          int64_t seq, bool with_grads) {
   Builder b;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, seq);
@@ -136,6 +136,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true);
   const ValueId loss = b.cross_entropy(b.linear(x, lm_head(b, w, embed)), targets);
   b.output(loss);
+  if (!with_grads) return b.finish();
 
   std::map<std::string, ValueId> by_name;
   for (size_t i = 0; i < b.graph().nodes.size(); ++i) {

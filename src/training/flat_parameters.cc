@@ -1,0 +1,65 @@
+#include "training/flat_parameters.h"
+
+#include <cstring>
+#include <regex>
+
+#include "tfm/error.h"
+
+namespace tfm::training {
+
+bool decays(const std::string& name) {
+  // transformers' get_decay_parameter_names: names with "bias", "layernorm", "rmsnorm", a "norm"
+  // module, or a module ending in "_norm" are exempt.
+  static const std::regex exempt(R"(bias|layernorm|rmsnorm|(^|\.)norm($|\.)|_norm($|\.))",
+                                 std::regex::icase);
+  return !std::regex_search(name, exempt);
+}
+
+FlatParameters::FlatParameters(CausalLMImpl& model) {
+  if (model.graph_stats().compiles > 0) {
+    throw Error("[train] weights must be flattened before the model compiles a graph");
+  }
+  int64_t total = 0;
+  model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
+    if (t.dtype() != DType::f32 || t.device() != kCpu) {
+      throw Error("[train] weight '" + name + "' is " + std::string(dtype_name(t.dtype())) +
+                  " on " + t.device().str() + ": training keeps f32 master weights on the host " +
+                  "(load with dtype f32)");
+    }
+    entries_.push_back({name, t.shape(), total, decays(name)});
+    total += t.numel();
+  });
+  values_ = Tensor::empty({total}, DType::f32);
+  grads_ = Tensor::zeros({total}, DType::f32);
+  size_t i = 0;
+  model.for_each_weight([&](const std::string&, Tensor& t, const Shape&) {
+    const Entry& e = entries_[i++];
+    Tensor view = values_.slice(e.offset, e.offset + t.numel()).view(e.shape);
+    view.copy_from(t);
+    t = view;
+  });
+}
+
+std::vector<ParamSegment> FlatParameters::segments(bool decay_all) const {
+  std::vector<ParamSegment> out;
+  for (const Entry& e : entries_) {
+    out.push_back({e.offset, shape_numel(e.shape), decay_all || e.decay});
+  }
+  return out;
+}
+
+void FlatParameters::zero_grads() { std::memset(grads_.data(), 0, grads_.nbytes()); }
+
+void FlatParameters::accumulate(const std::vector<Tensor>& step_grads) {
+  TFM_CHECK(step_grads.size() == entries_.size(), "[train] one gradient per parameter");
+  float* flat = grads_.data_as<float>();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const auto* g = step_grads[i].data_as<float>();
+    float* dst = flat + entries_[i].offset;
+    const int64_t n = step_grads[i].numel();
+#pragma omp parallel for schedule(static) if (n > 1 << 16)
+    for (int64_t j = 0; j < n; ++j) dst[j] += g[j];
+  }
+}
+
+}  // namespace tfm::training

@@ -1,0 +1,47 @@
+// The model's trainable weights moved into one flat f32 buffer (the master weights), with a flat
+// gradient buffer of the same layout: AdamW is one loop, clipping one norm, and a shard is a range.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "training/adamw.h"
+
+namespace tfm::training {
+
+// The transformers Trainer's rule: no weight decay for biases and normalization weights.
+bool decays(const std::string& name);
+
+class FlatParameters {
+ public:
+  struct Entry {
+    std::string name;
+    Shape shape;
+    int64_t offset = 0;
+    bool decay = true;
+  };
+
+  // Rebinds every weight of `model` to a view of the flat buffer. The model must hold f32
+  // weights on the host and must not have compiled a graph yet (executables keep weight addresses).
+  explicit FlatParameters(CausalLMImpl& model);
+
+  const std::vector<Entry>& entries() const { return entries_; }
+  // `decay_all`: every parameter decays, as torch.optim.AdamW(model.parameters()) does.
+  std::vector<ParamSegment> segments(bool decay_all = false) const;
+  int64_t size() const { return values_.numel(); }
+  std::span<float> values() { return {values_.data_as<float>(), static_cast<size_t>(size())}; }
+  std::span<float> grads() { return {grads_.data_as<float>(), static_cast<size_t>(size())}; }
+
+  void zero_grads();
+  // Adds one step's gradients, given in entries() order, into the flat gradient buffer.
+  void accumulate(const std::vector<Tensor>& step_grads);
+
+ private:
+  std::vector<Entry> entries_;
+  Tensor values_;  // f32 [size]
+  Tensor grads_;   // f32 [size]
+};
+
+}  // namespace tfm::training

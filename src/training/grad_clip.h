@@ -1,0 +1,18 @@
+// Gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_ does it over all parameters:
+// the L2 norm of every gradient taken as one vector, scaled down to `max_norm` when above it.
+#pragma once
+
+#include <span>
+
+namespace tfm::training {
+
+// The L2 norm of `grads`, summed in double over fixed chunks added in order, so the result has the
+// same bits for any thread count and a re-run or resumed step clips identically.
+double grad_norm(std::span<const float> grads);
+
+// Scales `grads` by max_norm / (norm + 1e-6) when that is below 1 and returns the norm before
+// clipping. A non-finite norm scales them as torch does (to NaN, or to 0 for an infinite norm):
+// the caller sees the returned norm and can skip the step.
+double clip_grad_norm(std::span<float> grads, double max_norm);
+
+}  // namespace tfm::training

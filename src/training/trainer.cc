@@ -1,0 +1,210 @@
+#include "training/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "io/checkpoint.h"
+#include "tfm/error.h"
+#include "training/causal_lm_batch.h"
+#include "training/grad_clip.h"
+#include "training/progress.h"
+#include "training/trainer_checkpoint.h"
+
+namespace tfm::training {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t count_total_steps(const TrainingArguments& a, int64_t updates_per_epoch) {
+  if (a.max_steps > 0) return a.max_steps;
+  return static_cast<int64_t>(std::ceil(a.num_train_epochs * static_cast<double>(updates_per_epoch)));
+}
+
+Tensor rows_tensor(const std::vector<int32_t>& values, int64_t rows, int64_t cols, int64_t first) {
+  std::vector<int32_t> slice(values.begin() + first * cols, values.begin() + (first + rows) * cols);
+  return Tensor::from_vector(slice, {rows, cols});
+}
+
+}  // namespace
+
+Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
+                 std::optional<TokenRows> eval, std::string tokenizer_dir)
+    : model_(model),
+      args_((args.validate(), std::move(args))),
+      tokenizer_dir_(std::move(tokenizer_dir)),
+      params_(model.impl()),
+      train_(std::move(train), {.batch_size = args_.per_device_train_batch_size,
+                                .shuffle = true,
+                                .seed = args_.seed,
+                                .drop_last = args_.dataloader_drop_last}),
+      eval_(std::move(eval)),
+      updates_per_epoch_(
+          std::max<int64_t>(1, train_.batches_per_epoch() / args_.gradient_accumulation_steps)),
+      total_steps_(count_total_steps(args_, updates_per_epoch_)),
+      schedule_(args_.lr_scheduler_type, args_.warmup_steps, total_steps_),
+      optimizer_(params_.segments(), params_.size(),
+                 {.lr = args_.learning_rate,
+                  .beta1 = args_.adam_beta1,
+                  .beta2 = args_.adam_beta2,
+                  .eps = args_.adam_epsilon,
+                  .weight_decay = args_.weight_decay}) {
+  if (args_.bf16) {
+    throw Error("TrainingArguments: bf16=true is not supported yet on " + model.device().str() +
+                "; train in f32 (bf16=false)");
+  }
+}
+
+double Trainer::epoch() const {
+  return static_cast<double>(global_step_) / static_cast<double>(updates_per_epoch_);
+}
+
+double Trainer::train_window(int64_t* tokens) {
+  std::vector<Batch> window;
+  int64_t targets = 0;
+  for (int64_t i = 0; i < args_.gradient_accumulation_steps; ++i) {
+    window.push_back(train_.next());
+    targets += count_targets(window.back().labels);
+  }
+  // The window's gradients add up to those of its mean loss per target, as transformers does
+  // with num_items_in_batch.
+  params_.zero_grads();
+  double loss_sum = 0;
+  for (const Batch& b : window) {
+    const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
+    LossAndGrads out = model_.impl().train_step(in, !args_.torch_compile);
+    params_.accumulate(out.grads);
+    loss_sum += out.loss_sum;
+    *tokens += b.input_ids.numel();
+  }
+  return loss_sum / static_cast<double>(targets);
+}
+
+TrainOutput Trainer::train() {
+  fs::create_directories(args_.output_dir);
+  if (!args_.resume_from_checkpoint.empty()) {
+    resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
+  }
+  const int64_t first_step = global_step_;
+  const int64_t eval_every = args_.eval_steps > 0 ? args_.eval_steps : args_.logging_steps;
+  ProgressBar bar(first_step, total_steps_, !args_.disable_tqdm);
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  TrainOutput result;
+  double run_loss = 0, interval_loss = 0;
+  int64_t interval_steps = 0, tokens = 0;
+  while (global_step_ < total_steps_) {
+    const double loss = train_window(&tokens);
+    const std::span<float> grads = params_.grads();
+    const double norm = args_.max_grad_norm > 0 ? clip_grad_norm(grads, args_.max_grad_norm)
+                                                : grad_norm(grads);
+    const double lr = schedule_.lr(args_.learning_rate, global_step_);
+    optimizer_.step(params_.values(), grads, lr);
+    ++global_step_;
+    run_loss += loss;
+    interval_loss += loss;
+    ++interval_steps;
+    const double tokens_per_s = static_cast<double>(tokens) / seconds();
+    bar.update(global_step_, loss, tokens_per_s);
+    if (global_step_ % args_.logging_steps == 0 || global_step_ == total_steps_) {
+      log({{"loss", interval_loss / static_cast<double>(interval_steps)},
+           {"grad_norm", norm},
+           {"learning_rate", lr},
+           {"tokens_per_s", tokens_per_s}});
+      interval_loss = 0;
+      interval_steps = 0;
+    }
+    if (eval_ && (global_step_ % eval_every == 0 || global_step_ == total_steps_)) {
+      result.eval_loss = evaluate();
+      log({{"eval_loss", *result.eval_loss}});
+    }
+    if (args_.save_steps > 0 && global_step_ % args_.save_steps == 0) save_checkpoint();
+  }
+  bar.finish();
+  save_model(args_.output_dir);
+  result.global_step = global_step_;
+  result.train_runtime_s = seconds();
+  const int64_t steps_run = global_step_ - first_step;
+  result.training_loss = steps_run > 0 ? run_loss / static_cast<double>(steps_run) : 0;
+  result.tokens_per_s = static_cast<double>(tokens) / result.train_runtime_s;
+  log({{"train_runtime", result.train_runtime_s},
+       {"train_tokens_per_second", result.tokens_per_s},
+       {"train_loss", result.training_loss}});
+  return result;
+}
+
+double Trainer::evaluate() {
+  TFM_CHECK(eval_.has_value(), "[train] evaluate() needs an eval dataset");
+  const TokenRows& rows = *eval_;
+  const int64_t batch = args_.per_device_eval_batch_size, cols = rows.max_length;
+  double loss_sum = 0;
+  int64_t targets = 0;
+  for (int64_t first = 0; first < rows.num_rows(); first += batch) {
+    // A short last batch is filled with rows that carry no target, so one graph serves it too.
+    const int64_t n = std::min(batch, rows.num_rows() - first);
+    std::vector<int32_t> ids(static_cast<size_t>(batch * cols), 0), mask(ids.size(), 1),
+        labels(ids.size(), kIgnoreIndex);
+    const auto copy = [&](const std::vector<int32_t>& src, std::vector<int32_t>& dst) {
+      std::copy(src.begin() + first * cols, src.begin() + (first + n) * cols, dst.begin());
+    };
+    copy(rows.input_ids, ids);
+    copy(rows.attention_mask, mask);
+    copy(rows.labels, labels);
+    const Tensor labels_t = rows_tensor(labels, batch, cols, 0);
+    const int64_t count = count_targets(labels_t);
+    if (count == 0) continue;
+    const TrainInputs in = make_train_inputs(rows_tensor(ids, batch, cols, 0),
+                                             rows_tensor(mask, batch, cols, 0), labels_t, count);
+    loss_sum += model_.impl().train_step(in, !args_.torch_compile, /*with_grads=*/false).loss_sum;
+    targets += count;
+  }
+  if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");
+  return loss_sum / static_cast<double>(targets);
+}
+
+void Trainer::log(nlohmann::json entry) {
+  entry["step"] = global_step_;
+  entry["epoch"] = epoch();
+  log_history_.push_back(entry);
+  std::ofstream(fs::path(args_.output_dir) / "logs.jsonl", std::ios::app) << entry.dump() << "\n";
+  if (args_.disable_tqdm || ::isatty(2) == 0) std::cout << entry.dump() << std::endl;
+}
+
+void Trainer::save_model(const fs::path& dir) {
+  model_.save_pretrained(dir.string(), DType::f32);
+  if (!tokenizer_dir_.empty()) copy_tokenizer_files(tokenizer_dir_, dir);
+  write_trainer_state(dir, {global_step_, epoch(), train_.state().to_json(), log_history_});
+}
+
+void Trainer::save_checkpoint() {
+  const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
+  save_model(dir);
+  optimizer_.save(dir / "optimizer.safetensors");
+  rotate_checkpoints(args_.output_dir, args_.save_total_limit);
+}
+
+void Trainer::resume(const fs::path& dir) {
+  const TrainerState state = read_trainer_state(dir);
+  const Checkpoint weights = Checkpoint::open(dir);
+  for (const FlatParameters::Entry& e : params_.entries()) {
+    const Tensor saved = weights.tensor(e.name);
+    if (saved.shape() != e.shape || saved.dtype() != DType::f32) {
+      throw Error("cannot resume from '" + dir.string() + "': '" + e.name + "' is " +
+                  shape_str(saved.shape()) + " " + std::string(dtype_name(saved.dtype())) +
+                  ", the model needs " + shape_str(e.shape) + " f32");
+    }
+    std::memcpy(params_.values().data() + e.offset, saved.data(), saved.nbytes());
+  }
+  optimizer_.load(dir / "optimizer.safetensors");
+  train_.restore(DataLoaderState::from_json(state.data_loader));
+  global_step_ = state.global_step;
+  log_history_ = state.log_history;
+}
+
+}  // namespace tfm::training

@@ -1,0 +1,61 @@
+// transformers' Trainer for causal LMs: the loop of micro-batches, gradient accumulation,
+// clipping, AdamW with a learning-rate schedule, logging, evaluation, checkpoints and resume.
+// Each micro-batch runs as one compiled graph (forward, loss, backward); the optimizer runs
+// eagerly on the flat f32 master weights.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tfm/model.h"
+#include "tfm/training_args.h"
+#include "training/adamw.h"
+#include "training/dataset_loader.h"
+#include "training/flat_parameters.h"
+#include "training/lr_schedule.h"
+
+namespace tfm::training {
+
+struct TrainOutput {
+  int64_t global_step = 0;
+  double training_loss = 0;  // mean of the step losses of this run
+  double train_runtime_s = 0;
+  double tokens_per_s = 0;
+  std::optional<double> eval_loss;
+};
+
+class Trainer {
+ public:
+  // `tokenizer_dir`, when set, is copied into every checkpoint and the final model folder.
+  Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
+          std::optional<TokenRows> eval = std::nullopt, std::string tokenizer_dir = {});
+
+  TrainOutput train();
+  // Mean loss per target over the eval rows.
+  double evaluate();
+
+  int64_t total_steps() const { return total_steps_; }
+
+ private:
+  double train_window(int64_t* tokens);  // one optimizer step's micro-batches; returns the loss
+  void log(nlohmann::json entry);
+  void save_checkpoint();
+  void resume(const std::filesystem::path& checkpoint);
+  void save_model(const std::filesystem::path& dir);
+  double epoch() const;
+
+  CausalLM& model_;
+  TrainingArguments args_;
+  std::string tokenizer_dir_;
+  FlatParameters params_;
+  DataLoader train_;
+  std::optional<TokenRows> eval_;
+  int64_t updates_per_epoch_;
+  int64_t total_steps_;
+  LrSchedule schedule_;
+  AdamW optimizer_;
+  int64_t global_step_ = 0;
+  nlohmann::json log_history_ = nlohmann::json::array();
+};
+
+}  // namespace tfm::training

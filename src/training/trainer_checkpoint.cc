@@ -1,0 +1,98 @@
+#include "training/trainer_checkpoint.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "tfm/error.h"
+
+namespace tfm::training {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kPrefix = "checkpoint-";
+
+int64_t checkpoint_step(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  const std::string digits = name.substr(std::string(kPrefix).size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+void write_trainer_state(const fs::path& dir, const TrainerState& state) {
+  const nlohmann::json json = {{"global_step", state.global_step},
+                               {"epoch", state.epoch},
+                               {"data_loader", state.data_loader},
+                               {"log_history", state.log_history}};
+  const fs::path file = dir / kStateFile;
+  std::ofstream out(file);
+  out << json.dump(2) << "\n";
+  if (!out) throw Error("cannot write '" + file.string() + "'");
+}
+
+TrainerState read_trainer_state(const fs::path& dir) {
+  const fs::path file = dir / kStateFile;
+  std::ifstream in(file);
+  if (!in) throw Error("cannot resume: '" + file.string() + "' is missing");
+  try {
+    const nlohmann::json json = nlohmann::json::parse(in);
+    TrainerState state;
+    state.global_step = json.at("global_step").get<int64_t>();
+    state.epoch = json.at("epoch").get<double>();
+    state.data_loader = json.at("data_loader");
+    state.log_history = json.at("log_history");
+    return state;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("cannot resume: '" + file.string() + "' is not a trainer state (" + e.what() +
+                ")");
+  }
+}
+
+void copy_tokenizer_files(const fs::path& tokenizer_dir, const fs::path& dir) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "generation_config.json"}) {
+    const fs::path src = tokenizer_dir / name;
+    if (fs::exists(src)) fs::copy_file(src, dir / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+std::vector<fs::path> list_checkpoints(const fs::path& output_dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  if (fs::is_directory(output_dir)) {
+    for (const auto& entry : fs::directory_iterator(output_dir)) {
+      const int64_t step = checkpoint_step(entry.path());
+      if (step >= 0 && entry.is_directory()) found.emplace_back(step, entry.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> dirs;
+  for (auto& [step, path] : found) dirs.push_back(path);
+  return dirs;
+}
+
+void rotate_checkpoints(const fs::path& output_dir, int64_t limit) {
+  if (limit <= 0) return;
+  const std::vector<fs::path> dirs = list_checkpoints(output_dir);
+  for (size_t i = 0; i + static_cast<size_t>(limit) < dirs.size(); ++i) fs::remove_all(dirs[i]);
+}
+
+fs::path resolve_checkpoint(const std::string& spec, const fs::path& output_dir) {
+  if (spec == "last") {
+    const std::vector<fs::path> dirs = list_checkpoints(output_dir);
+    if (dirs.empty()) {
+      throw Error("resume_from_checkpoint=last: no checkpoint-N folder in '" +
+                  output_dir.string() + "'");
+    }
+    return dirs.back();
+  }
+  if (!fs::is_directory(spec)) {
+    throw Error("resume_from_checkpoint: '" + spec + "' is not a folder");
+  }
+  return spec;
+}
+
+}  // namespace tfm::training

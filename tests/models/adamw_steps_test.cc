@@ -1,0 +1,67 @@
+// Three AdamW steps on the fixtures against torch.optim.AdamW (the fixtures' adamw losses: the
+// loss after each update, on the same batch, every parameter decayed), compiled and eager.
+#include <gtest/gtest.h>
+
+#include "models/causal_lm.h"
+#include "support/fixtures.h"
+#include "tfm/log.h"
+#include "training/adamw.h"
+#include "training/causal_lm_batch.h"
+#include "training/flat_parameters.h"
+
+namespace tfm {
+namespace {
+
+class AdamWSteps : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(AdamWSteps, LossesMatchTorch) {
+  const auto& [arch, eager] = GetParam();
+  set_log_level(LogLevel::kWarn);
+  auto model =
+      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+  training::FlatParameters params(*model);
+  const nlohmann::json& ref = testing::reference(arch);
+  const nlohmann::json& hp = ref["adamw"];
+  training::AdamW optimizer(params.segments(/*decay_all=*/true), params.size(),
+                  {.lr = hp["lr"].get<double>(),
+                   .beta1 = hp["betas"][0].get<double>(),
+                   .beta2 = hp["betas"][1].get<double>(),
+                   .eps = hp["eps"].get<double>(),
+                   .weight_decay = hp["weight_decay"].get<double>()});
+  const Tensor ids = testing::int_matrix(ref["input_ids"]);
+  const Tensor mask = Tensor::from_vector(
+      std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
+  const int64_t targets = training::count_targets(ids);
+  const TrainInputs in = training::make_train_inputs(ids, mask, ids, targets);
+
+  for (const auto& expected : hp["losses_after_steps_1_2_3"]) {
+    params.zero_grads();
+    params.accumulate(model->train_step(in, eager).grads);
+    optimizer.step(params.values(), params.grads());
+    const double loss = model->train_step(in, eager).loss_sum / static_cast<double>(targets);
+    EXPECT_NEAR(loss, expected.get<double>(), 1e-4 * expected.get<double>())
+        << "after step " << optimizer.steps_taken();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, AdamWSteps,
+                         ::testing::Combine(::testing::Values("qwen3", "llama"),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) +
+                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
+                         });
+
+TEST(Decay, FollowsTheTransformersTrainer) {
+  EXPECT_TRUE(training::decays("model.layers.0.self_attn.q_proj.weight"));
+  EXPECT_TRUE(training::decays("model.embed_tokens.weight"));
+  EXPECT_TRUE(training::decays("lm_head.weight"));
+  EXPECT_FALSE(training::decays("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(training::decays("model.layers.0.input_layernorm.weight"));
+  EXPECT_FALSE(training::decays("model.layers.0.post_attention_layernorm.weight"));
+  EXPECT_FALSE(training::decays("model.layers.0.self_attn.q_norm.weight"));
+  EXPECT_FALSE(training::decays("model.norm.weight"));
+}
+
+}  // namespace
+}  // namespace tfm

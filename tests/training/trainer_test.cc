@@ -1,0 +1,147 @@
+// The Trainer's loop: resuming continues the run exactly, gradient accumulation is the large
+// batch, checkpoints rotate, and the saved model is the trained one.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "io/checkpoint.h"
+#include "support/fixtures.h"
+#include "tfm/log.h"
+#include "training/trainer.h"
+#include "training/trainer_checkpoint.h"
+#include "tfm/error.h"
+
+namespace tfm::training {
+namespace {
+namespace fs = std::filesystem;
+
+// Rows of random token ids with labels = input_ids, as packing makes them.
+TokenRows random_rows(int64_t rows, int64_t length, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, 1023);  // the qwen3 fixture's vocabulary
+  TokenRows out;
+  out.max_length = length;
+  for (int64_t i = 0; i < rows * length; ++i) out.input_ids.push_back(id(rng));
+  out.attention_mask.assign(out.input_ids.size(), 1);
+  out.labels = out.input_ids;
+  return out;
+}
+
+CausalLM fixture_model() {
+  set_log_level(LogLevel::kWarn);
+  return AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
+                                               {.dtype = DType::f32, .device_map = "cpu"});
+}
+
+TrainingArguments small_args(const std::string& name) {
+  TrainingArguments a;
+  a.output_dir = (fs::temp_directory_path() / ("tfm_trainer_" + name)).string();
+  fs::remove_all(a.output_dir);
+  a.per_device_train_batch_size = 2;
+  a.learning_rate = 1e-2;
+  a.weight_decay = 0.1;
+  a.warmup_steps = 1;
+  a.max_steps = 4;
+  a.logging_steps = 1;
+  a.save_steps = 0;
+  a.disable_tqdm = true;
+  return a;
+}
+
+std::vector<float> weights_of(const std::string& dir) {
+  return Checkpoint::open(dir).tensor("model.layers.1.mlp.down_proj.weight").to_f32_vector();
+}
+
+std::vector<double> logged_losses(const std::string& output_dir) {
+  std::vector<double> losses;
+  std::ifstream in(fs::path(output_dir) / "logs.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto entry = nlohmann::json::parse(line);
+    if (entry.contains("loss")) losses.push_back(entry["loss"].get<double>());
+  }
+  return losses;
+}
+
+TEST(Trainer, ResumeContinuesTheRunExactly) {
+  TrainingArguments whole = small_args("whole");
+  whole.save_steps = 2;
+  CausalLM model = fixture_model();
+  Trainer(model, whole, random_rows(10, 12, 1)).train();
+
+  TrainingArguments resumed = small_args("resumed");
+  resumed.resume_from_checkpoint = (fs::path(whole.output_dir) / "checkpoint-2").string();
+  CausalLM fresh = fixture_model();
+  Trainer(fresh, resumed, random_rows(10, 12, 1)).train();
+
+  EXPECT_EQ(weights_of(resumed.output_dir), weights_of(whole.output_dir));
+  const std::vector<double> a = logged_losses(whole.output_dir);
+  const std::vector<double> b = logged_losses(resumed.output_dir);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 2u);  // steps 3 and 4
+  EXPECT_EQ(b[0], a[2]);
+  EXPECT_EQ(b[1], a[3]);
+  EXPECT_EQ(read_trainer_state(resumed.output_dir).log_history.size(),
+            read_trainer_state(whole.output_dir).log_history.size());
+}
+
+TEST(Trainer, AccumulationEqualsTheLargerBatch) {
+  TrainingArguments big = small_args("big");
+  big.per_device_train_batch_size = 4;
+  big.max_steps = 1;
+  CausalLM m1 = fixture_model();
+  Trainer(m1, big, random_rows(8, 12, 2)).train();
+
+  TrainingArguments accumulated = small_args("accumulated");
+  accumulated.per_device_train_batch_size = 2;
+  accumulated.gradient_accumulation_steps = 2;
+  accumulated.max_steps = 1;
+  CausalLM m2 = fixture_model();
+  Trainer(m2, accumulated, random_rows(8, 12, 2)).train();
+
+  const std::vector<float> a = weights_of(big.output_dir), b = weights_of(accumulated.output_dir);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+  EXPECT_NEAR(logged_losses(big.output_dir)[0], logged_losses(accumulated.output_dir)[0], 1e-6);
+}
+
+TEST(Trainer, KeepsTheNewestCheckpoints) {
+  TrainingArguments a = small_args("rotate");
+  a.save_steps = 1;
+  a.save_total_limit = 2;
+  CausalLM model = fixture_model();
+  Trainer(model, a, random_rows(10, 12, 3)).train();
+  const std::vector<fs::path> kept = list_checkpoints(a.output_dir);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].filename(), "checkpoint-3");
+  EXPECT_EQ(kept[1].filename(), "checkpoint-4");
+  EXPECT_TRUE(fs::exists(kept[1] / "optimizer.safetensors"));
+  EXPECT_EQ(read_trainer_state(kept[1]).global_step, 4);
+}
+
+TEST(Trainer, SavedModelIsTheTrainedOne) {
+  TrainingArguments a = small_args("saved");
+  CausalLM model = fixture_model();
+  const TokenRows rows = random_rows(10, 12, 4);
+  Trainer trainer(model, a, rows, rows);
+  const TrainOutput out = trainer.train();
+  EXPECT_EQ(out.global_step, 4);
+  ASSERT_TRUE(out.eval_loss.has_value());
+  CausalLM reloaded = AutoModelForCausalLM::from_pretrained(a.output_dir, {.device_map = "cpu"});
+  const Tensor ids = testing::int_matrix(testing::reference("qwen3")["input_ids"]);
+  EXPECT_EQ(reloaded.forward(ids).to_f32_vector(), model.forward(ids).to_f32_vector());
+}
+
+TEST(Trainer, RejectsBadArguments) {
+  TrainingArguments a = small_args("bad");
+  a.gradient_accumulation_steps = 0;
+  CausalLM model = fixture_model();
+  EXPECT_THROW(Trainer(model, a, random_rows(4, 12, 5)), Error);
+  a = small_args("bad");
+  a.resume_from_checkpoint = "last";
+  EXPECT_THROW(Trainer(model, a, random_rows(4, 12, 5)).train(), Error);
+}
+
+}  // namespace
+}  // namespace tfm::training
