@@ -1,10 +1,17 @@
 # The two entry points of the README: `make run` (the main job) and `make test`.
 JOBS ?= $(shell nproc)
 BUILD ?= build
-DEMO_MODEL ?= tests/data/fixtures/qwen3
-DEMO_ARGS ?= --ids 3,17,42,99,512 --max-new-tokens 24 --print-ids
+DEMO_MODEL ?= models/shakespeare
+DEMO_ARGS ?= "ROMEO:" --max-new-tokens 200 --do-sample --temperature 0.8 --top-k 50 --seed 1
+# The demo model as tfm trained it (make demo-model retrains it, ~15 min on 2 cores).
+DEMO_TRAIN_ARGS = --model demo/qwen3-shakespeare.json --tokenizer demo/tokenizer \
+	--data data/tinyshakespeare/input.txt --sample_by document --validation_split 0.1 \
+	--max_length 256 --per_device_train_batch_size 16 --learning_rate 2e-3 --weight_decay 0.1 \
+	--lr_scheduler_type cosine --warmup_steps 50 --num_train_epochs 5 --max_grad_norm 1.0 \
+	--logging_steps 25 --eval_steps 100 --save_steps 0 --seed 42 --init_seed 0 \
+	--output_dir models/shakespeare
 
-.PHONY: setup build run test test-asan fuzz bench clean
+.PHONY: setup build run test test-asan fuzz bench clean demo-model
 
 setup:
 	@tools/setup.sh
@@ -15,6 +22,10 @@ build: setup
 
 run: build
 	$(BUILD)/tfm generate $(DEMO_MODEL) $(DEMO_ARGS) --device auto
+
+demo-model: build
+	rm -rf models/shakespeare
+	$(BUILD)/tfm train $(DEMO_TRAIN_ARGS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -98,6 +98,25 @@ TEST(CpuKernels, AttentionWithPaddingAndGroups) {
   expect_close(got, want, 1e-5f);
 }
 
+// Many queries take the matrix-product path (scores and outputs through sgemm).
+TEST(CpuKernels, AttentionOverManyQueries) {
+  const int64_t batch = 2, seq = 20, len = 37, hq = 4, hkv = 2, d = 16;
+  const auto q = random_values(batch * seq * hq * d, 14);
+  const auto k = random_values(batch * len * hkv * d, 15);
+  const auto v = random_values(batch * len * hkv * d, 16);
+  std::vector<int32_t> mask(batch * len, 1);
+  for (int64_t j = 0; j < 19; ++j) mask[len + j] = 0;  // row 1: its first queries see nothing
+  mask[3] = 0;
+  std::vector<int32_t> slots(seq);
+  for (int64_t i = 0; i < seq; ++i) slots[i] = static_cast<int32_t>(17 + i);
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k.data(), v.data(), DType::f32, mask.data(), slots.data(), batch, seq,
+                 len, hq, hkv, d, 0.25f, got.data());
+  ops::reference::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq,
+                            len, hq, hkv, d, 0.25f, want.data());
+  expect_close(got, want, 1e-5f);
+}
+
 TEST(CpuKernels, CacheWrite) {
   const int64_t batch = 2, len = 6, seq = 2, row = 5;
   const auto update = random_values(batch * seq * row, 10);

@@ -140,6 +140,21 @@ TEST(Autodiff, GroupedAttentionWithPaddingMask) {
                    }});
 }
 
+TEST(Autodiff, AttentionOverManyQueries) {
+  std::mt19937 rng(9);
+  std::vector<int32_t> mask_values(2 * 17, 1), slot_values(17);
+  mask_values[17] = mask_values[18] = 0;
+  for (int32_t i = 0; i < 17; ++i) slot_values[static_cast<size_t>(i)] = i;
+  const Tensor mask = ints(mask_values, {2, 17});
+  const Tensor slots = ints(slot_values, {17});
+  check_gradients({{random_tensor({2, 17, 2, 8}, rng), random_tensor({2, 17, 1, 8}, rng),
+                    random_tensor({2, 17, 1, 8}, rng)},
+                   [=](Builder& b, const std::vector<ValueId>& p) {
+                     return b.attention(p[0], p[1], p[2], b.weight("mask", mask),
+                                        b.weight("slots", slots), 0.35f);
+                   }});
+}
+
 TEST(Autodiff, ElementwiseChainWithSharedInput) {
   std::mt19937 rng(6);
   check_gradients({{random_tensor({5, 7}, rng), random_tensor({5, 7}, rng)},

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/attention_gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/simd.h"
 #include "tfm/error.h"
@@ -55,6 +56,33 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
   }
 }
 
+// From this many queries on, scores and outputs run as matrix products (attention_gemm.h).
+constexpr int64_t kGemmMinQueries = 16;
+
+void attend_gemm(const float* q, const float* k, const float* v, const int32_t* mask,
+                 const int32_t* slots, int64_t batch, int64_t seq, int64_t len, int64_t q_heads,
+                 int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+  const int64_t group = q_heads / kv_heads;
+  const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale};
+  bool ok = true;
+#pragma omp parallel reduction(&& : ok)
+  {
+    std::vector<float> probs(static_cast<size_t>(seq * len));
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t h = 0; h < q_heads; ++h) {
+        const int64_t q_at = b * seq * view.q_stride + h * head_dim;
+        const int64_t kv_at = b * len * view.kv_stride + (h / group) * head_dim;
+        ok = ok &&
+             attention_probs(q + q_at, k + kv_at, mask + b * len, slots, view, probs.data()) &&
+             gemm('N', 'N', seq, head_dim, len, 1.f, probs.data(), len, v + kv_at, view.kv_stride,
+                  0.f, out + q_at, view.q_stride);
+      }
+    }
+  }
+  if (!ok) throw Error("[attention] oneDNN sgemm failed");
+}
+
 void check_kv_dtype(DType dtype) {
   if (dtype != DType::f32 && dtype != DType::bf16) {
     throw Error("[attention] KV cache of dtype " + std::string(dtype_name(dtype)) +
@@ -84,7 +112,10 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
                int64_t kv_heads, int64_t head_dim, float scale, float* out) {
   check_kv_dtype(kv_dtype);
-  if (kv_dtype == DType::f32) {
+  if (kv_dtype == DType::f32 && seq >= kGemmMinQueries) {
+    attend_gemm(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch,
+                seq, cache_len, q_heads, kv_heads, head_dim, scale, out);
+  } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
            cache_len, q_heads, kv_heads, head_dim, scale, out);
   } else {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -32,18 +33,20 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= stack[top + 1][i];
         break;
       case graph::EwCode::kSilu:
-        for (int64_t i = 0; i < len; ++i)
-          stack[top][i] = stack[top][i] / (1.f + std::exp(-stack[top][i]));
+        simd::map(stack[top], stack[top], len, [](simd::Vec x) {
+          return x / (simd::broadcast(1.f) + simd::exp(simd::zero() - x));
+        });
         break;
       case graph::EwCode::kScale:
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= instr.scalar;
         break;
       case graph::EwCode::kSiluGrad:
         --top;
-        for (int64_t i = 0; i < len; ++i) {
-          const float x = stack[top][i], sigmoid = 1.f / (1.f + std::exp(-x));
-          stack[top][i] = stack[top + 1][i] * sigmoid * (1.f + x * (1.f - sigmoid));
-        }
+        simd::map2(stack[top], stack[top + 1], stack[top], len, [](simd::Vec x, simd::Vec dy) {
+          const simd::Vec one = simd::broadcast(1.f);
+          const simd::Vec sigmoid = one / (one + simd::exp(simd::zero() - x));
+          return dy * sigmoid * (one + x * (one - sigmoid));
+        });
         break;
     }
   }

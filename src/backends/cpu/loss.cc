@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -24,8 +25,12 @@ void check_targets(const int32_t* targets, int64_t rows, int64_t vocab) {
 float log_sum_exp(const float* row, int64_t vocab) {
   float max_logit = -INFINITY;
   for (int64_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, row[v]);
+  thread_local std::vector<float> e;
+  e.resize(static_cast<size_t>(vocab));
+  simd::map(row, e.data(), vocab,
+            [max_logit](simd::Vec x) { return simd::exp(x - simd::broadcast(max_logit)); });
   double sum = 0;
-  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max_logit);
+  for (float v : e) sum += v;
   return static_cast<float>(std::log(sum)) + max_logit;
 }
 
@@ -59,7 +64,9 @@ void cross_entropy_grad(const float* logits, const int32_t* targets, const float
       continue;
     }
     const float lse = log_sum_exp(row, vocab);
-    for (int64_t v = 0; v < vocab; ++v) out[v] = std::exp(row[v] - lse) * scale;
+    simd::map(row, out, vocab, [lse, scale](simd::Vec x) {
+      return simd::exp(x - simd::broadcast(lse)) * simd::broadcast(scale);
+    });
     out[targets[r]] -= scale;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "tfm/dtype.h"
@@ -51,6 +52,66 @@ inline Vec broadcast(float v) { return v; }
 inline void store(float* p, Vec v) { *p = v; }
 inline float sum(Vec v) { return v; }
 #endif
+
+// e^x for a vector, ~2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial for e^r, 2^n put
+// into the exponent). NaN stays NaN; results below ~1e-38 or above ~3e38 saturate there.
+#if defined(__AVX512F__)
+inline Vec exp(Vec x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.3762626647949f),
+                    _mm512_max_ps(_mm512_set1_ps(-87.3365447505531f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c));
+  }
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline Vec exp(Vec x) {
+  x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f),
+                    _mm256_max_ps(_mm256_set1_ps(-87.3365447505531f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+  }
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
+}
+#else
+inline Vec exp(Vec x) { return std::exp(x); }
+#endif
+
+// out[i] = f(a[i], b[i]) for a vector function f; the tail goes through f too (padded), so an
+// element's result does not depend on where it sits.
+template <typename F>
+void map2(const float* a, const float* b, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) store(out + i, f(load(a + i), load(b + i)));
+  if (i == n) return;
+  float ta[kWidth] = {}, tb[kWidth] = {}, to[kWidth];
+  for (int64_t j = i; j < n; ++j) ta[j - i] = a[j], tb[j - i] = b[j];
+  store(to, f(load(ta), load(tb)));
+  for (int64_t j = i; j < n; ++j) out[j] = to[j - i];
+}
+
+template <typename F>
+void map(const float* a, float* out, int64_t n, F f) {
+  map2(a, a, out, n, [&f](Vec x, Vec) { return f(x); });
+}
 
 inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
