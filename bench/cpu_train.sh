@@ -5,7 +5,7 @@ set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 config=${2:-$here/../demo/qwen3-shakespeare.json}
-tfm=$("$build/bench/train_bench" "$config" --batch 16 --seq 256 --steps 8 | tail -1)
+tfm=$("$build/bench/train_bench" "$config" --batch 16 --seq 256 --steps 8)
 hf=$(python3 "$here/anchor_train.py" "$config" --batch 16 --seq 256 --steps 8 2>/dev/null)
 python3 - "$tfm" "$hf" <<'PY'
 import json, sys

@@ -177,6 +177,42 @@ TEST(CliCommandsTest, MissingModelFolderIsNamed) {
   EXPECT_EQ(run->out, "");
 }
 
+// The fixture's two rows as a pre-tokenized JSONL, packed into blocks of 12: the first logged
+// loss is the loss before any update, transformers' train_loss0.
+TEST(CliCommandsTest, TrainLogsTransformersFirstLossAndSavesTheModel) {
+  const nlohmann::json& ref = testing::reference("qwen3");
+  const fs::path dir = fs::temp_directory_path() / "tfm-cli-train";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "rows.jsonl") << nlohmann::json{{"input_ids", ref["input_ids"][0]}}.dump()
+                                    << "\n"
+                                    << nlohmann::json{{"input_ids", ref["input_ids"][1]}}.dump()
+                                    << "\n";
+  const auto run = run_tfm({"train", "--model", fixture("qwen3"), "--data",
+                            (dir / "rows.jsonl").string(), "--max_length", "12",
+                            "--per_device_train_batch_size", "2", "--max_steps", "2",
+                            "--logging_steps", "1", "--learning_rate", "1e-2", "--save_steps", "0",
+                            "--output_dir", (dir / "out").string(), "--device", "cpu"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  std::ifstream logs(dir / "out" / "logs.jsonl");
+  std::string first;
+  ASSERT_TRUE(std::getline(logs, first));
+  const double expected = ref["train_loss0"].get<double>();
+  EXPECT_NEAR(nlohmann::json::parse(first)["loss"].get<double>(), expected, 1e-5 * expected);
+  EXPECT_TRUE(fs::exists(dir / "out" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "config.json"));
+  fs::remove_all(dir);
+}
+
+TEST(CliCommandsTest, TrainNamesABadDataFile) {
+  const auto run = run_tfm({"train", "--model", fixture("qwen3"), "--data", "/nonexistent/x.jsonl",
+                            "--device", "cpu"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, HasSubstr("/nonexistent/x.jsonl"));
+}
+
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {
   for (const std::string command : {"logits", "generate"}) {
     SCOPED_TRACE(command);
