@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "models/causal_lm.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 #include "training/adamw.h"
@@ -18,7 +19,6 @@
 #include "training/dataset_rows.h"
 #include "training/flat_parameters.h"
 #include "training/grad_clip.h"
-#include "models/causal_lm.h"
 
 namespace {
 

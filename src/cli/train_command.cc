@@ -86,11 +86,9 @@ void run(Options& o) {
 
   training::Trainer trainer(model, o.args, std::move(train_rows), std::move(eval_rows), tok_dir);
   const training::TrainOutput out = trainer.train();
-  std::fprintf(stderr,
-               "steps: %ld, train loss: %.4f, %s%.0f tokens/s, %.1f s; model saved to %s\n",
+  std::fprintf(stderr, "steps: %ld, train loss: %.4f, %s%.0f tokens/s, %.1f s; model saved to %s\n",
                static_cast<long>(out.global_step), out.training_loss,
-               out.eval_loss ? ("eval loss: " + std::to_string(*out.eval_loss) + ", ").c_str()
-                             : "",
+               out.eval_loss ? ("eval loss: " + std::to_string(*out.eval_loss) + ", ").c_str() : "",
                out.tokens_per_s, out.train_runtime_s, o.args.output_dir.c_str());
 }
 

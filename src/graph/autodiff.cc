@@ -13,7 +13,8 @@ std::vector<bool> on_path(const Graph& graph, ValueId y, const std::vector<Value
   std::vector<bool> from_wrt(n, false), to_y(n, false);
   for (ValueId id : wrt) from_wrt[static_cast<size_t>(id)] = true;
   for (size_t i = 0; i < n; ++i) {
-    for (ValueId in : graph.nodes[i].inputs) from_wrt[i] = from_wrt[i] || from_wrt[static_cast<size_t>(in)];
+    for (ValueId in : graph.nodes[i].inputs)
+      from_wrt[i] = from_wrt[i] || from_wrt[static_cast<size_t>(in)];
   }
   to_y[static_cast<size_t>(y)] = true;
   for (size_t i = n; i-- > 0;) {

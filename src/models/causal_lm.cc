@@ -5,10 +5,10 @@
 #include "graph/backend.h"
 #include "io/checkpoint.h"
 #include "io/hub.h"
+#include "io/safetensors.h"
 #include "models/architectures.h"
 #include "models/init_weights.h"
 #include "models/step_inputs.h"
-#include "io/safetensors.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
 
@@ -58,13 +58,15 @@ LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool wi
   const graph::Signature signature{batch, seq, seq, true,
                                    with_grads ? graph::Pass::kTrain : graph::Pass::kEval};
   const auto build = [&] {
-    return models::build_decoder_training_graph(*config_, features_, weights_,
-                                                models::rope_tables(*config_, seq), batch, seq,
-                                                with_grads);
+    return models::build_decoder_training_graph(
+        *config_, features_, weights_, models::rope_tables(*config_, seq), batch, seq, with_grads);
   };
-  const std::vector<Tensor> inputs{in.input_ids, arange_rows(batch, 0, seq),
-                                   arange_rows(1, 0, seq).view({seq}), in.attention_mask,
-                                   in.targets, in.loss_scale};
+  const std::vector<Tensor> inputs{in.input_ids,
+                                   arange_rows(batch, 0, seq),
+                                   arange_rows(1, 0, seq).view({seq}),
+                                   in.attention_mask,
+                                   in.targets,
+                                   in.loss_scale};
   std::vector<Tensor> outputs = eager ? graph::backend_for(device_).run_eager(build(), inputs)
                                       : graphs_.get(signature, build).run(inputs);
   LossAndGrads result;
@@ -123,17 +125,17 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   check_dtype(dtype, dir);
   graph::Backend& backend = graph::backend_for(s.device);
   models::DecoderWeights weights;
-  models::for_each_weight(
-      s.config, s.features, weights,
-      [&](const std::string& name, Tensor& field, const Shape& shape) {
-        const TensorInfo& info = checkpoint.info(name);
-        if (info.shape != shape) {
-          throw Error(info.file.string() + ": tensor '" + name + "' has shape " +
-                      shape_str(info.shape) + " but config.json implies " + shape_str(shape));
-        }
-        field = backend.prepare_weight(checkpoint.tensor(name), dtype);
-        checkpoint.release(name);
-      });
+  models::for_each_weight(s.config, s.features, weights,
+                          [&](const std::string& name, Tensor& field, const Shape& shape) {
+                            const TensorInfo& info = checkpoint.info(name);
+                            if (info.shape != shape) {
+                              throw Error(info.file.string() + ": tensor '" + name +
+                                          "' has shape " + shape_str(info.shape) +
+                                          " but config.json implies " + shape_str(shape));
+                            }
+                            field = backend.prepare_weight(checkpoint.tensor(name), dtype);
+                            checkpoint.release(name);
+                          });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
                                         s.device, dtype, std::move(name));

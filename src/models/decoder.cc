@@ -148,7 +148,8 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
     params.push_back(by_name.at(name));
   });
   graph::Graph graph = b.finish();
-  for (ValueId g : graph::append_backward(graph, loss, loss_scale, params)) graph.outputs.push_back(g);
+  for (ValueId g : graph::append_backward(graph, loss, loss_scale, params))
+    graph.outputs.push_back(g);
   return graph;
 }
 

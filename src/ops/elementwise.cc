@@ -56,7 +56,8 @@ namespace tfm::ops {
 // Autodiff runs before fusion, so every program here is one operation over its loads.
 InputGrads elementwise_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const auto& code = n.program.instrs.back().code;
-  if (n.program.instrs.size() != n.inputs.size() + 1) throw Error("[autodiff] elementwise '" + n.name + "' is already fused");
+  if (n.program.instrs.size() != n.inputs.size() + 1)
+    throw Error("[autodiff] elementwise '" + n.name + "' is already fused");
   switch (code) {
     case graph::EwCode::kAdd:
       return {dy, dy};

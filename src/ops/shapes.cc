@@ -86,8 +86,8 @@ Shape elementwise_shape(const char* op, const Shape& a, const Shape& b) {
 
 Shape view_shape(const Shape& x, int64_t start, const Shape& shape) {
   if (start < 0 || start + shape_numel(shape) > shape_numel(x)) {
-    fail("view", shape_str(shape) + " at element " + std::to_string(start) + " is outside " +
-                     shape_str(x));
+    fail("view",
+         shape_str(shape) + " at element " + std::to_string(start) + " is outside " + shape_str(x));
   }
   return shape;
 }
@@ -108,8 +108,8 @@ Shape cross_entropy_shape(const Shape& logits, const Shape& targets) {
 
 Shape embedding_grad_shape(const Shape& dy, const Shape& ids, int64_t vocab) {
   if (dy.size() != 3 || ids.size() != 2 || dy[0] != ids[0] || dy[1] != ids[1] || vocab <= 0) {
-    fail("embedding_grad", "dy " + shape_str(dy) + " [B, S, H] and ids " + shape_str(ids) +
-                               " [B, S] do not agree");
+    fail("embedding_grad",
+         "dy " + shape_str(dy) + " [B, S, H] and ids " + shape_str(ids) + " [B, S] do not agree");
   }
   return {vocab, dy[2]};
 }
@@ -125,8 +125,8 @@ Shape linear_grad_input_shape(const Shape& dy, const Shape& w) {
 
 Shape linear_grad_weight_shape(const Shape& dy, const Shape& x) {
   if (dy.empty() || x.empty() || shape_numel(dy) / dy.back() != shape_numel(x) / x.back()) {
-    fail("linear_grad_weight", "dy " + shape_str(dy) + " and x " + shape_str(x) +
-                                   " have different row counts");
+    fail("linear_grad_weight",
+         "dy " + shape_str(dy) + " and x " + shape_str(x) + " have different row counts");
   }
   return {dy.back(), x.back()};
 }

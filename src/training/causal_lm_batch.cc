@@ -36,7 +36,8 @@ TrainInputs make_train_inputs(const Tensor& input_ids, const Tensor& attention_m
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c + 1 < cols; ++c) dst[r * cols + c] = src[r * cols + c + 1];
   }
-  in.loss_scale = Tensor::from_vector(std::vector<float>{1.f / static_cast<float>(loss_tokens)}, {1});
+  in.loss_scale =
+      Tensor::from_vector(std::vector<float>{1.f / static_cast<float>(loss_tokens)}, {1});
   return in;
 }
 

@@ -22,7 +22,8 @@ namespace {
 
 int64_t count_total_steps(const TrainingArguments& a, int64_t updates_per_epoch) {
   if (a.max_steps > 0) return a.max_steps;
-  return static_cast<int64_t>(std::ceil(a.num_train_epochs * static_cast<double>(updates_per_epoch)));
+  return static_cast<int64_t>(
+      std::ceil(a.num_train_epochs * static_cast<double>(updates_per_epoch)));
 }
 
 Tensor rows_tensor(const std::vector<int32_t>& values, int64_t rows, int64_t cols, int64_t first) {
@@ -102,8 +103,8 @@ TrainOutput Trainer::train() {
   while (global_step_ < total_steps_) {
     const double loss = train_window(&tokens);
     const std::span<float> grads = params_.grads();
-    const double norm = args_.max_grad_norm > 0 ? clip_grad_norm(grads, args_.max_grad_norm)
-                                                : grad_norm(grads);
+    const double norm =
+        args_.max_grad_norm > 0 ? clip_grad_norm(grads, args_.max_grad_norm) : grad_norm(grads);
     const double lr = schedule_.lr(args_.learning_rate, global_step_);
     optimizer_.step(params_.values(), grads, lr);
     ++global_step_;

@@ -47,8 +47,7 @@ TrainerState read_trainer_state(const fs::path& dir) {
     state.log_history = json.at("log_history");
     return state;
   } catch (const nlohmann::json::exception& e) {
-    throw Error("cannot resume: '" + file.string() + "' is not a trainer state (" + e.what() +
-                ")");
+    throw Error("cannot resume: '" + file.string() + "' is not a trainer state (" + e.what() + ")");
   }
 }
 
@@ -84,8 +83,8 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& output_dir)
   if (spec == "last") {
     const std::vector<fs::path> dirs = list_checkpoints(output_dir);
     if (dirs.empty()) {
-      throw Error("resume_from_checkpoint=last: no checkpoint-N folder in '" +
-                  output_dir.string() + "'");
+      throw Error("resume_from_checkpoint=last: no checkpoint-N folder in '" + output_dir.string() +
+                  "'");
     }
     return dirs.back();
   }

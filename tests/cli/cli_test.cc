@@ -1,25 +1,18 @@
 // The `tfm` binary ($TFM_BIN, set by CTest) against transformers' outputs in the fixtures and the
 // tokenizers library's goldens, run as a user would; bad input must fail with a clear message.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "support/fixtures.h"
-
-extern char** environ;
+#include "support/run_binary.h"
 
 namespace tfm {
 namespace {
@@ -31,51 +24,10 @@ using ::testing::Not;
 
 constexpr const char* kNoBinary = "TFM_BIN is not set to the tfm binary (run the tests via ctest)";
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using testing::Run;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Spawns tfm with `args` as argv (no shell, so texts with quotes and newlines pass unchanged) and
-// keeps stdout and stderr apart: JSON on stdout must parse without the logs.
 std::optional<Run> run_tfm(const std::vector<std::string>& args) {
-  const char* binary = std::getenv("TFM_BIN");
-  if (binary == nullptr || !fs::exists(binary)) return std::nullopt;
-  const fs::path dir =
-      fs::temp_directory_path() / ("tfm_cli_test_" + std::to_string(::getpid()) + "_" +
-                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::create_directories(dir);
-  const std::string out_path = (dir / "stdout").string(), err_path = (dir / "stderr").string();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> all = {binary};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  Run run;
-  if (posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ) == 0) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  run.out = read_file(out_path);
-  run.err = read_file(err_path);
-  fs::remove_all(dir);
-  return run;
+  return testing::run_binary("tfm", args);
 }
 
 std::string fixture(const std::string& name) { return testing::fixture_dir(name); }
@@ -139,7 +91,7 @@ TEST(CliCommandsTest, GenerateIdsMatchTransformersGreedy) {
 
 const nlohmann::json& tokenizer_goldens() {
   static const nlohmann::json goldens = nlohmann::json::parse(
-      read_file(fs::path(TFM_TEST_DATA_DIR) / "fixtures" / "qwen3-tokenizer-golden.json"));
+      std::ifstream(fs::path(TFM_TEST_DATA_DIR) / "fixtures" / "qwen3-tokenizer-golden.json"));
   return goldens;
 }
 

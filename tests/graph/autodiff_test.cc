@@ -1,12 +1,13 @@
 // Every op's backward rule and CPU kernel against central finite differences of its forward op:
 // the gradient of L = sum(y * dy) for a random dy, compiled and eager.
+#include "graph/autodiff.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <random>
 
-#include "graph/autodiff.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
@@ -39,7 +40,8 @@ struct GradCase {
 graph::Graph forward_graph(const GradCase& c, ValueId* y_out) {
   Builder b;
   std::vector<ValueId> ids;
-  for (size_t i = 0; i < c.params.size(); ++i) ids.push_back(b.weight("p" + std::to_string(i), c.params[i]));
+  for (size_t i = 0; i < c.params.size(); ++i)
+    ids.push_back(b.weight("p" + std::to_string(i), c.params[i]));
   const ValueId y = c.forward(b, ids);
   b.output(y);
   *y_out = y;
@@ -94,10 +96,11 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
 
 TEST(Autodiff, LinearWithBiasAndReshape) {
   std::mt19937 rng(1);
-  check_gradients({{random_tensor({3, 5}, rng), random_tensor({4, 5}, rng), random_tensor({4}, rng)},
-                   [](Builder& b, const std::vector<ValueId>& p) {
-                     return b.reshape(b.linear(b.reshape(p[0], {3, 1, 5}), p[1], p[2]), {2, 6});
-                   }});
+  check_gradients(
+      {{random_tensor({3, 5}, rng), random_tensor({4, 5}, rng), random_tensor({4}, rng)},
+       [](Builder& b, const std::vector<ValueId>& p) {
+         return b.reshape(b.linear(b.reshape(p[0], {3, 1, 5}), p[1], p[2]), {2, 6});
+       }});
 }
 
 TEST(Autodiff, EmbeddingWithRepeatedIds) {
@@ -110,21 +113,20 @@ TEST(Autodiff, EmbeddingWithRepeatedIds) {
 
 TEST(Autodiff, RmsNorm) {
   std::mt19937 rng(3);
-  check_gradients({{random_tensor({3, 8}, rng), random_tensor({8}, rng)},
-                   [](Builder& b, const std::vector<ValueId>& p) {
-                     return b.rms_norm(p[0], p[1], 1e-6f);
-                   }});
+  check_gradients(
+      {{random_tensor({3, 8}, rng), random_tensor({8}, rng)},
+       [](Builder& b, const std::vector<ValueId>& p) { return b.rms_norm(p[0], p[1], 1e-6f); }});
 }
 
 TEST(Autodiff, RopeWithScaling) {
   std::mt19937 rng(4);
   const Tensor positions = ints({0, 3, 9, 2, 5, 7}, {2, 3});
   const Tensor inv_freq = Tensor::from_vector(std::vector<float>{1.f, 0.3f, 0.05f, 0.01f}, {4});
-  check_gradients({{random_tensor({2, 3, 2, 8}, rng)},
-                   [=](Builder& b, const std::vector<ValueId>& p) {
-                     return b.rope(p[0], b.weight("positions", positions),
-                                   b.weight("inv_freq", inv_freq), 1.3f);
-                   }});
+  check_gradients(
+      {{random_tensor({2, 3, 2, 8}, rng)}, [=](Builder& b, const std::vector<ValueId>& p) {
+         return b.rope(p[0], b.weight("positions", positions), b.weight("inv_freq", inv_freq),
+                       1.3f);
+       }});
 }
 
 TEST(Autodiff, GroupedAttentionWithPaddingMask) {
@@ -166,10 +168,10 @@ TEST(Autodiff, ElementwiseChainWithSharedInput) {
 TEST(Autodiff, CrossEntropyIgnoresMinus100) {
   std::mt19937 rng(8);
   const Tensor targets = ints({2, graph::kIgnoreIndex, 5, 0, 3, 3}, {2, 3});
-  check_gradients({{random_tensor({2, 3, 6}, rng, 2.f)},
-                   [=](Builder& b, const std::vector<ValueId>& p) {
-                     return b.cross_entropy(p[0], b.weight("targets", targets));
-                   }});
+  check_gradients(
+      {{random_tensor({2, 3, 6}, rng, 2.f)}, [=](Builder& b, const std::vector<ValueId>& p) {
+         return b.cross_entropy(p[0], b.weight("targets", targets));
+       }});
 }
 
 TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {

@@ -23,14 +23,14 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
   const nlohmann::json& ref = testing::reference(arch);
   const nlohmann::json& hp = ref["adamw"];
   training::AdamW optimizer(params.segments(/*decay_all=*/true), params.size(),
-                  {.lr = hp["lr"].get<double>(),
-                   .beta1 = hp["betas"][0].get<double>(),
-                   .beta2 = hp["betas"][1].get<double>(),
-                   .eps = hp["eps"].get<double>(),
-                   .weight_decay = hp["weight_decay"].get<double>()});
+                            {.lr = hp["lr"].get<double>(),
+                             .beta1 = hp["betas"][0].get<double>(),
+                             .beta2 = hp["betas"][1].get<double>(),
+                             .eps = hp["eps"].get<double>(),
+                             .weight_decay = hp["weight_decay"].get<double>()});
   const Tensor ids = testing::int_matrix(ref["input_ids"]);
-  const Tensor mask = Tensor::from_vector(
-      std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
+  const Tensor mask =
+      Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
   const int64_t targets = training::count_targets(ids);
   const TrainInputs in = training::make_train_inputs(ids, mask, ids, targets);
 
@@ -45,8 +45,7 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, AdamWSteps,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"),
-                                            ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool()),
                          [](const auto& info) {
                            return std::get<0>(info.param) +
                                   (std::get<1>(info.param) ? "_eager" : "_compiled");

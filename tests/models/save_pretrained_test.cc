@@ -29,8 +29,7 @@ TEST(SavePretrained, ReloadedModelGivesTheReferenceLogits) {
         .save_pretrained(dir.string());
     // A tied lm_head is left out, as transformers saves it.
     EXPECT_EQ(Checkpoint::open(dir).contains("lm_head.weight"), arch == "llama");
-    CausalLM reloaded =
-        AutoModelForCausalLM::from_pretrained(dir.string(), {.device_map = "cpu"});
+    CausalLM reloaded = AutoModelForCausalLM::from_pretrained(dir.string(), {.device_map = "cpu"});
     EXPECT_EQ(reloaded.dtype(), DType::f32);
     const nlohmann::json& ref = testing::reference(arch);
     const std::vector<float> logits =

@@ -23,13 +23,13 @@ class TrainStep : public ::testing::TestWithParam<std::tuple<std::string, bool>>
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   const auto& [arch, eager] = GetParam();
   set_log_level(LogLevel::kWarn);
-  auto model = load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+  auto model =
+      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
   const nlohmann::json& ref = testing::reference(arch);
   const Tensor ids = testing::int_matrix(ref["input_ids"]);
-  const Tensor mask = Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1),
-                                          ids.shape());
-  const TrainInputs in =
-      training::make_train_inputs(ids, mask, ids, training::count_targets(ids));
+  const Tensor mask =
+      Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
+  const TrainInputs in = training::make_train_inputs(ids, mask, ids, training::count_targets(ids));
   const LossAndGrads out = model->train_step(in, eager);
 
   const double loss = out.loss_sum / static_cast<double>(training::count_targets(ids));
@@ -50,8 +50,7 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"),
-                                            ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool()),
                          [](const auto& info) {
                            return std::get<0>(info.param) +
                                   (std::get<1>(info.param) ? "_eager" : "_compiled");

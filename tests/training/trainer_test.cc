@@ -1,5 +1,7 @@
 // The Trainer's loop: resuming continues the run exactly, gradient accumulation is the large
 // batch, checkpoints rotate, and the saved model is the trained one.
+#include "training/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,10 +10,9 @@
 
 #include "io/checkpoint.h"
 #include "support/fixtures.h"
-#include "tfm/log.h"
-#include "training/trainer.h"
-#include "training/trainer_checkpoint.h"
 #include "tfm/error.h"
+#include "tfm/log.h"
+#include "training/trainer_checkpoint.h"
 
 namespace tfm::training {
 namespace {

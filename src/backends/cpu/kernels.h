@@ -50,9 +50,8 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
                int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx);
 // Writes [dq | dk | dv] to `out`.
 void attention_grad(const float* q, const float* k, const float* v, const int32_t* mask,
-                    const int32_t* slots, const float* dy, int64_t batch, int64_t seq,
-                    int64_t len, int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale,
-                    float* out);
+                    const int32_t* slots, const float* dy, int64_t batch, int64_t seq, int64_t len,
+                    int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out);
 // Copies x[:, start:start+length, ...] where each sequence position holds `inner` elements.
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out);

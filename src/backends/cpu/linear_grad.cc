@@ -13,9 +13,9 @@ void sgemm(char transa, char transb, int64_t m, int64_t n, int64_t k, const floa
   const dnnl_status_t status =
       dnnl_sgemm(transa, transb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   if (status != dnnl_success) {
-    throw Error(std::string("[") + op + "] oneDNN sgemm failed (status " +
-                std::to_string(status) + ") for M=" + std::to_string(m) +
-                " N=" + std::to_string(n) + " K=" + std::to_string(k));
+    throw Error(std::string("[") + op + "] oneDNN sgemm failed (status " + std::to_string(status) +
+                ") for M=" + std::to_string(m) + " N=" + std::to_string(n) +
+                " K=" + std::to_string(k));
   }
 }
 

@@ -1,0 +1,86 @@
+// tfmrun (next to $TFM_BIN) as torchrun: the environment each rank gets, rank-prefixed output, and
+// a failing rank ending the whole job with a message naming it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include "support/run_binary.h"
+
+namespace tfm {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Run;
+
+constexpr const char* kNoBinary = "TFM_BIN is not set (run the tests via ctest)";
+
+std::optional<Run> tfmrun(const std::vector<std::string>& args) {
+  return testing::run_binary("tfmrun", args);
+}
+
+// torchrun's variables for --nnodes 2 --nproc_per_node 2, seen from node 1: global ranks 2 and 3.
+TEST(Tfmrun, GivesEachRankTorchrunsEnvironment) {
+  const auto run = tfmrun({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2",
+                           "--master_addr", "10.1.2.3", "--master_port", "29555", "sh", "-c",
+                           "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR "
+                           "$MASTER_PORT"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  std::set<std::string> lines;
+  std::istringstream out(run->out);
+  for (std::string line; std::getline(out, line);) lines.insert(line);
+  EXPECT_EQ(lines, (std::set<std::string>{"[rank2]: 2 0 4 2 10.1.2.3 29555",
+                                          "[rank3]: 3 1 4 2 10.1.2.3 29555"}));
+}
+
+TEST(Tfmrun, PrefixesBothStreamsAndPartialLines) {
+  const auto run = tfmrun({"--nproc_per_node", "2", "sh", "-c", "echo out; printf 'tail' >&2"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0);
+  EXPECT_THAT(run->out, HasSubstr("[rank0]: out\n"));
+  EXPECT_THAT(run->out, HasSubstr("[rank1]: out\n"));
+  EXPECT_THAT(run->err, HasSubstr("[rank1]: tail\n"));
+}
+
+TEST(Tfmrun, AFailingRankStopsTheOthers) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto run =
+      tfmrun({"--nproc_per_node", "3", "sh", "-c", "if [ $RANK = 1 ]; then exit 3; fi; sleep 60"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(run->status, 1);
+  EXPECT_THAT(run->err, HasSubstr("rank 1 failed (exit code 3)"));
+}
+
+TEST(Tfmrun, AKilledRankIsNamedWithItsSignal) {
+  const auto run = tfmrun(
+      {"--nproc_per_node", "2", "sh", "-c", "if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_EQ(run->status, 1);
+  EXPECT_THAT(run->err, HasSubstr("rank 0 failed (killed by signal 9"));
+}
+
+// A rank that ignores SIGTERM is killed after the grace period instead of hanging the job.
+TEST(Tfmrun, StopsARankThatIgnoresTerm) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto run = tfmrun({"--nproc_per_node", "2", "sh", "-c",
+                           "trap '' TERM; if [ $RANK = 1 ]; then sleep 0.5; exit 4; fi; "
+                           "while true; do sleep 1; done"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(run->status, 1);
+  EXPECT_THAT(run->err, HasSubstr("rank 1 failed (exit code 4)"));
+}
+
+TEST(Tfmrun, NamesAProgramThatCannotStart) {
+  const auto run = tfmrun({"--nproc_per_node", "2", "/nonexistent/program"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, HasSubstr("/nonexistent/program"));
+}
+
+}  // namespace
+}  // namespace tfm

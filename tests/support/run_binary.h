@@ -1,0 +1,20 @@
+// Runs one of the project's programs as a user would, for the CLI tests.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tfm::testing {
+
+struct Run {
+  int status = -1;  // the exit code, or 128 + the signal that ended it
+  std::string out, err;
+};
+
+// Spawns `program`, one of the binaries next to $TFM_BIN (the tfm binary, set by CTest), with
+// `args` as argv (no shell, so texts with quotes and newlines pass unchanged), keeping stdout and
+// stderr apart. nullopt when TFM_BIN is unset: the test was not run through ctest.
+std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args);
+
+}  // namespace tfm::testing
