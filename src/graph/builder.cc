@@ -32,10 +32,12 @@ ValueId Builder::state(std::string name, Shape shape, DType dtype) {
 }
 
 ValueId Builder::weight(std::string name, Tensor tensor) {
+  const bool matrix = tensor.ndim() == 2;
   const ValueId id = add_node(Op::kWeight, {}, tensor.shape(), std::move(name));
   graph_.nodes.back().dtype = tensor.dtype();
   graph_.nodes.back().constant = std::move(tensor);
-  return id;
+  const bool autocast = matrix && autocast_ != DType::f32 && node(id).dtype == DType::f32;
+  return autocast ? cast(id, autocast_) : id;
 }
 
 ValueId Builder::embedding(ValueId table, ValueId ids) {
@@ -44,6 +46,7 @@ ValueId Builder::embedding(ValueId table, ValueId ids) {
 }
 
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
+  if (autocast_ == DType::bf16) x = round_bf16(x);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
   std::vector<ValueId> inputs{x, w};
   if (bias >= 0) inputs.push_back(bias);
@@ -127,6 +130,16 @@ ValueId Builder::scale(ValueId x, float factor) {
 ValueId Builder::silu_grad(ValueId x, ValueId dy) {
   return elementwise("silu_grad", {x, dy},
                      {{{EwCode::kLoad, 0}, {EwCode::kLoad, 1}, {EwCode::kSiluGrad}}});
+}
+
+ValueId Builder::cast(ValueId x, DType dtype) {
+  const ValueId id = add_node(Op::kCast, {x}, node(x).shape, node(x).name);
+  graph_.nodes.back().dtype = dtype;
+  return id;
+}
+
+ValueId Builder::round_bf16(ValueId x) {
+  return elementwise("round_bf16", {x}, {{{EwCode::kLoad, 0}, {EwCode::kRoundBf16}}});
 }
 
 ValueId Builder::view(ValueId x, int64_t start, Shape shape) {

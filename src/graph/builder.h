@@ -32,6 +32,13 @@ class Builder {
   ValueId view(ValueId x, int64_t start, Shape shape);
   ValueId reduce_rows(ValueId x);
   ValueId cross_entropy(ValueId logits, ValueId targets);
+  ValueId cast(ValueId x, DType dtype);
+  ValueId round_bf16(ValueId x);
+
+  // torch.autocast for matrix products: from here on, every matrix weight is read through a cast
+  // to `dtype` and every linear's input is rounded to it, while the weights themselves, the
+  // activations and all gradients stay f32 (bf16 training: f32 master weights, bf16 compute).
+  void autocast(DType dtype) { autocast_ = dtype; }
 
   // The backward ops autodiff emits (see Op).
   ValueId silu_grad(ValueId x, ValueId dy);
@@ -56,6 +63,7 @@ class Builder {
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
 
   Graph graph_;
+  DType autocast_ = DType::f32;
 };
 
 }  // namespace tfm::graph

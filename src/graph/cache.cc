@@ -10,7 +10,8 @@ namespace tfm::graph {
 std::string Signature::str() const {
   if (pass != Pass::kInfer) {
     return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
-           (pass == Pass::kTrain ? " train" : " eval");
+           (pass == Pass::kTrain ? " train" : " eval") +
+           (autocast != DType::f32 ? " autocast=" + std::string(dtype_name(autocast)) : "");
   }
   return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
          " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits");

@@ -23,6 +23,7 @@ struct Signature {
   int64_t cache_len = 1;
   bool all_logits = false;
   Pass pass = Pass::kInfer;
+  DType autocast = DType::f32;  // training: the dtype matrix products compute in
 
   std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
   auto operator<=>(const Signature&) const = default;

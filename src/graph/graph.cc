@@ -34,6 +34,8 @@ const char* op_name(Op op) {
       return "reduce_rows";
     case Op::kCrossEntropy:
       return "cross_entropy";
+    case Op::kCast:
+      return "cast";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:

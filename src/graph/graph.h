@@ -14,28 +14,29 @@ namespace tfm::graph {
 using ValueId = int;
 
 enum class Op : uint8_t {
-  kInput,        // given per run: ids, positions, masks; or a state buffer (KV cache)
-  kWeight,       // a constant tensor bound when the graph is built
-  kEmbedding,    // (table [V, H], ids [B, S] i32) -> [B, S, H]
-  kLinear,       // (x [..., K], w [N, K], bias [N]?) -> [..., N]: x @ w^T + bias
-  kRmsNorm,      // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
-  kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
-  kCacheWrite,   // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
-  kAttention,    // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
-                 //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
-  kSliceSeq,     // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
-  kReshape,      // same data, new shape (an alias of its input)
-  kElementwise,  // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
-  kView,         // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
-  kReduceRows,   // (x [..., N]) -> [N]: the sum over every leading axis
+  kInput,         // given per run: ids, positions, masks; or a state buffer (KV cache)
+  kWeight,        // a constant tensor bound when the graph is built
+  kEmbedding,     // (table [V, H], ids [B, S] i32) -> [B, S, H]
+  kLinear,        // (x [..., K], w [N, K], bias [N]?) -> [..., N]: x @ w^T + bias
+  kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
+  kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
+  kCacheWrite,    // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
+  kAttention,     // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
+                  //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
+  kSliceSeq,      // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
+  kReshape,       // same data, new shape (an alias of its input)
+  kElementwise,   // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
+  kView,          // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
+  kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                   //   kIgnoreIndex of -log softmax(logits)[target]
+  kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
-  kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
-  kLinearGradInput,   // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
-  kLinearGradWeight,  // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows
-  kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H]) -> dx
+  kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
+  kLinearGradInput,    // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
+  kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows
+  kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H]) -> dx
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
   kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
@@ -49,8 +50,9 @@ const char* op_name(Op op);
 
 // A fused elementwise chain, run as a stack program over blocks of elements. Unfused graphs hold
 // one-instruction programs; fusion merges producer programs into their consumer.
-// kSiluGrad pops dy and x and pushes dy * silu'(x).
-enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale, kSiluGrad };
+// kSiluGrad pops dy and x and pushes dy * silu'(x); kRoundBf16 rounds to the nearest bf16 value
+// (kept as f32), what a bf16 autocast does to a matrix product's input.
+enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale, kSiluGrad, kRoundBf16 };
 struct EwInstr {
   EwCode code;
   int operand = 0;     // kLoad: input index

@@ -53,13 +53,15 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   return exe.run(inputs).at(0);
 }
 
-LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads) {
+LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
+                                      DType autocast) {
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
-  const graph::Signature signature{batch, seq, seq, true,
-                                   with_grads ? graph::Pass::kTrain : graph::Pass::kEval};
+  const graph::Signature signature{
+      batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
   const auto build = [&] {
-    return models::build_decoder_training_graph(
-        *config_, features_, weights_, models::rope_tables(*config_, seq), batch, seq, with_grads);
+    return models::build_decoder_training_graph(*config_, features_, weights_,
+                                                models::rope_tables(*config_, seq), batch, seq,
+                                                with_grads, autocast);
   };
   const std::vector<Tensor> inputs{in.input_ids,
                                    arange_rows(batch, 0, seq),

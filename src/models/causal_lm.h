@@ -57,7 +57,9 @@ class CausalLMImpl {
 
   // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly); without
   // grads, the loss alone (evaluation).
-  LossAndGrads train_step(const TrainInputs& inputs, bool eager, bool with_grads = true);
+  // `autocast` bf16 computes the matrix products in bf16 (TrainingArguments.bf16).
+  LossAndGrads train_step(const TrainInputs& inputs, bool eager, bool with_grads = true,
+                          DType autocast = DType::f32);
   // The weights in for_each_weight order: what an optimizer updates in place.
   void for_each_weight(const models::WeightVisitor& visit);
 

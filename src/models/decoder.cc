@@ -126,8 +126,9 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
-                                          int64_t seq, bool with_grads) {
+                                          int64_t seq, bool with_grads, DType autocast) {
   Builder b;
+  b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, seq);
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);

@@ -68,10 +68,11 @@ graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeature
 // (0..seq-1), attention_mask [B, S], targets [B, S] (the labels shifted left by one, kIgnoreIndex
 // where no loss is taken) and loss_scale [1] (the gradient of the loss sum: 1 / number of
 // targets). Outputs: the summed cross-entropy [1], then (with_grads) the gradient of each weight
-// in for_each_weight order.
+// in for_each_weight order. `autocast` bf16: matrix products read bf16 copies of the f32 weights
+// and bf16-rounded inputs (Builder::autocast).
 graph::Graph build_decoder_training_graph(const ModelConfig& config,
                                           const DecoderFeatures& features, DecoderWeights& weights,
                                           const RopeTables& rope, int64_t batch, int64_t seq,
-                                          bool with_grads = true);
+                                          bool with_grads = true, DType autocast = DType::f32);
 
 }  // namespace tfm::models

@@ -26,6 +26,8 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
       return cross_entropy_backward(b, n, dy);
     case Op::kReshape:
       return reshape_backward(b, n, dy);
+    case Op::kCast:
+      return cast_backward(b, n, dy);
     default:
       break;
   }
@@ -35,6 +37,12 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
 
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   return {b.reshape(dy, b.shape(n.inputs[0]))};
+}
+
+// A cast passes its gradient straight through (as torch's autocast does), in the input's dtype.
+InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
+  const DType in = b.node(n.inputs[0]).dtype;
+  return {b.node(dy).dtype == in ? dy : b.cast(dy, in)};
 }
 
 }  // namespace tfm::ops

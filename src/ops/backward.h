@@ -23,5 +23,6 @@ InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::Va
 InputGrads elementwise_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
+InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 
 }  // namespace tfm::ops

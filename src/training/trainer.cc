@@ -53,12 +53,9 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                   .beta1 = args_.adam_beta1,
                   .beta2 = args_.adam_beta2,
                   .eps = args_.adam_epsilon,
-                  .weight_decay = args_.weight_decay}) {
-  if (args_.bf16) {
-    throw Error("TrainingArguments: bf16=true is not supported yet on " + model.device().str() +
-                "; train in f32 (bf16=false)");
-  }
-}
+                  .weight_decay = args_.weight_decay}) {}
+
+DType Trainer::autocast() const { return args_.bf16 ? DType::bf16 : DType::f32; }
 
 double Trainer::epoch() const {
   return static_cast<double>(global_step_) / static_cast<double>(updates_per_epoch_);
@@ -77,7 +74,7 @@ double Trainer::train_window(int64_t* tokens) {
   double loss_sum = 0;
   for (const Batch& b : window) {
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
-    LossAndGrads out = model_.impl().train_step(in, !args_.torch_compile);
+    LossAndGrads out = model_.impl().train_step(in, !args_.torch_compile, true, autocast());
     params_.accumulate(out.grads);
     loss_sum += out.loss_sum;
     *tokens += b.input_ids.numel();
@@ -162,7 +159,9 @@ double Trainer::evaluate() {
     if (count == 0) continue;
     const TrainInputs in = make_train_inputs(rows_tensor(ids, batch, cols, 0),
                                              rows_tensor(mask, batch, cols, 0), labels_t, count);
-    loss_sum += model_.impl().train_step(in, !args_.torch_compile, /*with_grads=*/false).loss_sum;
+    loss_sum += model_.impl()
+                    .train_step(in, !args_.torch_compile, /*with_grads=*/false, autocast())
+                    .loss_sum;
     targets += count;
   }
   if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");

@@ -43,6 +43,7 @@ class Trainer {
   void resume(const std::filesystem::path& checkpoint);
   void save_model(const std::filesystem::path& dir);
   double epoch() const;
+  DType autocast() const;
 
   CausalLM& model_;
   TrainingArguments args_;

@@ -56,5 +56,33 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
                                   (std::get<1>(info.param) ? "_eager" : "_compiled");
                          });
 
+// bf16 autocast: the same step with matrix products in bf16 stays within bf16's precision of the
+// f32 reference (the fixtures README's 2e-2 relative for bf16 compute).
+TEST(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
+  set_log_level(LogLevel::kWarn);
+  for (const std::string arch : {"qwen3", "llama"}) {
+    auto model =
+        load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+    const nlohmann::json& ref = testing::reference(arch);
+    const Tensor ids = testing::int_matrix(ref["input_ids"]);
+    const Tensor mask =
+        Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
+    const int64_t targets = training::count_targets(ids);
+    const TrainInputs in = training::make_train_inputs(ids, mask, ids, targets);
+    const LossAndGrads out = model->train_step(in, false, true, DType::bf16);
+    const LossAndGrads eager = model->train_step(in, true, true, DType::bf16);
+    const double expected_loss = ref["train_loss0"].get<double>();
+    EXPECT_NEAR(out.loss_sum / static_cast<double>(targets), expected_loss, 2e-2 * expected_loss)
+        << arch;
+    EXPECT_NE(out.loss_sum / static_cast<double>(targets), expected_loss) << "bf16 changed nothing";
+    EXPECT_EQ(out.loss_sum, eager.loss_sum) << arch;
+    size_t i = 0;
+    model->for_each_weight([&](const std::string& name, Tensor&, const Shape&) {
+      const double expected = ref["grad_norms"][name].get<double>();
+      EXPECT_NEAR(l2_norm(out.grads.at(i++)), expected, 2e-2 * expected) << arch << " " << name;
+    });
+  }
+}
+
 }  // namespace
 }  // namespace tfm

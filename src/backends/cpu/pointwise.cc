@@ -91,6 +91,17 @@ void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t 
   }
 }
 
+void cast(const void* x, DType from, void* out, DType to, size_t count) {
+  constexpr size_t kChunk = 1 << 16;
+  const auto chunks = static_cast<int64_t>((count + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kChunk, n = std::min(kChunk, count - begin);
+    convert_elements(static_cast<const char*>(x) + begin * dtype_size(from), from,
+                     static_cast<char*>(out) + begin * dtype_size(to), to, n);
+  }
+}
+
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out) {
   for (int64_t b = 0; b < batch; ++b) {

@@ -96,6 +96,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         elementwise(program, inputs.data(), count, f(out));
       };
     }
+    case Op::kCast: {
+      const DType from = in(0).dtype, to = n.dtype;
+      const auto count = static_cast<size_t>(shape_numel(n.shape));
+      return [=, &ptrs] { cast(ptrs[args[0]], from, ptrs[out], to, count); };
+    }
     case Op::kView: {
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
       return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptrs[args[0]]) + byte_offset; };
