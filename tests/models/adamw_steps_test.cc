@@ -28,17 +28,15 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
                              .beta2 = hp["betas"][1].get<double>(),
                              .eps = hp["eps"].get<double>(),
                              .weight_decay = hp["weight_decay"].get<double>()});
-  const Tensor ids = testing::int_matrix(ref["input_ids"]);
-  const Tensor mask =
-      Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
-  const int64_t targets = training::count_targets(ids);
-  const TrainInputs in = training::make_train_inputs(ids, mask, ids, targets);
+  const testing::FixtureBatch batch = testing::fixture_batch(arch);
+  const TrainInputs in = training::make_train_inputs(batch.input_ids, batch.attention_mask,
+                                                     batch.input_ids, batch.targets);
 
   for (const auto& expected : hp["losses_after_steps_1_2_3"]) {
     params.zero_grads();
     params.accumulate(model->train_step(in, eager).grads);
     optimizer.step(params.values(), params.grads());
-    const double loss = model->train_step(in, eager).loss_sum / static_cast<double>(targets);
+    const double loss = batch.mean_loss(model->train_step(in, eager).loss_sum);
     EXPECT_NEAR(loss, expected.get<double>(), 1e-4 * expected.get<double>())
         << "after step " << optimizer.steps_taken();
   }

@@ -18,6 +18,10 @@ double l2_norm(const Tensor& t) {
   return std::sqrt(sum);
 }
 
+TrainInputs train_inputs(const testing::FixtureBatch& b) {
+  return training::make_train_inputs(b.input_ids, b.attention_mask, b.input_ids, b.targets);
+}
+
 class TrainStep : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
@@ -26,13 +30,10 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   auto model =
       load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
   const nlohmann::json& ref = testing::reference(arch);
-  const Tensor ids = testing::int_matrix(ref["input_ids"]);
-  const Tensor mask =
-      Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
-  const TrainInputs in = training::make_train_inputs(ids, mask, ids, training::count_targets(ids));
-  const LossAndGrads out = model->train_step(in, eager);
+  const testing::FixtureBatch batch = testing::fixture_batch(arch);
+  const LossAndGrads out = model->train_step(train_inputs(batch), eager);
 
-  const double loss = out.loss_sum / static_cast<double>(training::count_targets(ids));
+  const double loss = batch.mean_loss(out.loss_sum);
   const double expected_loss = ref["train_loss0"].get<double>();
   EXPECT_NEAR(loss, expected_loss, 1e-5 * expected_loss);
 
@@ -64,17 +65,12 @@ TEST(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
     auto model =
         load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
     const nlohmann::json& ref = testing::reference(arch);
-    const Tensor ids = testing::int_matrix(ref["input_ids"]);
-    const Tensor mask =
-        Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
-    const int64_t targets = training::count_targets(ids);
-    const TrainInputs in = training::make_train_inputs(ids, mask, ids, targets);
-    const LossAndGrads out = model->train_step(in, false, true, DType::bf16);
-    const LossAndGrads eager = model->train_step(in, true, true, DType::bf16);
+    const testing::FixtureBatch batch = testing::fixture_batch(arch);
+    const LossAndGrads out = model->train_step(train_inputs(batch), false, true, DType::bf16);
+    const LossAndGrads eager = model->train_step(train_inputs(batch), true, true, DType::bf16);
     const double expected_loss = ref["train_loss0"].get<double>();
-    EXPECT_NEAR(out.loss_sum / static_cast<double>(targets), expected_loss, 2e-2 * expected_loss)
-        << arch;
-    EXPECT_NE(out.loss_sum / static_cast<double>(targets), expected_loss) << "bf16 changed nothing";
+    EXPECT_NEAR(batch.mean_loss(out.loss_sum), expected_loss, 2e-2 * expected_loss) << arch;
+    EXPECT_NE(batch.mean_loss(out.loss_sum), expected_loss) << "bf16 changed nothing";
     EXPECT_EQ(out.loss_sum, eager.loss_sum) << arch;
     size_t i = 0;
     model->for_each_weight([&](const std::string& name, Tensor&, const Shape&) {

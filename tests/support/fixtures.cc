@@ -28,4 +28,15 @@ Tensor int_matrix(const nlohmann::json& rows) {
   return Tensor::from_vector(values, {r, c});
 }
 
+FixtureBatch fixture_batch(const std::string& arch) {
+  FixtureBatch batch;
+  batch.input_ids = int_matrix(reference(arch)["input_ids"]);
+  const auto count = static_cast<size_t>(batch.input_ids.numel());
+  batch.attention_mask =
+      Tensor::from_vector(std::vector<int64_t>(count, 1), batch.input_ids.shape());
+  const int64_t cols = batch.input_ids.dim(1);
+  batch.targets = batch.input_ids.dim(0) * (cols - 1);
+  return batch;
+}
+
 }  // namespace tfm::testing

@@ -14,4 +14,13 @@ const nlohmann::json& reference(const std::string& arch);
 // A [rows, cols] integer matrix from reference.json as an i64 tensor.
 Tensor int_matrix(const nlohmann::json& rows);
 
+// The training batch behind the fixtures' train_loss0, grad_norms and adamw losses: input_ids
+// with labels = input_ids and no padding.
+struct FixtureBatch {
+  Tensor input_ids, attention_mask;
+  int64_t targets = 0;  // positions that carry a loss
+  double mean_loss(double loss_sum) const { return loss_sum / static_cast<double>(targets); }
+};
+FixtureBatch fixture_batch(const std::string& arch);
+
 }  // namespace tfm::testing
