@@ -26,9 +26,9 @@ int64_t count_total_steps(const TrainingArguments& a, int64_t updates_per_epoch)
       std::ceil(a.num_train_epochs * static_cast<double>(updates_per_epoch)));
 }
 
-Tensor rows_tensor(const std::vector<int32_t>& values, int64_t rows, int64_t cols, int64_t first) {
-  std::vector<int32_t> slice(values.begin() + first * cols, values.begin() + (first + rows) * cols);
-  return Tensor::from_vector(slice, {rows, cols});
+TrainingArguments validated(TrainingArguments args) {
+  args.validate();
+  return args;
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ Tensor rows_tensor(const std::vector<int32_t>& values, int64_t rows, int64_t col
 Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                  std::optional<TokenRows> eval, std::string tokenizer_dir)
     : model_(model),
-      args_((args.validate(), std::move(args))),
+      args_(validated(std::move(args))),
       tokenizer_dir_(std::move(tokenizer_dir)),
       params_(model.impl()),
       train_(std::move(train), {.batch_size = args_.per_device_train_batch_size,
@@ -154,11 +154,12 @@ double Trainer::evaluate() {
     copy(rows.input_ids, ids);
     copy(rows.attention_mask, mask);
     copy(rows.labels, labels);
-    const Tensor labels_t = rows_tensor(labels, batch, cols, 0);
+    const Tensor labels_t = Tensor::from_vector(labels, {batch, cols});
     const int64_t count = count_targets(labels_t);
     if (count == 0) continue;
-    const TrainInputs in = make_train_inputs(rows_tensor(ids, batch, cols, 0),
-                                             rows_tensor(mask, batch, cols, 0), labels_t, count);
+    const TrainInputs in = make_train_inputs(Tensor::from_vector(ids, {batch, cols}),
+                                             Tensor::from_vector(mask, {batch, cols}), labels_t,
+                                             count);
     loss_sum += model_.impl()
                     .train_step(in, !args_.torch_compile, /*with_grads=*/false, autocast())
                     .loss_sum;
