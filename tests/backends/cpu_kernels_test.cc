@@ -117,6 +117,24 @@ TEST(CpuKernels, AttentionOverManyQueries) {
   expect_close(got, want, 1e-5f);
 }
 
+// A causal prefill longer than one block of queries: each block stops at its last visible key.
+TEST(CpuKernels, CausalAttentionOverSeveralQueryBlocks) {
+  const int64_t batch = 2, seq = 150, hq = 2, hkv = 1, d = 8;
+  const auto q = random_values(batch * seq * hq * d, 17);
+  const auto k = random_values(batch * seq * hkv * d, 18);
+  const auto v = random_values(batch * seq * hkv * d, 19);
+  std::vector<int32_t> mask(batch * seq, 1);
+  for (int64_t j = 0; j < 70; ++j) mask[seq + j] = 0;  // row 1 left-padded past the first block
+  std::vector<int32_t> slots(seq);
+  for (int64_t i = 0; i < seq; ++i) slots[i] = static_cast<int32_t>(i);
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k.data(), v.data(), DType::f32, mask.data(), slots.data(), batch, seq,
+                 seq, hq, hkv, d, 0.3f, got.data());
+  ops::reference::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), batch, seq,
+                            seq, hq, hkv, d, 0.3f, want.data());
+  expect_close(got, want, 1e-5f);
+}
+
 TEST(CpuKernels, CacheWrite) {
   const int64_t batch = 2, len = 6, seq = 2, row = 5;
   const auto update = random_values(batch * seq * row, 10);

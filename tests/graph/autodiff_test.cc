@@ -157,6 +157,20 @@ TEST(Autodiff, AttentionOverManyQueries) {
                    }});
 }
 
+TEST(Autodiff, CausalAttentionOverTwoQueryBlocks) {
+  std::mt19937 rng(10);
+  std::vector<int32_t> mask_values(70, 1), slot_values(70);
+  for (int32_t i = 0; i < 70; ++i) slot_values[static_cast<size_t>(i)] = i;
+  const Tensor mask = ints(mask_values, {1, 70});
+  const Tensor slots = ints(slot_values, {70});
+  check_gradients({{random_tensor({1, 70, 2, 4}, rng), random_tensor({1, 70, 1, 4}, rng),
+                    random_tensor({1, 70, 1, 4}, rng)},
+                   [=](Builder& b, const std::vector<ValueId>& p) {
+                     return b.attention(p[0], p[1], p[2], b.weight("mask", mask),
+                                        b.weight("slots", slots), 0.5f);
+                   }});
+}
+
 TEST(Autodiff, ElementwiseChainWithSharedInput) {
   std::mt19937 rng(6);
   check_gradients({{random_tensor({5, 7}, rng), random_tensor({5, 7}, rng)},

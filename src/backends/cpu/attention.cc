@@ -64,6 +64,7 @@ void attend_gemm(const float* q, const float* k, const float* v, const int32_t* 
                  int64_t kv_heads, int64_t head_dim, float scale, float* out) {
   const int64_t group = q_heads / kv_heads;
   const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale};
+  const std::vector<QueryBlock> blocks = query_blocks(slots, seq, len);
   bool ok = true;
 #pragma omp parallel reduction(&& : ok)
   {
@@ -73,10 +74,14 @@ void attend_gemm(const float* q, const float* k, const float* v, const int32_t* 
       for (int64_t h = 0; h < q_heads; ++h) {
         const int64_t q_at = b * seq * view.q_stride + h * head_dim;
         const int64_t kv_at = b * len * view.kv_stride + (h / group) * head_dim;
-        ok = ok &&
-             attention_probs(q + q_at, k + kv_at, mask + b * len, slots, view, probs.data()) &&
-             gemm('N', 'N', seq, head_dim, len, 1.f, probs.data(), len, v + kv_at, view.kv_stride,
-                  0.f, out + q_at, view.q_stride);
+        for (const QueryBlock& block : blocks) {
+          ok = ok &&
+               attention_probs(q + q_at, k + kv_at, mask + b * len, slots, view, block,
+                               probs.data()) &&
+               gemm('N', 'N', block.rows, head_dim, block.keys, 1.f, probs.data(), block.keys,
+                    v + kv_at, view.kv_stride, 0.f, out + q_at + block.first * view.q_stride,
+                    view.q_stride);
+        }
       }
     }
   }

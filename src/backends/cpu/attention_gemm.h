@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace tfm::cpu {
 
@@ -19,9 +20,17 @@ struct HeadView {
 bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// probs [seq, len] = softmax over the keys query i sees (j <= slots[i] and row_mask[j]) of the
-// scaled scores q k^T; zeros elsewhere, and an all-zero row for a query that sees no key.
+// Queries [first, first + rows) of one head and the keys they can see, [0, keys): splitting the
+// queries into blocks that stop at their last visible key skips most of the causal upper triangle.
+struct QueryBlock {
+  int64_t first, rows, keys;
+};
+std::vector<QueryBlock> query_blocks(const int32_t* slots, int64_t seq, int64_t len);
+
+// probs [block.rows, block.keys] = softmax over the keys query i sees (j <= slots[i] and
+// row_mask[j]) of the scaled scores q k^T; zeros elsewhere, and an all-zero row for a query that
+// sees no key. `q` points at the head's first query.
 bool attention_probs(const float* q, const float* k, const int32_t* row_mask, const int32_t* slots,
-                     const HeadView& view, float* probs);
+                     const HeadView& view, const QueryBlock& block, float* probs);
 
 }  // namespace tfm::cpu

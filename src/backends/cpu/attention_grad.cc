@@ -21,6 +21,7 @@ void attention_grad(const float* q, const float* k, const float* v, const int32_
   float* dk = out + q_numel;
   float* dv = dk + kv_numel;
   std::memset(dk, 0, static_cast<size_t>(2 * kv_numel) * sizeof(float));
+  const std::vector<QueryBlock> blocks = query_blocks(slots, seq, len);
   bool ok = true;
 #pragma omp parallel if (batch * seq * q_heads * len * head_dim > kParallelMinElements) \
     reduction(&& : ok)
@@ -34,23 +35,27 @@ void attention_grad(const float* q, const float* k, const float* v, const int32_
         const int64_t kv_at = b * len * view.kv_stride + kvh * head_dim;
         for (int64_t h = kvh * group; h < (kvh + 1) * group && ok; ++h) {
           const int64_t q_at = b * seq * view.q_stride + h * head_dim;
-          ok = attention_probs(q + q_at, k + kv_at, mask + b * len, slots, view, p) &&
-               gemm('N', 'T', seq, len, head_dim, 1.f, dy + q_at, view.q_stride, v + kv_at,
-                    view.kv_stride, 0.f, ds, len);
-          for (int64_t i = 0; i < seq && ok; ++i) {
-            const float* pi = p + i * len;
-            float* di = ds + i * len;
-            float row_dot = 0.f;
-            for (int64_t j = 0; j < len; ++j) row_dot += pi[j] * di[j];
-            for (int64_t j = 0; j < len; ++j) di[j] = pi[j] * (di[j] - row_dot);
+          for (const QueryBlock& blk : blocks) {
+            const int64_t rows = blk.rows, keys = blk.keys;
+            const int64_t at = q_at + blk.first * view.q_stride;
+            ok = ok && attention_probs(q + q_at, k + kv_at, mask + b * len, slots, view, blk, p) &&
+                 gemm('N', 'T', rows, keys, head_dim, 1.f, dy + at, view.q_stride, v + kv_at,
+                      view.kv_stride, 0.f, ds, keys);
+            for (int64_t i = 0; i < rows && ok; ++i) {
+              const float* pi = p + i * keys;
+              float* di = ds + i * keys;
+              float row_dot = 0.f;
+              for (int64_t j = 0; j < keys; ++j) row_dot += pi[j] * di[j];
+              for (int64_t j = 0; j < keys; ++j) di[j] = pi[j] * (di[j] - row_dot);
+            }
+            ok = ok &&
+                 gemm('N', 'N', rows, head_dim, keys, scale, ds, keys, k + kv_at, view.kv_stride,
+                      0.f, dq + at, view.q_stride) &&
+                 gemm('T', 'N', keys, head_dim, rows, scale, ds, keys, q + at, view.q_stride, 1.f,
+                      dk + kv_at, view.kv_stride) &&
+                 gemm('T', 'N', keys, head_dim, rows, 1.f, p, keys, dy + at, view.q_stride, 1.f,
+                      dv + kv_at, view.kv_stride);
           }
-          ok = ok &&
-               gemm('N', 'N', seq, head_dim, len, scale, ds, len, k + kv_at, view.kv_stride, 0.f,
-                    dq + q_at, view.q_stride) &&
-               gemm('T', 'N', len, head_dim, seq, scale, ds, len, q + q_at, view.q_stride, 1.f,
-                    dk + kv_at, view.kv_stride) &&
-               gemm('T', 'N', len, head_dim, seq, 1.f, p, len, dy + q_at, view.q_stride, 1.f,
-                    dv + kv_at, view.kv_stride);
         }
       }
     }
