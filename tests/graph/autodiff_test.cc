@@ -129,46 +129,37 @@ TEST(Autodiff, RopeWithScaling) {
        }});
 }
 
+// Causal attention over one sequence of `seq` tokens per row (slots 0..seq-1) with `mask`.
+void check_attention_gradients(uint32_t seed, const std::vector<int32_t>& mask_values,
+                               const Shape& q_shape, int64_t kv_heads, float scale) {
+  std::mt19937 rng(seed);
+  const int64_t batch = q_shape[0], seq = q_shape[1];
+  std::vector<int32_t> slot_values(static_cast<size_t>(seq));
+  for (int64_t i = 0; i < seq; ++i) slot_values[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  const Tensor mask = ints(mask_values, {batch, seq});
+  const Tensor slots = ints(slot_values, {seq});
+  const Shape kv_shape{batch, seq, kv_heads, q_shape[3]};
+  check_gradients(
+      {{random_tensor(q_shape, rng), random_tensor(kv_shape, rng), random_tensor(kv_shape, rng)},
+       [=](Builder& b, const std::vector<ValueId>& p) {
+         return b.attention(p[0], p[1], p[2], b.weight("mask", mask), b.weight("slots", slots),
+                            scale);
+       }});
+}
+
 TEST(Autodiff, GroupedAttentionWithPaddingMask) {
-  std::mt19937 rng(5);
   // Row 1 is left-padded by one: its first key is masked, and its first query sees nothing.
-  const Tensor mask = ints({1, 1, 1, 1, 0, 1, 1, 1}, {2, 4});
-  const Tensor slots = ints({0, 1, 2, 3}, {4});
-  check_gradients({{random_tensor({2, 4, 4, 8}, rng), random_tensor({2, 4, 2, 8}, rng),
-                    random_tensor({2, 4, 2, 8}, rng)},
-                   [=](Builder& b, const std::vector<ValueId>& p) {
-                     return b.attention(p[0], p[1], p[2], b.weight("mask", mask),
-                                        b.weight("slots", slots), 0.35f);
-                   }});
+  check_attention_gradients(5, {1, 1, 1, 1, 0, 1, 1, 1}, {2, 4, 4, 8}, 2, 0.35f);
 }
 
 TEST(Autodiff, AttentionOverManyQueries) {
-  std::mt19937 rng(9);
-  std::vector<int32_t> mask_values(2 * 17, 1), slot_values(17);
-  mask_values[17] = mask_values[18] = 0;
-  for (int32_t i = 0; i < 17; ++i) slot_values[static_cast<size_t>(i)] = i;
-  const Tensor mask = ints(mask_values, {2, 17});
-  const Tensor slots = ints(slot_values, {17});
-  check_gradients({{random_tensor({2, 17, 2, 8}, rng), random_tensor({2, 17, 1, 8}, rng),
-                    random_tensor({2, 17, 1, 8}, rng)},
-                   [=](Builder& b, const std::vector<ValueId>& p) {
-                     return b.attention(p[0], p[1], p[2], b.weight("mask", mask),
-                                        b.weight("slots", slots), 0.35f);
-                   }});
+  std::vector<int32_t> mask(2 * 17, 1);
+  mask[17] = mask[18] = 0;
+  check_attention_gradients(9, mask, {2, 17, 2, 8}, 1, 0.35f);
 }
 
 TEST(Autodiff, CausalAttentionOverTwoQueryBlocks) {
-  std::mt19937 rng(10);
-  std::vector<int32_t> mask_values(70, 1), slot_values(70);
-  for (int32_t i = 0; i < 70; ++i) slot_values[static_cast<size_t>(i)] = i;
-  const Tensor mask = ints(mask_values, {1, 70});
-  const Tensor slots = ints(slot_values, {70});
-  check_gradients({{random_tensor({1, 70, 2, 4}, rng), random_tensor({1, 70, 1, 4}, rng),
-                    random_tensor({1, 70, 1, 4}, rng)},
-                   [=](Builder& b, const std::vector<ValueId>& p) {
-                     return b.attention(p[0], p[1], p[2], b.weight("mask", mask),
-                                        b.weight("slots", slots), 0.5f);
-                   }});
+  check_attention_gradients(10, std::vector<int32_t>(70, 1), {1, 70, 2, 4}, 1, 0.5f);
 }
 
 TEST(Autodiff, ElementwiseChainWithSharedInput) {

@@ -1,23 +1,21 @@
 // Matrix products with transposed weights, as every projection in these models is.
 // Small M (decode) is memory bound: a hand-written GEMV streams the weights once and widens bf16
 // in registers. Large M (prefill, training) is compute bound: oneDNN's f32 sgemm, fed bf16
-// weights widened one L2-sized tile at a time (f32 compute is ~2x faster than bf16 dot products on
-// this class of CPU, see docs).
-#include <dnnl.h>
-
+// weights widened one L3-sized block of rows at a time (f32 compute is ~2x faster than bf16 dot
+// products on this class of CPU, see docs).
 #include <algorithm>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/sgemm.h"
 #include "backends/cpu/simd.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
 namespace {
 
-constexpr int64_t kGemvMaxRows = 8;     // beyond this, sgemm's blocking wins
-constexpr int kRowsPerTask = 4;         // weight rows processed together by one thread
-constexpr size_t kTileBytes = 4 << 20;  // f32 weights widened per sgemm call: stays in L3
+constexpr int64_t kGemvMaxRows = 8;  // beyond this, sgemm's blocking wins
+constexpr int kRowsPerTask = 4;      // weight rows processed together by one thread
 
 // out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
 // memory serves every x row. M and the row count are compile-time so the accumulators stay in
@@ -107,27 +105,14 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
 
 void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out,
               int64_t ldc) {
-  const dnnl_status_t status = dnnl_sgemm('N', 'T', m, n, k, 1.0f, x, k, w, k, 0.0f, out, ldc);
-  if (status != dnnl_success) {
-    throw Error("[linear] oneDNN sgemm failed (status " + std::to_string(status) + ") for M=" +
-                std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
-  }
+  sgemm('N', 'T', m, n, k, 1.f, x, k, w, k, 0.f, out, ldc, "linear");
 }
 
 void gemm_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                        float* out) {
-  const int64_t tile_rows =
-      std::max<int64_t>(64, static_cast<int64_t>(kTileBytes / sizeof(float)) / k);
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(tile_rows * k));
-  float* tile = scratch.data();  // the OpenMP threads below must share the caller's buffer
-  for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
-    const int64_t rows = std::min(tile_rows, n - r0);
-    const uint16_t* src = w + r0 * k;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows * k; ++i) tile[i] = bf16_bits_to_f32(src[i]);
+  for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
     sgemm_nt(x, tile, m, rows, k, out + r0, n);
-  }
+  });
 }
 
 }  // namespace
