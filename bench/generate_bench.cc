@@ -1,7 +1,10 @@
 // Generation speed of tfm on one checkpoint: first-call compile time, prefill time for given
 // prompt lengths, batch-1 decode tokens/s, peak resident memory, and the decode limit set by
 // memory bandwidth (weight bytes per token / measured read bandwidth). Prints JSON.
+// On an accelerator, --batches adds the decode rate of larger batches (tokens/s over all rows)
+// and each batch's first call, which compiles its shapes.
 //   generate_bench MODEL_DIR [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
+//                  [--device cpu|cuda] [--batches 1,16]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -51,6 +54,20 @@ double read_bandwidth_gbs() {
   return best;
 }
 
+std::vector<int64_t> parse_list(const char* text) {
+  std::vector<int64_t> values;
+  for (const char* p = text; *p;) {
+    char* end;
+    values.push_back(std::strtoll(p, &end, 10));
+    p = *end ? end + 1 : end;
+  }
+  return values;
+}
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 std::vector<int64_t> prompt_of(int64_t length) {
   std::vector<int64_t> ids(static_cast<size_t>(length));
   std::iota(ids.begin(), ids.end(), 1000);
@@ -66,27 +83,24 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  std::string dtype = "bf16";
+  std::string dtype = "bf16", device = "cpu";
   int new_tokens = 32;
-  std::vector<int64_t> prefill_lengths{128, 1024};
+  std::vector<int64_t> prefill_lengths{128, 1024}, batches;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::stoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--prefill")) {
-      prefill_lengths.clear();
-      for (const char* p = argv[i + 1]; *p;) {
-        char* end;
-        prefill_lengths.push_back(std::strtoll(p, &end, 10));
-        p = *end ? end + 1 : end;
-      }
-    }
+    if (!std::strcmp(argv[i], "--prefill")) prefill_lengths = parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
+    if (!std::strcmp(argv[i], "--batches")) batches = parse_list(argv[i + 1]);
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
   nlohmann::json out;
-  out["bandwidth_gbs"] = read_bandwidth_gbs();
+  out["device"] = device;
+  // The host's read bandwidth bounds CPU decode; a GPU's is measured by its own tools.
+  if (device == "cpu") out["bandwidth_gbs"] = read_bandwidth_gbs();
   auto load_start = Clock::now();
   tfm::CausalLM model = tfm::AutoModelForCausalLM::from_pretrained(
-      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = "cpu"});
+      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = device});
   out["load_s"] = std::chrono::duration<double>(Clock::now() - load_start).count();
   out["weight_bytes"] = model.weight_bytes();
   out["dtype"] = dtype;
@@ -97,22 +111,34 @@ int main(int argc, char** argv) {
   tfm::GenerationStats first;
   const auto first_start = Clock::now();
   model.generate({prompt_of(16)}, gc, &first);
-  out["first_call_ms"] =
-      std::chrono::duration<double, std::milli>(Clock::now() - first_start).count();
+  out["first_call_ms"] = ms_since(first_start);
   out["first_call_compile_ms"] = model.graph_stats().compile_ms;
   out["first_call_graphs"] = model.graph_stats().compiles;
   tfm::GenerationStats warm;
   model.generate({prompt_of(16)}, gc, &warm);
   const double decode_tps = (warm.new_tokens - 1) / (warm.decode_ms / 1e3);
   out["decode_tokens_per_s"] = decode_tps;
-  // Each decode step streams every weight once (the tied embedding counts once, as lm_head).
-  const double bound =
-      out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
-  out["decode_bandwidth_bound_tokens_per_s"] = bound;
-  out["decode_fraction_of_bound"] = decode_tps / bound;
+  if (out.contains("bandwidth_gbs")) {
+    // Each decode step streams every weight once (the tied embedding counts once, as lm_head).
+    const double bound =
+        out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
+    out["decode_bandwidth_bound_tokens_per_s"] = bound;
+    out["decode_fraction_of_bound"] = decode_tps / bound;
+  }
   out["peak_rss_mib_after_decode"] = peak_rss_mib();
   out["rss_over_weights_after_decode"] =
       peak_rss_mib() * 1024 * 1024 / static_cast<double>(model.weight_bytes());
+
+  for (int64_t batch : batches) {
+    const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(batch), prompt_of(16));
+    const auto start = Clock::now();
+    model.generate(prompts, gc);
+    out["batches"][std::to_string(batch)]["first_call_ms"] = ms_since(start);
+    tfm::GenerationStats s;
+    model.generate(prompts, gc, &s);
+    out["batches"][std::to_string(batch)]["decode_tokens_per_s"] =
+        static_cast<double>(batch * (s.new_tokens - 1)) / (s.decode_ms / 1e3);
+  }
 
   gc.max_new_tokens = 1;
   for (int64_t length : prefill_lengths) {

@@ -101,7 +101,7 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
                 cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
   PaddedPrompt prompt = pad_prompt(ids, mask, shapes, 0);
-  KvCache cache = model.new_cache(batch, cache_len);
+  KvCache cache = model.cache_for(batch, cache_len);
 
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
@@ -111,13 +111,17 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
     }
   }
 
+  // Plain greedy decoding needs only each row's argmax: the graph picks it on the device and
+  // the whole logits never travel back.
+  const bool argmax_on_device =
+      !gc.do_sample && gc.repetition_penalty == 1.f && gc.min_new_tokens == 0;
   const auto start = Clock::now();
-  Tensor logits;
+  Tensor logits;  // or, with argmax_on_device, the chosen ids
   if (gc.max_new_tokens > 0) {
     for (int64_t c = 0; c < padded_len; c += chunk) {
       StepInputs in{columns(prompt.ids, c, chunk), columns(prompt.positions, c, chunk),
                     arange_rows(1, c, chunk).view({chunk}), prompt.mask};
-      logits = model.step(in, cache, false, gc.disable_compile);
+      logits = model.step(in, cache, false, gc.disable_compile, argmax_on_device);
     }
   }
   const double prefill_ms = ms_since(start);
@@ -131,8 +135,13 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
     Tensor step_ids = Tensor::empty({batch, 1}, DType::i32);
     for (int64_t b = 0; b < batch; ++b) {
       const auto row = static_cast<size_t>(b);
-      std::span<float> row_logits(logits.data_as<float>() + b * vocab, static_cast<size_t>(vocab));
-      const int64_t token = finished[row] ? pad : chooser.choose(row_logits, history[row], t);
+      const auto choose = [&] {
+        if (argmax_on_device) return static_cast<int64_t>(logits.data_as<int32_t>()[b]);
+        std::span<float> row_logits(logits.data_as<float>() + b * vocab,
+                                    static_cast<size_t>(vocab));
+        return chooser.choose(row_logits, history[row], t);
+      };
+      const int64_t token = finished[row] ? pad : choose();
       generated[row].push_back(token);
       step_ids.data_as<int32_t>()[b] = finished[row] ? 0 : static_cast<int32_t>(token);
       if (finished[row]) continue;
@@ -149,7 +158,7 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
       positions.data_as<int32_t>()[b] = prompt.next_position[static_cast<size_t>(b)]++;
     }
     StepInputs in{step_ids, positions, filled_i32({1}, static_cast<int32_t>(slot)), prompt.mask};
-    logits = model.step(in, cache, false, gc.disable_compile);
+    logits = model.step(in, cache, false, gc.disable_compile, argmax_on_device);
   }
 
   const int64_t new_tokens = generated.empty() ? 0 : static_cast<int64_t>(generated[0].size());

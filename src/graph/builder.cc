@@ -152,6 +152,12 @@ ValueId Builder::reduce_rows(ValueId x) {
   return add_node(Op::kReduceRows, {x}, ops::reduce_rows_shape(node(x).shape));
 }
 
+ValueId Builder::argmax(ValueId x) {
+  const ValueId id = add_node(Op::kArgmax, {x}, ops::argmax_shape(node(x).shape));
+  graph_.nodes.back().dtype = DType::i32;
+  return id;
+}
+
 ValueId Builder::cross_entropy(ValueId logits, ValueId targets) {
   return add_node(Op::kCrossEntropy, {logits, targets},
                   ops::cross_entropy_shape(node(logits).shape, node(targets).shape));

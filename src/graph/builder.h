@@ -31,6 +31,7 @@ class Builder {
   ValueId scale(ValueId x, float factor);
   ValueId view(ValueId x, int64_t start, Shape shape);
   ValueId reduce_rows(ValueId x);
+  ValueId argmax(ValueId x);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   ValueId round_bf16(ValueId x);

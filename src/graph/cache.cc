@@ -14,7 +14,8 @@ std::string Signature::str() const {
            (autocast != DType::f32 ? " autocast=" + std::string(dtype_name(autocast)) : "");
   }
   return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
-         " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits");
+         " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits") +
+         (argmax ? " argmax" : "");
 }
 
 Executable& GraphCache::get(const Signature& signature, const std::function<Graph()>& build) {

@@ -24,6 +24,7 @@ struct Signature {
   bool all_logits = false;
   Pass pass = Pass::kInfer;
   DType autocast = DType::f32;  // training: the dtype matrix products compute in
+  bool argmax = false;          // the output is each row's greedy token id instead of its logits
 
   std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
   auto operator<=>(const Signature&) const = default;

@@ -36,6 +36,8 @@ const char* op_name(Op op) {
       return "cross_entropy";
     case Op::kCast:
       return "cast";
+    case Op::kArgmax:
+      return "argmax";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/elementwise_code.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -31,6 +32,8 @@ enum class Op : uint8_t {
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                   //   kIgnoreIndex of -log softmax(logits)[target]
   kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
+  kArgmax,        // (x [..., N]) -> [...] i32: the index of the largest value (the first of
+                  //   equals), so greedy decoding returns token ids instead of whole logits
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
@@ -50,9 +53,6 @@ const char* op_name(Op op);
 
 // A fused elementwise chain, run as a stack program over blocks of elements. Unfused graphs hold
 // one-instruction programs; fusion merges producer programs into their consumer.
-// kSiluGrad pops dy and x and pushes dy * silu'(x); kRoundBf16 rounds to the nearest bf16 value
-// (kept as f32), what a bf16 autocast does to a matrix product's input.
-enum class EwCode : uint8_t { kLoad, kAdd, kMul, kSilu, kScale, kSiluGrad, kRoundBf16 };
 struct EwInstr {
   EwCode code;
   int operand = 0;     // kLoad: input index
@@ -61,8 +61,6 @@ struct EwInstr {
 struct ElementwiseProgram {
   std::vector<EwInstr> instrs;
 };
-// Temporaries a backend keeps per element block; fusion stops before a chain needs more.
-inline constexpr int kMaxElementwiseDepth = 8;
 int program_depth(const ElementwiseProgram& program);
 
 struct Node {

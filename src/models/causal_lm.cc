@@ -29,12 +29,15 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       [this](const std::string&, Tensor& t, const Shape&) { weight_bytes_ += t.nbytes(); });
 }
 
-KvCache CausalLMImpl::new_cache(int64_t batch, int64_t len) const {
+KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
+  if (cache_.batch == batch && cache_.len == len) return cache_;
+  cache_ = {};  // frees the old buffers before the new ones are allocated
   KvCache cache{batch, len, {}};
   const Shape shape{batch, len, config_->num_key_value_heads, config_->head_dim};
   for (int64_t i = 0; i < 2 * config_->num_hidden_layers; ++i) {
     cache.buffers.push_back(Tensor::zeros(shape, dtype_, device_));
   }
+  cache_ = cache;
   return cache;
 }
 
@@ -44,8 +47,10 @@ graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
                                      dtype_);
 }
 
-Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager) {
-  const graph::Signature signature{in.input_ids.dim(0), in.input_ids.dim(1), cache.len, all_logits};
+Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager,
+                          bool argmax) {
+  graph::Signature signature{in.input_ids.dim(0), in.input_ids.dim(1), cache.len, all_logits};
+  signature.argmax = argmax;
   std::vector<Tensor> inputs{in.input_ids, in.position_ids, in.cache_slots, in.attention_mask};
   inputs.insert(inputs.end(), cache.buffers.begin(), cache.buffers.end());
   if (eager) return graph::backend_for(device_).run_eager(build(signature), inputs).at(0);

@@ -51,9 +51,15 @@ class CausalLMImpl {
   DType dtype() const { return dtype_; }
   const std::string& name() const { return name_; }
 
-  KvCache new_cache(int64_t batch, int64_t len) const;
-  // Logits f32 [batch, seq or 1, vocab] on the host.
-  Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager);
+  // The KV cache for `batch` rows of `len` slots. The last one is kept and handed out again for
+  // the same shape, as transformers' StaticCache is: no new allocation, and compiled graphs that
+  // captured its addresses (CUDA Graphs) replay as they are. Its old rows are never read: a
+  // step sees only the slots its attention mask marks, which this call's steps write first.
+  KvCache cache_for(int64_t batch, int64_t len);
+  // Logits f32 [batch, seq or 1, vocab] on the host; with `argmax`, the greedy token ids i32
+  // [batch, seq or 1] instead (chosen on the device: no logits to copy back).
+  Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager,
+              bool argmax = false);
 
   // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly); without
   // grads, the loss alone (evaluation).
@@ -77,6 +83,7 @@ class CausalLMImpl {
   std::string name_;
   size_t weight_bytes_ = 0;
   graph::GraphCache graphs_;
+  KvCache cache_;
 };
 
 // Loads weights named by the one weight listing, checking each shape, prepared for `device`.

@@ -120,7 +120,8 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   }
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits);
-  b.output(b.linear(x, lm_head(b, w, embed)));
+  const ValueId logits = b.linear(x, lm_head(b, w, embed));
+  b.output(sig.argmax ? b.argmax(logits) : logits);
   return b.finish();
 }
 

@@ -97,6 +97,11 @@ Shape reduce_rows_shape(const Shape& x) {
   return {x.back()};
 }
 
+Shape argmax_shape(const Shape& x) {
+  if (x.empty() || x.back() <= 0) fail("argmax", "needs a non-empty last axis, got " + shape_str(x));
+  return Shape(x.begin(), x.end() - 1);
+}
+
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets) {
   Shape rows(logits.begin(), logits.end() - (logits.empty() ? 0 : 1));
   if (logits.size() < 2 || rows != targets) {

@@ -5,19 +5,22 @@
 #include <string>
 
 #include "support/fixtures.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
 namespace tfm {
 namespace {
 
-class GreedyTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class GreedyTest
+    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
 
 TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   set_log_level(LogLevel::kWarn);
-  const auto& [arch, eager] = GetParam();
+  const auto& [arch, eager, device] = GetParam();
+  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   CausalLM model = AutoModelForCausalLM::from_pretrained(
-      testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+      testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
   const nlohmann::json& ref = testing::reference(arch);
   const Tensor ids = testing::int_matrix(ref["padded_input_ids"]);
   const Tensor mask = testing::int_matrix(ref["padded_attention_mask"]);
@@ -35,12 +38,13 @@ TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyTest,
                          ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2",
                                                               "llama3-rope", "qwen3-yarn"),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values("cpu", "cuda")),
                          [](const auto& info) {
                            // Test names allow only letters, digits and '_'.
                            std::string arch = std::get<0>(info.param);
                            std::replace(arch.begin(), arch.end(), '-', '_');
-                           return arch + (std::get<1>(info.param) ? "_eager" : "_compiled");
+                           return std::get<2>(info.param) + "_" + arch +
+                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
                          });
 
 }  // namespace

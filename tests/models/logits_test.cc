@@ -6,6 +6,7 @@
 
 #include "io/model_config.h"
 #include "support/fixtures.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
@@ -16,15 +17,32 @@ struct Case {
   std::string arch;
   DType dtype;
   bool eager;
+  std::string device = "cpu";
+
+  friend void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.device << " " << c.arch << " " << dtype_name(c.dtype) << (c.eager ? " eager" : "");
+  }
 };
+
+// Every case on the CPU and, where a GPU is present, on CUDA.
+std::vector<Case> on_each_device(std::vector<Case> cases) {
+  const size_t count = cases.size();
+  for (size_t i = 0; i < count; ++i) {
+    Case c = cases[i];
+    c.device = "cuda";
+    cases.push_back(c);
+  }
+  return cases;
+}
 
 class LogitsTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(LogitsTest, MatchesTransformers) {
   set_log_level(LogLevel::kWarn);
   const Case& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
   CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir(c.arch),
-                                                         {.dtype = c.dtype, .device_map = "cpu"});
+                                                         {.dtype = c.dtype, .device_map = c.device});
   const nlohmann::json& ref = testing::reference(c.arch);
   const Tensor logits =
       model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.eager);
@@ -61,18 +79,19 @@ TEST_P(LogitsTest, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, LogitsTest,
-    ::testing::Values(Case{"qwen3", DType::f32, false}, Case{"qwen3", DType::f32, true},
-                      Case{"qwen3", DType::bf16, false}, Case{"llama", DType::f32, false},
-                      Case{"llama", DType::f32, true}, Case{"llama", DType::bf16, false},
-                      Case{"qwen2", DType::f32, false}, Case{"qwen2", DType::f32, true},
-                      Case{"llama3-rope", DType::f32, false}, Case{"llama3-rope", DType::f32, true},
-                      Case{"llama3-rope", DType::bf16, false},
-                      Case{"qwen3-yarn", DType::f32, false}, Case{"qwen3-yarn", DType::f32, true}),
+    ::testing::ValuesIn(on_each_device(
+        {Case{"qwen3", DType::f32, false}, Case{"qwen3", DType::f32, true},
+         Case{"qwen3", DType::bf16, false}, Case{"qwen3", DType::bf16, true},
+         Case{"llama", DType::f32, false}, Case{"llama", DType::f32, true},
+         Case{"llama", DType::bf16, false}, Case{"qwen2", DType::f32, false},
+         Case{"qwen2", DType::f32, true}, Case{"llama3-rope", DType::f32, false},
+         Case{"llama3-rope", DType::f32, true}, Case{"llama3-rope", DType::bf16, false},
+         Case{"qwen3-yarn", DType::f32, false}, Case{"qwen3-yarn", DType::f32, true}})),
     [](const auto& info) {
       // Test names allow only letters, digits and '_'; fixture folders use '-'.
       std::string arch = info.param.arch;
       std::replace(arch.begin(), arch.end(), '-', '_');
-      return arch + "_" + std::string(dtype_name(info.param.dtype)) +
+      return info.param.device + "_" + arch + "_" + std::string(dtype_name(info.param.dtype)) +
              (info.param.eager ? "_eager" : "_compiled");
     });
 

@@ -36,6 +36,7 @@ void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, in
 void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
                         int64_t rows, int64_t vocab, float* d_logits);
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
 void cast(const void* x, DType from, void* out, DType to, size_t count);
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
                     int64_t hidden, float* d_table);

@@ -110,4 +110,12 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
   }
 }
 
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out) {
+#pragma omp parallel for schedule(static) if (rows * n > kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    out[r] = static_cast<int32_t>(std::max_element(row, row + n) - row);
+  }
+}
+
 }  // namespace tfm::cpu

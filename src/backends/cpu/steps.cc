@@ -109,6 +109,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
       return [=] { reduce_rows(f(args[0]), rows, cols, f(out)); };
     }
+    case Op::kArgmax: {
+      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
+      return [=, &ptrs] {
+        argmax_rows(f(args[0]), rows, cols, static_cast<int32_t*>(ptrs[out]));
+      };
+    }
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       return [=] { cross_entropy(f(args[0]), i32(args[1]), rows, vocab, f(out)); };

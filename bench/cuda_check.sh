@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# On the H200 machine (no package registry there): builds tfm with the CUDA backend for sm_90,
+# runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
+# there with its transformers) against transformers + torch on the same GPU. Writes logs and JSON
+# into OUTDIR (seven files); each stage has its own time limit so the whole run stays inside 8 minutes.
+#   bench/cuda_check.sh OUTDIR [DEBS_DIR]
+# DEBS_DIR holds the Debian 12 packages the build needs (made here by `apt-get download`, see
+# bench/RESULTS.md); they are unpacked into /tmp/deps, never into /.
+set -uo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+debs=${2:-.debs}
+deps=/tmp/deps
+model=/tmp/qwen3-0.6b
+build=build-h200
+stage() { echo "== $1 $(date +%T)" | tee -a "$out/stages.log"; }
+
+stage unpack
+for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
+# Their pkg-config and Gloo CMake files name /usr; point them at the unpacked copy.
+sed -i "s|^prefix=/usr|prefix=$deps/usr|" "$deps"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+sed -i "s|\"/usr/lib/|\"$deps/usr/lib/|g" "$deps"/usr/share/cmake/Gloo/GlooTargets-*.cmake
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH:$deps/usr/bin
+export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
+export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:${LD_LIBRARY_PATH:-}
+export CMAKE_POLICY_VERSION_MINIMUM=3.5
+nvidia-smi >> "$out/stages.log" 2>&1
+
+stage checkpoint
+(timeout 120 python3 tools/make_random_checkpoint.py --out "$model" >> "$out/stages.log" 2>&1) &
+checkpoint=$!
+
+stage build
+timeout 240 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
+  > "$out/build.log" 2>&1 &&
+  timeout 240 cmake --build "$build" --target tfm tfm_backends_tests tfm_models_tests \
+    tfm_generation_tests tfm_core_tests generate_bench >> "$out/build.log" 2>&1
+echo "build exit $?" | tee -a "$out/stages.log"
+wait $checkpoint
+
+stage tests
+export TFM_BIN=$PWD/$build/tfm
+for t in core backends models generation; do
+  timeout 60 "$build/tests/tfm_${t}_tests" --gtest_filter='*Cuda*:*cuda*:Device*' \
+    >> "$out/tests.log" 2>&1
+  echo "tests $t exit $?" | tee -a "$out/stages.log"
+done
+
+stage tfm-bench
+timeout 100 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 --new-tokens 64 \
+  --prefill 128,1024 --batches 1,16 > "$out/tfm.json" 2> "$out/tfm.log"
+echo "tfm bench exit $?" | tee -a "$out/stages.log"
+
+stage transformers-bench
+timeout 170 python3 bench/anchor_transformers.py "$model" --device cuda --new-tokens 64 \
+  --prefill 128,1024 --batches 1,16 > "$out/transformers.json" 2> "$out/transformers.log"
+echo "transformers bench exit $?" | tee -a "$out/stages.log"
+stage done

@@ -1,0 +1,13 @@
+// Device and pinned host memory. Out-of-memory is reported with what was asked and what is free.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace tfm::cuda {
+
+std::shared_ptr<void> device_allocate(int index, size_t bytes);
+std::shared_ptr<void> pinned_allocate(size_t bytes);
+int device_count();
+
+}  // namespace tfm::cuda

@@ -1,0 +1,61 @@
+// CUDA kernels, launched on a stream. Activations are f32; large weights and the KV cache are f32
+// or bf16 (widened in registers); small weights (norms, biases, RoPE frequencies) are f32. Each
+// launcher checks its launch and names itself when the launch fails.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "graph/elementwise_code.h"
+#include "tfm/dtype.h"
+
+namespace tfm::cuda {
+
+void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
+               const int32_t* ids, int64_t count, float* out, cudaStream_t stream);
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
+              cudaStream_t stream);
+void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
+          cudaStream_t stream);
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
+                 cudaStream_t stream);
+void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
+               int64_t length, float* out, cudaStream_t stream);
+void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
+void add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t stream);
+// out[r] = the index of row r's largest value, the first of equals (as std::max_element).
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
+
+// A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel.
+inline constexpr int kMaxEwInstrs = 32;
+inline constexpr int kMaxEwInputs = 12;
+struct EwKernelProgram {
+  int count = 0;
+  uint8_t code[kMaxEwInstrs] = {};
+  uint8_t operand[kMaxEwInstrs] = {};
+  float scalar[kMaxEwInstrs] = {};
+  const float* inputs[kMaxEwInputs] = {};
+};
+void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream);
+
+// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n] for few rows (decode): one warp per output column,
+// bandwidth bound on the weights. bias may be null.
+inline constexpr int64_t kGemvMaxRows = 8;
+void gemv(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
+          int64_t k, float* y, cudaStream_t stream);
+
+// Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
+// run as separate blocks (split-K, so a decode step fills the GPU); a second kernel merges the
+// chunks' softmax statistics. `scratch` holds attention_scratch_bytes().
+struct AttentionShape {
+  int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
+};
+size_t attention_scratch_bytes(const AttentionShape& shape);
+void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
+               const int32_t* slots, const AttentionShape& shape, float scale, float* out,
+               void* scratch, cudaStream_t stream);
+
+}  // namespace tfm::cuda

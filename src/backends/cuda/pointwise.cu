@@ -1,0 +1,253 @@
+// Row-wise and element-wise kernels: memory bound, one thread per element or one warp per row.
+#include <cuda_bf16.h>
+
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/kernels.h"
+#include "tfm/error.h"
+
+namespace tfm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
+                                 int64_t count, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count * hidden) return;
+  const int64_t token = ids[i / hidden];
+  // Ids are checked on the host before they are copied; this only keeps a bad one in bounds.
+  out[i] = token >= 0 && token < vocab ? widen(table[token * hidden + i % hidden]) : 0.f;
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
+                                float* out) {
+  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* in = x + row * hidden;
+  float sum_sq = 0.f;
+  for (int i = lane; i < hidden; i += 32) sum_sq += in[i] * in[i];
+  sum_sq = warp_sum(sum_sq);
+  const float inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
+  float* o = out + row * hidden;
+  for (int i = lane; i < hidden; i += 32) o[i] = w[i] * (in[i] * inv_rms);
+}
+
+__global__ void rope_kernel(const float* x, const int32_t* positions, const float* inv_freq,
+                            int64_t tokens, int64_t heads, int half, float scaling, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= tokens * heads * half) return;
+  const int64_t token = i / (heads * half);
+  const int f = static_cast<int>(i % half);
+  // The angle is formed in f32 as PyTorch does, so large positions round the same way.
+  const float angle = static_cast<float>(positions[token]) * inv_freq[f];
+  const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
+  const int64_t base = (i / half) * 2 * half;
+  const float x1 = x[base + f], x2 = x[base + f + half];
+  out[base + f] = x1 * c - x2 * s;
+  out[base + f + half] = x2 * c + x1 * s;
+}
+
+template <typename T>
+__global__ void cache_write_kernel(T* cache, const float* update, const int32_t* slots,
+                                   int64_t cache_len, int64_t seq, int64_t row_elems,
+                                   int64_t total) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= total) return;
+  const int64_t e = i % row_elems, s = (i / row_elems) % seq, b = i / (row_elems * seq);
+  const int64_t slot = slots[s];
+  if (slot < 0 || slot >= cache_len) return;
+  cache[(b * cache_len + slot) * row_elems + e] = narrow<T>(update[i]);
+}
+
+__global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int64_t start,
+                                 int64_t length, int64_t total, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= total) return;
+  const int64_t e = i % inner, s = (i / inner) % length, b = i / (inner * length);
+  out[i] = x[(b * seq + start + s) * inner + e];
+}
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* x, To* out, int64_t count) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = narrow<To>(widen(x[i]));
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t total) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < total) y[i] += bias[i % n];
+}
+
+constexpr int kArgmaxThreads = 1024;
+
+// One block per row: each thread scans a strided slice, then the block reduces (value, index).
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* x, int64_t n, int32_t* out) {
+  const float* row = x + blockIdx.x * n;
+  float best = -INFINITY;
+  int64_t best_at = n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    if (row[i] > best) best = row[i], best_at = i;
+  }
+  __shared__ float values[kArgmaxThreads];
+  __shared__ int64_t indices[kArgmaxThreads];
+  values[threadIdx.x] = best;
+  indices[threadIdx.x] = best_at;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float v = values[threadIdx.x + half];
+      const int64_t at = indices[threadIdx.x + half];
+      if (v > values[threadIdx.x] || (v == values[threadIdx.x] && at < indices[threadIdx.x])) {
+        values[threadIdx.x] = v;
+        indices[threadIdx.x] = at;
+      }
+    }
+    __syncthreads();
+  }
+  // A row of NaN or -inf only has no larger value: index 0, as std::max_element gives.
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(indices[0] < n ? indices[0] : 0);
+}
+
+__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  float stack[graph::kMaxElementwiseDepth];
+  int top = -1;
+  for (int p = 0; p < program.count; ++p) {
+    switch (static_cast<graph::EwCode>(program.code[p])) {
+      case graph::EwCode::kLoad:
+        stack[++top] = program.inputs[program.operand[p]][i];
+        break;
+      case graph::EwCode::kAdd:
+        --top;
+        stack[top] += stack[top + 1];
+        break;
+      case graph::EwCode::kMul:
+        --top;
+        stack[top] *= stack[top + 1];
+        break;
+      case graph::EwCode::kSilu:
+        stack[top] = stack[top] / (1.f + expf(-stack[top]));
+        break;
+      case graph::EwCode::kScale:
+        stack[top] *= program.scalar[p];
+        break;
+      case graph::EwCode::kRoundBf16:
+        stack[top] = __bfloat162float(__float2bfloat16_rn(stack[top]));
+        break;
+      case graph::EwCode::kSiluGrad: {
+        --top;
+        const float x = stack[top], dy = stack[top + 1];
+        const float sigmoid = 1.f / (1.f + expf(-x));
+        stack[top] = dy * sigmoid * (1.f + x * (1.f - sigmoid));
+        break;
+      }
+    }
+  }
+  out[i] = stack[0];
+}
+
+void check_float_kind(DType dtype, const char* op) {
+  if (dtype != DType::f32 && dtype != DType::bf16) {
+    throw Error(std::string("[cuda ") + op + "] dtype " + std::string(dtype_name(dtype)) +
+                " is not supported (f32, bf16)");
+  }
+}
+
+}  // namespace
+
+void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
+               const int32_t* ids, int64_t count, float* out, cudaStream_t stream) {
+  check_float_kind(table_dtype, "embedding");
+  const int blocks = blocks_for(count * hidden, kThreads);
+  if (table_dtype == DType::bf16) {
+    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table),
+                                                      vocab, hidden, ids, count, out);
+  } else {
+    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), vocab,
+                                                      hidden, ids, count, out);
+  }
+  check_launch("embedding");
+}
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
+              cudaStream_t stream) {
+  rms_norm_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
+      x, w, rows, static_cast<int>(hidden), eps, out);
+  check_launch("rms_norm");
+}
+
+void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
+          cudaStream_t stream) {
+  const int half = static_cast<int>(head_dim / 2);
+  rope_kernel<<<blocks_for(batch * seq * heads * half, kThreads), kThreads, 0, stream>>>(
+      x, positions, inv_freq, batch * seq, heads, half, attention_scaling, out);
+  check_launch("rope");
+}
+
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
+                 cudaStream_t stream) {
+  check_float_kind(cache_dtype, "cache_write");
+  const int64_t total = batch * seq * row_elems;
+  const int blocks = blocks_for(total, kThreads);
+  if (cache_dtype == DType::bf16) {
+    cache_write_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(cache), update,
+                                                        slots, cache_len, seq, row_elems, total);
+  } else {
+    cache_write_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(cache), update, slots,
+                                                        cache_len, seq, row_elems, total);
+  }
+  check_launch("cache_write");
+}
+
+void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
+               int64_t length, float* out, cudaStream_t stream) {
+  const int64_t total = batch * length * inner;
+  slice_seq_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(x, seq, inner, start,
+                                                                         length, total, out);
+  check_launch("slice_seq");
+}
+
+void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream) {
+  check_float_kind(from, "cast");
+  check_float_kind(to, "cast");
+  const int blocks = blocks_for(count, kThreads);
+  using bf16 = __nv_bfloat16;
+  if (from == DType::f32 && to == DType::bf16) {
+    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x),
+                                                 static_cast<bf16*>(out), count);
+  } else if (from == DType::bf16 && to == DType::f32) {
+    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(x),
+                                                 static_cast<float*>(out), count);
+  } else if (from == DType::bf16) {
+    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(x),
+                                                 static_cast<bf16*>(out), count);
+  } else {
+    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x),
+                                                 static_cast<float*>(out), count);
+  }
+  check_launch("cast");
+}
+
+void add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  add_bias_kernel<<<blocks_for(rows * n, kThreads), kThreads, 0, stream>>>(y, bias, n, rows * n);
+  check_launch("add_bias");
+}
+
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
+  argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(x, n, out);
+  check_launch("argmax");
+}
+
+void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream) {
+  elementwise_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(program, count, out);
+  check_launch("elementwise");
+}
+
+}  // namespace tfm::cuda

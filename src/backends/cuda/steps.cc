@@ -1,0 +1,193 @@
+#include "backends/cuda/steps.h"
+
+#include <memory>
+
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/matmul.h"
+#include "tfm/error.h"
+
+namespace tfm::cuda {
+namespace {
+
+using graph::Node;
+using graph::Op;
+
+int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
+
+const Node& input(const graph::Graph& graph, const Node& n, size_t i) {
+  return graph.nodes[static_cast<size_t>(n.inputs[i])];
+}
+
+// Throws when the program is longer or reads more inputs than the kernel holds.
+EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs) {
+  if (program.instrs.size() > static_cast<size_t>(kMaxEwInstrs) ||
+      inputs > static_cast<size_t>(kMaxEwInputs)) {
+    throw Error("[cuda elementwise] fused chain of " + std::to_string(program.instrs.size()) +
+                " ops over " + std::to_string(inputs) + " inputs exceeds the kernel's " +
+                std::to_string(kMaxEwInstrs) + " ops and " + std::to_string(kMaxEwInputs) +
+                " inputs");
+  }
+  if (graph::program_depth(program) > graph::kMaxElementwiseDepth) {
+    throw Error("[cuda elementwise] fused chain needs more than " +
+                std::to_string(graph::kMaxElementwiseDepth) + " temporaries");
+  }
+  EwKernelProgram k;
+  k.count = static_cast<int>(program.instrs.size());
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    k.code[i] = static_cast<uint8_t>(program.instrs[i].code);
+    k.operand[i] = static_cast<uint8_t>(program.instrs[i].operand);
+    k.scalar[i] = program.instrs[i].scalar;
+  }
+  return k;
+}
+
+AttentionShape attention_shape(const graph::Graph& graph, const Node& n) {
+  const Shape& q = input(graph, n, 0).shape;
+  const Shape& k = input(graph, n, 1).shape;
+  return {q[0], q[1], k[1], q[2], k[2], q[3]};
+}
+
+// Large row counts go to cuBLASLt; bf16 weights then need bf16 activations (rounded once).
+bool uses_matmul(const graph::Graph& graph, const Node& n) {
+  return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
+}
+
+Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
+  const Node& w = input(graph, n, 1);
+  const DType dt = w.dtype;
+  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t x = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
+  const bool has_bias = n.inputs.size() > 2;
+  const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
+  if (!uses_matmul(graph, n)) {
+    return [=](StepContext& c) {
+      gemv(static_cast<const float*>(c.ptrs[x]), c.ptrs[wi], dt,
+           has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr, m, nn, k,
+           static_cast<float*>(c.ptrs[out]), c.stream);
+    };
+  }
+  auto product = std::make_shared<const Matmul>(m, nn, k, dt);
+  return [=](StepContext& c) {
+    const void* lhs = c.ptrs[x];
+    if (dt != DType::f32) {
+      cast(lhs, DType::f32, c.scratch, dt, m * k, c.stream);
+      lhs = c.scratch;
+    }
+    auto* y = static_cast<float*>(c.ptrs[out]);
+    product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream);
+    if (has_bias) add_bias(y, static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
+  };
+}
+
+}  // namespace
+
+size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
+  if (n.op == Op::kLinear && uses_matmul(graph, n)) {
+    return static_cast<size_t>(shape_numel(input(graph, n, 0).shape)) *
+           dtype_size(input(graph, n, 1).dtype);
+  }
+  return 0;
+}
+
+Step make_step(const graph::Graph& graph, graph::ValueId id) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
+  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
+  const auto out = static_cast<size_t>(id);
+  const auto f = [](StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); };
+  const auto i32 = [](StepContext& c, size_t i) { return static_cast<const int32_t*>(c.ptrs[i]); };
+
+  switch (n.op) {
+    case Op::kEmbedding: {
+      const DType dt = in(0).dtype;
+      const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
+                    count = shape_numel(in(1).shape);
+      return [=](StepContext& c) {
+        embedding(c.ptrs[args[0]], dt, vocab, hidden, i32(c, args[1]), count, f(c, out),
+                  c.stream);
+      };
+    }
+    case Op::kLinear:
+      return linear_step(graph, n, out);
+    case Op::kRmsNorm: {
+      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const float eps = n.eps;
+      return [=](StepContext& c) {
+        rms_norm(f(c, args[0]), f(c, args[1]), rows, hidden, eps, f(c, out), c.stream);
+      };
+    }
+    case Op::kRope: {
+      const Shape s = n.shape;
+      const float scaling = n.scale;
+      return [=](StepContext& c) {
+        rope(f(c, args[0]), i32(c, args[1]), f(c, args[2]), s[0], s[1], s[2], s[3], scaling,
+             f(c, out), c.stream);
+      };
+    }
+    case Op::kCacheWrite: {
+      const Shape cs = n.shape;
+      const int64_t seq = in(1).shape[1];
+      const DType dt = n.dtype;
+      return [=](StepContext& c) {
+        // The output aliases the cache: the same buffer, now holding the new rows too.
+        c.ptrs[out] = c.ptrs[args[0]];
+        cache_write(c.ptrs[args[0]], dt, f(c, args[1]), i32(c, args[2]), cs[0], cs[1], seq,
+                    cs[2] * cs[3], c.stream);
+      };
+    }
+    case Op::kAttention: {
+      const AttentionShape shape = attention_shape(graph, n);
+      const float scale = n.scale;
+      const DType kv_dtype = in(1).dtype;
+      return [=](StepContext& c) {
+        attention(f(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32(c, args[3]),
+                  i32(c, args[4]), shape, scale, f(c, out), c.scratch, c.stream);
+      };
+    }
+    case Op::kSliceSeq: {
+      const Shape x = in(0).shape;
+      const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
+      return [=](StepContext& c) {
+        slice_seq(f(c, args[0]), x[0], x[1], inner, start, length, f(c, out), c.stream);
+      };
+    }
+    case Op::kReshape:
+      return [=](StepContext& c) { c.ptrs[out] = c.ptrs[args[0]]; };
+    case Op::kView: {
+      const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
+      return [=](StepContext& c) {
+        c.ptrs[out] = static_cast<char*>(c.ptrs[args[0]]) + byte_offset;
+      };
+    }
+    case Op::kElementwise: {
+      const EwKernelProgram program = to_kernel_program(n.program, args.size());
+      const int64_t count = shape_numel(n.shape);
+      return [=](StepContext& c) {
+        EwKernelProgram bound = program;
+        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = f(c, args[i]);
+        elementwise(bound, count, f(c, out), c.stream);
+      };
+    }
+    case Op::kCast: {
+      const DType from = in(0).dtype, to = n.dtype;
+      const int64_t count = shape_numel(n.shape);
+      return [=](StepContext& c) {
+        cast(c.ptrs[args[0]], from, c.ptrs[out], to, count, c.stream);
+      };
+    }
+    case Op::kArgmax: {
+      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
+      return [=](StepContext& c) {
+        argmax_rows(f(c, args[0]), rows, cols, static_cast<int32_t*>(c.ptrs[out]), c.stream);
+      };
+    }
+    default:
+      break;
+  }
+  throw Error(std::string("[cuda] no kernel for op ") + graph::op_name(n.op) +
+              " yet: training graphs run on the cpu (device_map=\"cpu\")");
+}
+
+}  // namespace tfm::cuda

@@ -1,0 +1,28 @@
+// Turns one graph node into kernel launches on a stream, over pointers looked up when the step
+// runs, so the compiled executable (captured into a CUDA Graph) and eager mode launch the same
+// kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tfm::cuda {
+
+struct StepContext {
+  std::vector<void*>& ptrs;  // each value's device buffer by node index
+  void* scratch;             // scratch_bytes() of the largest step, reused by every step
+  void* workspace;           // kMatmulWorkspaceBytes for cuBLASLt
+  cudaStream_t stream;
+};
+
+using Step = std::function<void(StepContext&)>;
+
+size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
+// Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.
+Step make_step(const graph::Graph& graph, graph::ValueId id);
+
+}  // namespace tfm::cuda
