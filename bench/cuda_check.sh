@@ -4,8 +4,9 @@
 # there with its transformers) against transformers + torch on the same GPU. Writes logs and JSON
 # into OUTDIR (seven files); each stage has its own time limit so the whole run stays inside 8 minutes.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
-# DEBS_DIR holds the Debian 12 packages the build needs (made here by `apt-get download`, see
-# bench/RESULTS.md); they are unpacked into /tmp/deps, never into /.
+# DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
+# on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
+#   run(command="bash bench/cuda_check.sh $OUT .debs", carry=[".debs"], timeout_s=480)
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 debs=${2:-.debs}
