@@ -14,9 +14,18 @@ namespace tfm {
 
 struct ModelConfig;
 
+// How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
+// must equal tp_size x fsdp_size. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
+// tensor-parallel group; the fsdp_size groups are data-parallel replicas of it.
+struct DistributedConfig {
+  int tp_size = 1;    // each layer's heads, MLP columns and vocabulary split across this many
+  int fsdp_size = 1;  // data-parallel replicas (their sharding of training state: not yet)
+};
+
 struct LoadOptions {
   std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
   std::string device_map = "auto";  // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
+  DistributedConfig distributed = {};
 };
 
 struct GraphCacheStats {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/distributed_options.h"
 #include "cli/id_list.h"
 #include "io/hub.h"
 #include "tfm/error.h"
@@ -21,6 +22,7 @@ struct Options {
   GenerationConfig gen;
   uint64_t seed = 0;
   bool chat = false, print_ids = false, quiet = false;
+  DistributedConfig distributed;
 };
 
 std::optional<Tokenizer> load_tokenizer(const Options& o) {
@@ -43,8 +45,9 @@ std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>
 }
 
 void run(Options& o) {
-  if (o.quiet) set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device};
+  const bool prints = prints_results();
+  if (o.quiet || !prints) set_log_level(LogLevel::kWarn);
+  LoadOptions load{.device_map = o.device, .distributed = o.distributed};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::optional<Tokenizer> tok = load_tokenizer(o);
@@ -52,7 +55,7 @@ void run(Options& o) {
   if (o.gen.do_sample) o.gen.seed = o.seed;
 
   std::unique_ptr<StreamingDecoder> stream;
-  if (tok) {
+  if (tok && prints) {
     stream = std::make_unique<StreamingDecoder>(*tok, /*skip_special_tokens=*/true);
     std::cout << tok->decode(std::vector<int32_t>(prompt.begin(), prompt.end()), true)
               << std::flush;
@@ -63,6 +66,7 @@ void run(Options& o) {
   GenerationStats stats;
   const std::vector<int64_t> out = model.generate({prompt}, o.gen, &stats).at(0);
   if (stream) std::cout << stream->flush() << "\n";
+  if (!prints) return;
   if (o.print_ids) std::cout << json_id_list(out) << "\n";
   const double tok_per_s =
       stats.new_tokens > 1 ? (stats.new_tokens - 1) / (stats.decode_ms / 1e3) : 0;
@@ -98,6 +102,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str();
   cmd->add_flag("--disable-compile", o->gen.disable_compile, "Run eagerly, op by op");
   cmd->add_flag("--quiet", o->quiet, "Do not log compilations");
+  add_distributed_options(cmd, o->distributed);
   cmd->callback([o] { run(*o); });
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/distributed_options.h"
 #include "cli/id_list.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -29,11 +30,12 @@ double causal_lm_loss(const float* logits, const std::vector<int64_t>& ids, int6
 struct Options {
   std::string model, ids, dtype, device = "auto";
   bool all = false, disable_compile = false;
+  DistributedConfig distributed;
 };
 
 void run(const Options& o) {
   set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device};
+  LoadOptions load{.device_map = o.device, .distributed = o.distributed};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::vector<int64_t> ids = parse_id_list(o.ids);
@@ -54,7 +56,7 @@ void run(const Options& o) {
   const double loss = causal_lm_loss(data, ids, vocab);
   out["loss"] = std::isnan(loss) ? nlohmann::json() : nlohmann::json(loss);
   out["shape"] = o.all ? std::vector<int64_t>{1, seq, vocab} : std::vector<int64_t>{vocab};
-  std::cout << out.dump() << "\n";
+  if (prints_results()) std::cout << out.dump() << "\n";
 }
 
 void add_logits_command(CLI::App& app) {
@@ -68,6 +70,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--dtype", options->dtype, "f32 or bf16 (default: the checkpoint's)");
   cmd->add_option("--device", options->device, "cpu, cuda, cuda:N or auto");
   cmd->add_flag("--disable-compile", options->disable_compile, "Run eagerly, op by op");
+  add_distributed_options(cmd, options->distributed);
   cmd->callback([options] { run(*options); });
 }
 

@@ -5,8 +5,10 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -67,26 +69,54 @@ ProcessGroupOptions ProcessGroup::options_from_environment() {
 }
 
 ProcessGroup::ProcessGroup(const ProcessGroupOptions& o)
-    : rank_(o.rank), size_(o.world_size), timeout_(o.timeout) {
-  store_ = std::make_unique<TcpStore>(o.master_addr, o.master_port, o.rank == 0, o.timeout);
+    : ProcessGroup(o.rank, o.world_size, o.timeout,
+                   std::make_shared<TcpStore>(o.master_addr, o.master_port, o.rank == 0,
+                                              o.timeout),
+                   o.world_size > 1 && o.master_addr != "127.0.0.1" && o.master_addr != "localhost"
+                       ? ""
+                       : "127.0.0.1") {
+  connect(*store_);
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
+                           std::shared_ptr<TcpStore> store, std::string host)
+    : rank_(rank), size_(size), timeout_(timeout), store_(std::move(store)), host_(std::move(host)) {}
+
+void ProcessGroup::connect(gloo::rendezvous::Store& store) {
   gloo::transport::tcp::attr attr;
-  attr.hostname = o.world_size > 1 && o.master_addr != "127.0.0.1" && o.master_addr != "localhost"
-                      ? ""
-                      : "127.0.0.1";
+  attr.hostname = host_;
   auto device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
-  context->setTimeout(o.timeout);
-  run_collective("rendezvous", rank_, [&] { context->connectFullMesh(*store_, device); });
+  context->setTimeout(timeout_);
+  run_collective("rendezvous", rank_, [&] { context->connectFullMesh(store, device); });
   context_ = context;
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroup::subgroup(const std::vector<int>& ranks,
+                                                     const std::string& name) {
+  const auto at = std::find(ranks.begin(), ranks.end(), rank_);
+  if (at == ranks.end()) {
+    throw Error("[distributed] rank " + std::to_string(rank_) + " is not a member of group '" +
+                name + "'");
+  }
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup(static_cast<int>(at - ranks.begin()),
+                                                       static_cast<int>(ranks.size()), timeout_,
+                                                       store_, host_));
+  gloo::rendezvous::PrefixStore prefixed(name, *store_);
+  group->connect(prefixed);
+  return group;
 }
 
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::all_reduce(Tensor& tensor) {
-  float* data = host_f32(tensor, "all_reduce");
+  all_reduce_sum(host_f32(tensor, "all_reduce"), static_cast<size_t>(tensor.numel()));
+}
+
+void ProcessGroup::all_reduce_sum(float* data, size_t count) {
   run_collective("all_reduce", rank_, [&] {
     gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data, static_cast<size_t>(tensor.numel()));
+    opts.setOutput(data, count);
     opts.setReduceFunction(
         static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setTimeout(timeout_);
@@ -100,12 +130,15 @@ void ProcessGroup::all_gather(const Tensor& in, Tensor& out) {
                 std::to_string(size_) + " x " + shape_str(in.shape()));
   }
   Tensor input = in;
-  float* src = host_f32(input, "all_gather");
-  float* dst = host_f32(out, "all_gather");
+  all_gather(host_f32(input, "all_gather"), static_cast<size_t>(in.numel()),
+             host_f32(out, "all_gather"));
+}
+
+void ProcessGroup::all_gather(const float* in, size_t count, float* out) {
   run_collective("all_gather", rank_, [&] {
     gloo::AllgatherOptions opts(context_);
-    opts.setInput(src, static_cast<size_t>(in.numel()));
-    opts.setOutput(dst, static_cast<size_t>(out.numel()));
+    opts.setInput(const_cast<float*>(in), count);
+    opts.setOutput(out, count * static_cast<size_t>(size_));
     opts.setTimeout(timeout_);
     gloo::allgather(opts);
   });

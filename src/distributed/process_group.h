@@ -6,11 +6,16 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "graph/communicator.h"
 #include "tfm/tensor.h"
 
 namespace gloo {
 class Context;
+namespace rendezvous {
+class Store;
+}
 }
 
 namespace tfm::distributed {
@@ -25,19 +30,24 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(5);  // per collective and rendezvous
 };
 
-class ProcessGroup {
+class ProcessGroup : public graph::Communicator {
  public:
   // RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as tfmrun or torchrun set them; a missing or
   // malformed one is an error naming it.
   static ProcessGroupOptions options_from_environment();
 
   explicit ProcessGroup(const ProcessGroupOptions& options);
-  ~ProcessGroup();
+  ~ProcessGroup() override;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  // A group of some of this group's ranks (in the given order), for the tensor-parallel and FSDP
+  // dimensions. Only its members call it, each with the same `ranks` and a `name` unique in the
+  // job; its rendezvous goes through this group's store.
+  std::unique_ptr<ProcessGroup> subgroup(const std::vector<int>& ranks, const std::string& name);
 
   // f32 host tensors, contiguous. all_reduce sums in place; all_gather concatenates every rank's
   // `in` along axis 0 into `out` (size x in); reduce_scatter sums `in` across ranks and keeps this
@@ -48,10 +58,18 @@ class ProcessGroup {
   void broadcast(Tensor& tensor, int root);
   void barrier();
 
+  void all_reduce_sum(float* data, size_t count) override;
+  void all_gather(const float* in, size_t count, float* out) override;
+
  private:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
+               std::shared_ptr<TcpStore> store, std::string host);
+  void connect(gloo::rendezvous::Store& store);
+
   int rank_, size_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<TcpStore> store_;
+  std::shared_ptr<TcpStore> store_;  // shared with the subgroups
+  std::string host_;                 // the address gloo binds to
   std::shared_ptr<gloo::Context> context_;
 };
 

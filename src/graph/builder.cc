@@ -45,6 +45,13 @@ ValueId Builder::embedding(ValueId table, ValueId ids) {
                   ops::embedding_shape(node(table).shape, node(ids).shape));
 }
 
+ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
+  const ValueId id = embedding(table, ids);
+  graph_.nodes.back().start = first_id;
+  graph_.nodes.back().shard = true;
+  return id;
+}
+
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
   if (autocast_ == DType::bf16) x = round_bf16(x);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
@@ -155,6 +162,19 @@ ValueId Builder::reduce_rows(ValueId x) {
 ValueId Builder::argmax(ValueId x) {
   const ValueId id = add_node(Op::kArgmax, {x}, ops::argmax_shape(node(x).shape));
   graph_.nodes.back().dtype = DType::i32;
+  return id;
+}
+
+ValueId Builder::all_reduce(ValueId x, std::shared_ptr<Communicator> group) {
+  const ValueId id = add_node(Op::kAllReduce, {x}, node(x).shape, node(x).name);
+  graph_.nodes.back().group = std::move(group);
+  return id;
+}
+
+ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
+  const ValueId id =
+      add_node(Op::kAllGather, {x}, ops::all_gather_shape(node(x).shape, group->size()));
+  graph_.nodes.back().group = std::move(group);
   return id;
 }
 

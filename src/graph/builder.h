@@ -18,6 +18,8 @@ class Builder {
   ValueId weight(std::string name, Tensor tensor);
 
   ValueId embedding(ValueId table, ValueId ids);
+  // `table` holds ids [first_id, first_id + rows) of a vocabulary split across ranks.
+  ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
   ValueId linear(ValueId x, ValueId w, ValueId bias = -1);
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
@@ -32,6 +34,8 @@ class Builder {
   ValueId view(ValueId x, int64_t start, Shape shape);
   ValueId reduce_rows(ValueId x);
   ValueId argmax(ValueId x);
+  ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId all_gather(ValueId x, std::shared_ptr<Communicator> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   ValueId round_bf16(ValueId x);

@@ -38,6 +38,10 @@ const char* op_name(Op op) {
       return "cast";
     case Op::kArgmax:
       return "argmax";
+    case Op::kAllReduce:
+      return "all_reduce";
+    case Op::kAllGather:
+      return "all_gather";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:

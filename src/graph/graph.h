@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "graph/communicator.h"
 #include "graph/elementwise_code.h"
 #include "tfm/tensor.h"
 
@@ -17,7 +19,8 @@ using ValueId = int;
 enum class Op : uint8_t {
   kInput,         // given per run: ids, positions, masks; or a state buffer (KV cache)
   kWeight,        // a constant tensor bound when the graph is built
-  kEmbedding,     // (table [V, H], ids [B, S] i32) -> [B, S, H]
+  kEmbedding,     // (table [V, H], ids [B, S] i32) -> [B, S, H]; a vocabulary shard (`shard`)
+                  //   holds rows [start, start + V): other ids read as zero rows
   kLinear,        // (x [..., K], w [N, K], bias [N]?) -> [..., N]: x @ w^T + bias
   kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
   kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
@@ -34,6 +37,9 @@ enum class Op : uint8_t {
   kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
   kArgmax,        // (x [..., N]) -> [...] i32: the index of the largest value (the first of
                   //   equals), so greedy decoding returns token ids instead of whole logits
+  kAllReduce,     // (x) -> the sum of x over the node's `group` of processes
+  kAllGather,     // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
+                  //   last axis, in rank order
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
@@ -73,7 +79,9 @@ struct Node {
   bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
   float eps = 0.f;             // kRmsNorm and its gradients
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
-  int64_t start = 0;           // kSliceSeq: position; kView: element offset
+  int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
+  bool shard = false;          // kEmbedding: the table is one rank's slice of the vocabulary
+  std::shared_ptr<Communicator> group;  // kAllReduce, kAllGather
   ElementwiseProgram program;  // kElementwise
 };
 

@@ -16,8 +16,10 @@ namespace tfm {
 
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
-                           std::string name)
+                           std::string name, models::TensorParallel tp)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
+      tp_(std::move(tp)),
+      local_config_(models::local_config(*config_, tp_)),
       features_(features),
       weights_(std::move(weights)),
       device_(device),
@@ -33,7 +35,7 @@ KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
   if (cache_.batch == batch && cache_.len == len) return cache_;
   cache_ = {};  // frees the old buffers before the new ones are allocated
   KvCache cache{batch, len, {}};
-  const Shape shape{batch, len, config_->num_key_value_heads, config_->head_dim};
+  const Shape shape{batch, len, local_config_.num_key_value_heads, config_->head_dim};
   for (int64_t i = 0; i < 2 * config_->num_hidden_layers; ++i) {
     cache.buffers.push_back(Tensor::zeros(shape, dtype_, device_));
   }
@@ -42,9 +44,9 @@ KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
 }
 
 graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
-  return models::build_decoder_graph(*config_, features_, weights_,
+  return models::build_decoder_graph(local_config_, features_, weights_,
                                      models::rope_tables(*config_, signature.cache_len), signature,
-                                     dtype_);
+                                     dtype_, tp_);
 }
 
 Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager,
@@ -60,6 +62,10 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
 
 LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
                                       DType autocast) {
+  if (tp_.size > 1) {
+    throw Error("training with tp_size=" + std::to_string(tp_.size) +
+                " is not supported yet: tensor parallelism serves forward and generate()");
+  }
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
   const graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
@@ -124,9 +130,11 @@ void check_dtype(DType dtype, const std::filesystem::path& source) {
 }  // namespace
 
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
-                                             const LoadOptions& options) {
+                                             const LoadOptions& options,
+                                             const models::TensorParallel& tp) {
   const std::filesystem::path dir = resolve_pretrained(id_or_path);
   Setup s = setup(dir / "config.json", options);
+  models::check_tensor_parallel(s.config, tp, (dir / "config.json").string());
   const Checkpoint checkpoint = Checkpoint::open(dir);
   const DType dtype = choose_dtype(options, s.config, checkpoint);
   check_dtype(dtype, dir);
@@ -140,31 +148,45 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                           "' has shape " + shape_str(info.shape) +
                                           " but config.json implies " + shape_str(shape));
                             }
-                            field = backend.prepare_weight(checkpoint.tensor(name), dtype);
+                            // Under TP a view of this rank's rows (or a copy of its columns):
+                            // only those pages of the file are read.
+                            field = backend.prepare_weight(
+                                models::tensor_parallel_shard(name, checkpoint.tensor(name),
+                                                              s.config, tp),
+                                dtype);
                             checkpoint.release(name);
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name));
+                                        s.device, dtype, std::move(name), tp);
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
-                                             const LoadOptions& options, uint64_t seed) {
+                                             const LoadOptions& options, uint64_t seed,
+                                             const models::TensorParallel& tp) {
   Setup s = setup(config_json, options);
+  models::check_tensor_parallel(s.config, tp, config_json.string());
   const DType dtype = options.dtype.value_or(s.config.dtype.value_or(DType::f32));
   check_dtype(dtype, config_json);
   graph::Backend& backend = graph::backend_for(s.device);
   models::DecoderWeights weights = models::init_weights(s.config, s.features, seed);
   models::for_each_weight(s.config, s.features, weights,
-                          [&](const std::string&, Tensor& field, const Shape&) {
-                            field = backend.prepare_weight(field, dtype);
+                          [&](const std::string& name, Tensor& field, const Shape&) {
+                            // Every rank draws the whole model from the same seed, then keeps
+                            // its slices: the same weights as one process would have.
+                            field = backend.prepare_weight(
+                                models::tensor_parallel_shard(name, field, s.config, tp), dtype);
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name));
+                                        s.device, dtype, std::move(name), tp);
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
+  if (model.tensor_parallel().size > 1) {
+    throw Error("save_pretrained with tp_size=" + std::to_string(model.tensor_parallel().size) +
+                " is not supported yet: load the model without a DistributedConfig to save it");
+  }
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) throw Error("cannot create '" + dir.string() + "': " + error.message());

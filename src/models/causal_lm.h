@@ -43,8 +43,9 @@ struct LossAndGrads {
 
 class CausalLMImpl {
  public:
+  // Under tensor parallelism `weights` are this rank's shards (models::tensor_parallel_shard).
   CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
-               Device device, DType dtype, std::string name);
+               Device device, DType dtype, std::string name, models::TensorParallel tp = {});
 
   const ModelConfig& config() const { return *config_; }
   Device device() const { return device_; }
@@ -70,12 +71,15 @@ class CausalLMImpl {
   void for_each_weight(const models::WeightVisitor& visit);
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
+  const models::TensorParallel& tensor_parallel() const { return tp_; }
   size_t weight_bytes() const { return weight_bytes_; }
 
  private:
   graph::Graph build(const graph::Signature& signature) const;
 
   std::unique_ptr<ModelConfig> config_;
+  models::TensorParallel tp_;
+  ModelConfig local_config_;  // this rank's share of the heads (the whole config without TP)
   models::DecoderFeatures features_;
   models::DecoderWeights weights_;
   Device device_;
@@ -88,10 +92,12 @@ class CausalLMImpl {
 
 // Loads weights named by the one weight listing, checking each shape, prepared for `device`.
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
-                                             const LoadOptions& options);
+                                             const LoadOptions& options,
+                                             const models::TensorParallel& tp = {});
 // A model with fresh weights (models::init_weights) for the architecture in `config_json`.
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
-                                             const LoadOptions& options, uint64_t seed);
+                                             const LoadOptions& options, uint64_t seed,
+                                             const models::TensorParallel& tp = {});
 // config.json and model.safetensors (weights in `dtype`, a tied lm_head left out) that
 // transformers' from_pretrained loads.
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype);

@@ -1,4 +1,5 @@
-// tfm::CausalLM, the public face of CausalLMImpl (generate() lives in src/generation).
+// tfm::CausalLM, the public face of CausalLMImpl (generate() lives in src/generation, and
+// AutoModelForCausalLM in src/distributed, which makes the process groups a DistributedConfig needs).
 #include "models/causal_lm.h"
 #include "models/step_inputs.h"
 #include "tfm/error.h"
@@ -34,16 +35,6 @@ Tensor CausalLM::forward(const Tensor& input_ids, const Tensor* attention_mask, 
 
 void CausalLM::save_pretrained(const std::string& dir, std::optional<DType> dtype) {
   save_causal_lm(*impl_, dir, dtype.value_or(impl_->dtype()));
-}
-
-CausalLM AutoModelForCausalLM::from_config(const std::string& config_json,
-                                           const LoadOptions& options, uint64_t seed) {
-  return CausalLM(init_causal_lm(config_json, options, seed));
-}
-
-CausalLM AutoModelForCausalLM::from_pretrained(const std::string& id_or_path,
-                                               const LoadOptions& options) {
-  return CausalLM(load_causal_lm(id_or_path, options));
 }
 
 }  // namespace tfm

@@ -66,10 +66,14 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
 // empty for a forward pass over the sequence alone.
 ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                      const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
-                     const std::vector<ValueId>& caches, ValueId embed, bool all_logits) {
+                     const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
+                     const TensorParallel& tp) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t seq = b.shape(ids)[1];
-  ValueId x = b.embedding(embed, ids);
+  // Row-parallel outputs and the vocabulary-split embedding are partial sums across the ranks.
+  const auto reduce = [&](ValueId v) { return tp.size > 1 ? b.all_reduce(v, tp.group) : v; };
+  ValueId x = tp.size > 1 ? reduce(b.embedding_shard(embed, ids, tp.rank * b.shape(embed)[0]))
+                          : b.embedding(embed, ids);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -77,11 +81,11 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
     const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
-    x = b.add(x, attention_block(b, c, f, l, p + "self_attn.", h, in, rope.attention_scaling,
-                                 cache(0), cache(1)));
+    x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.", h, in,
+                                        rope.attention_scaling, cache(0), cache(1))));
     const ValueId h2 = b.rms_norm(
         x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = b.add(x, mlp_block(b, l, p + "mlp.", h2));
+    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.", h2)));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.
@@ -107,7 +111,8 @@ Inputs common_inputs(Builder& b, const RopeTables& rope, int64_t batch, int64_t 
 
 graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
                                  const DecoderWeights& w, const RopeTables& rope,
-                                 const graph::Signature& sig, DType cache_dtype) {
+                                 const graph::Signature& sig, DType cache_dtype,
+                                 const TensorParallel& tp) {
   Builder b;
   const int64_t batch = sig.batch, seq = sig.seq, len = sig.cache_len;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -119,8 +124,9 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
     caches.push_back(b.state("layers." + std::to_string(i) + ".v_cache", cache_shape, cache_dtype));
   }
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
-  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits);
-  const ValueId logits = b.linear(x, lm_head(b, w, embed));
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits, tp);
+  ValueId logits = b.linear(x, lm_head(b, w, embed));
+  if (tp.size > 1) logits = b.all_gather(logits, tp.group);  // each rank has a vocabulary slice
   b.output(sig.argmax ? b.argmax(logits) : logits);
   return b.finish();
 }
@@ -135,7 +141,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
-  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true);
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, TensorParallel{});
   const ValueId loss = b.cross_entropy(b.linear(x, lm_head(b, w, embed)), targets);
   b.output(loss);
   if (!with_grads) return b.finish();

@@ -9,6 +9,7 @@
 #include "graph/cache.h"
 #include "graph/graph.h"
 #include "io/model_config.h"
+#include "models/tensor_parallel.h"
 #include "tfm/tensor.h"
 
 namespace tfm::models {
@@ -59,10 +60,13 @@ RopeTables rope_tables(const ModelConfig& config, int64_t seq_len);
 
 // Graph inputs, in order: input_ids [B, S], position_ids [B, S], slots [S] (cache slots the
 // tokens are written to), attention_mask [B, L] (all i32), then k and v caches per layer
-// [B, L, kv_heads, head_dim] of `cache_dtype`. Output: logits [B, S or 1, vocab] f32.
+// [B, L, kv_heads, head_dim] of `cache_dtype`. Output: logits [B, S or 1, vocab] f32 (or, with
+// signature.argmax, the greedy ids). Under tensor parallelism `config` is the rank's local one
+// (models::local_config) and `weights` its shards.
 graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeatures& features,
                                  const DecoderWeights& weights, const RopeTables& rope,
-                                 const graph::Signature& signature, DType cache_dtype);
+                                 const graph::Signature& signature, DType cache_dtype,
+                                 const TensorParallel& tp = {});
 
 // The training step for [batch, seq] token rows: inputs input_ids, position_ids, cache_slots
 // (0..seq-1), attention_mask [B, S], targets [B, S] (the labels shifted left by one, kIgnoreIndex

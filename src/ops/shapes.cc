@@ -102,6 +102,15 @@ Shape argmax_shape(const Shape& x) {
   return Shape(x.begin(), x.end() - 1);
 }
 
+Shape all_gather_shape(const Shape& x, int group_size) {
+  if (x.empty() || group_size < 1) {
+    fail("all_gather", shape_str(x) + " over " + std::to_string(group_size) + " ranks");
+  }
+  Shape out = x;
+  out.back() *= group_size;
+  return out;
+}
+
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets) {
   Shape rows(logits.begin(), logits.end() - (logits.empty() ? 0 : 1));
   if (logits.size() < 2 || rows != targets) {

@@ -15,6 +15,12 @@ inline constexpr int64_t kParallelMinElements = 1 << 15;
 
 void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
                const int32_t* ids, int64_t count, float* out);
+// `table` holds ids [first_id, first_id + rows) of a vocabulary split across ranks; other ids
+// give zero rows (the all_reduce that follows adds the owning rank's row).
+void embedding_shard(const void* table, DType table_dtype, int64_t rows, int64_t hidden,
+                     int64_t first_id, const int32_t* ids, int64_t count, float* out);
+// out [rows, group x n]: `gathered` holds each rank's [rows, n] one after the other.
+void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ranks, float* out);
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.
 void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
             int64_t k, float* out);

@@ -24,6 +24,30 @@ void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidd
   }
 }
 
+void embedding_shard(const void* table, DType table_dtype, int64_t rows, int64_t hidden,
+                     int64_t first_id, const int32_t* ids, int64_t count, float* out) {
+  const size_t elem = dtype_size(table_dtype);
+#pragma omp parallel for schedule(static) if (count * hidden > kParallelMinElements)
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = ids[i] - first_id;
+    if (row < 0 || row >= rows) {
+      std::fill(out + i * hidden, out + (i + 1) * hidden, 0.f);
+      continue;
+    }
+    convert_elements(static_cast<const char*>(table) + static_cast<size_t>(row * hidden) * elem,
+                     table_dtype, out + i * hidden, DType::f32, static_cast<size_t>(hidden));
+  }
+}
+
+void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ranks, float* out) {
+  for (int r = 0; r < ranks; ++r) {
+    for (int64_t i = 0; i < rows; ++i) {
+      std::memcpy(out + (i * ranks + r) * n, gathered + (r * rows + i) * n,
+                  static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+}
+
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out) {
 #pragma omp parallel for schedule(static) if (rows * hidden > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {

@@ -1,5 +1,7 @@
 #include "backends/cpu/steps.h"
 
+#include <cstring>
+
 #include "backends/cpu/kernels.h"
 #include "tfm/error.h"
 
@@ -36,7 +38,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Node& table = in(0);
       const DType dt = table.dtype;
       const int64_t vocab = table.shape[0], hidden = table.shape[1],
-                    count = shape_numel(in(1).shape);
+                    count = shape_numel(in(1).shape), first_id = n.start;
+      if (n.shard) {
+        return [=, &ptrs] {
+          embedding_shard(ptrs[args[0]], dt, vocab, hidden, first_id, i32(args[1]), count, f(out));
+        };
+      }
       return
           [=, &ptrs] { embedding(ptrs[args[0]], dt, vocab, hidden, i32(args[1]), count, f(out)); };
     }
@@ -113,6 +120,23 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
       return [=, &ptrs] {
         argmax_rows(f(args[0]), rows, cols, static_cast<int32_t*>(ptrs[out]));
+      };
+    }
+    case Op::kAllReduce: {
+      const auto count = static_cast<size_t>(shape_numel(n.shape));
+      const std::shared_ptr<graph::Communicator> group = n.group;
+      return [=] {
+        std::memcpy(f(out), f(args[0]), count * sizeof(float));
+        group->all_reduce_sum(f(out), count);
+      };
+    }
+    case Op::kAllGather: {
+      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
+      const std::shared_ptr<graph::Communicator> group = n.group;
+      return [=] {
+        std::vector<float> gathered(static_cast<size_t>(rows * cols * group->size()));
+        group->all_gather(f(args[0]), static_cast<size_t>(rows * cols), gathered.data());
+        interleave_gathered(gathered.data(), rows, cols, group->size(), f(out));
       };
     }
     case Op::kCrossEntropy: {

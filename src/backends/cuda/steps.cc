@@ -101,6 +101,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
 
   switch (n.op) {
     case Op::kEmbedding: {
+      if (n.shard) break;  // tensor parallel runs on the cpu for now
       const DType dt = in(0).dtype;
       const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
                     count = shape_numel(in(1).shape);
@@ -187,7 +188,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       break;
   }
   throw Error(std::string("[cuda] no kernel for op ") + graph::op_name(n.op) +
-              " yet: training graphs run on the cpu (device_map=\"cpu\")");
+              (n.shard ? " (vocabulary shard)" : "") +
+              " yet: training and tensor-parallel graphs run on the cpu (device_map=\"cpu\")");
 }
 
 }  // namespace tfm::cuda

@@ -1,0 +1,21 @@
+#include "cli/distributed_options.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace tfm::cli {
+
+void add_distributed_options(CLI::App* cmd, DistributedConfig& config) {
+  cmd->add_option("--tp-size", config.tp_size,
+                  "Tensor-parallel ranks (start with tfmrun; WORLD_SIZE = tp x fsdp)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--fsdp-size", config.fsdp_size, "Data-parallel (FSDP) ranks")
+      ->check(CLI::PositiveNumber);
+}
+
+bool prints_results() {
+  const char* rank = std::getenv("RANK");
+  return rank == nullptr || std::string(rank) == "0";
+}
+
+}  // namespace tfm::cli

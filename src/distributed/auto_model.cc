@@ -1,0 +1,20 @@
+// AutoModelForCausalLM lives above models/: a DistributedConfig needs the process groups made
+// here before the weights are sliced.
+#include "distributed/parallel_groups.h"
+#include "models/causal_lm.h"
+
+namespace tfm {
+
+CausalLM AutoModelForCausalLM::from_config(const std::string& config_json,
+                                           const LoadOptions& options, uint64_t seed) {
+  return CausalLM(
+      init_causal_lm(config_json, options, seed, distributed::tensor_parallel(options.distributed)));
+}
+
+CausalLM AutoModelForCausalLM::from_pretrained(const std::string& id_or_path,
+                                               const LoadOptions& options) {
+  return CausalLM(
+      load_causal_lm(id_or_path, options, distributed::tensor_parallel(options.distributed)));
+}
+
+}  // namespace tfm

@@ -1,0 +1,68 @@
+#include "distributed/parallel_groups.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tfm/error.h"
+
+namespace tfm::distributed {
+namespace {
+
+std::string sizes(const DistributedConfig& c) {
+  return "tp_size=" + std::to_string(c.tp_size) + " x fsdp_size=" + std::to_string(c.fsdp_size);
+}
+
+std::shared_ptr<ProcessGroup> world() {
+  // One rendezvous per process: the store serves MASTER_PORT once.
+  static const std::shared_ptr<ProcessGroup> group =
+      std::make_shared<ProcessGroup>(ProcessGroup::options_from_environment());
+  return group;
+}
+
+ParallelGroups make_groups(const DistributedConfig& c) {
+  ParallelGroups g;
+  g.world = world();
+  if (g.world->size() != c.tp_size * c.fsdp_size) {
+    throw Error("[distributed] DistributedConfig " + sizes(c) + " needs " +
+                std::to_string(c.tp_size * c.fsdp_size) + " processes, but WORLD_SIZE is " +
+                std::to_string(g.world->size()));
+  }
+  // Tensor-parallel ranks are neighbours (on one node where there are several).
+  const int rank = g.world->rank(), tp_index = rank % c.tp_size, replica = rank / c.tp_size;
+  const std::string name = "tp" + std::to_string(c.tp_size) + "x" + std::to_string(c.fsdp_size);
+  std::vector<int> tp_ranks, fsdp_ranks;
+  for (int i = 0; i < c.tp_size; ++i) tp_ranks.push_back(replica * c.tp_size + i);
+  for (int i = 0; i < c.fsdp_size; ++i) fsdp_ranks.push_back(i * c.tp_size + tp_index);
+  g.tp = g.world->subgroup(tp_ranks, name + ".tp" + std::to_string(replica));
+  g.fsdp = g.world->subgroup(fsdp_ranks, name + ".fsdp" + std::to_string(tp_index));
+  return g;
+}
+
+}  // namespace
+
+const ParallelGroups& parallel_groups(const DistributedConfig& config) {
+  if (config.tp_size < 1 || config.fsdp_size < 1) {
+    throw Error("[distributed] DistributedConfig " + sizes(config) + ": sizes must be at least 1");
+  }
+  static std::mutex mutex;
+  static std::map<std::pair<int, int>, ParallelGroups> made;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::pair<int, int> key{config.tp_size, config.fsdp_size};
+  auto it = made.find(key);
+  if (it == made.end()) {
+    it = made.emplace(key, config.tp_size * config.fsdp_size == 1 ? ParallelGroups{}
+                                                                   : make_groups(config))
+             .first;
+  }
+  return it->second;
+}
+
+models::TensorParallel tensor_parallel(const DistributedConfig& config) {
+  const ParallelGroups& groups = parallel_groups(config);
+  if (config.tp_size == 1) return {};
+  return {groups.tp->rank(), groups.tp->size(), groups.tp};
+}
+
+}  // namespace tfm::distributed

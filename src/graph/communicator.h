@@ -1,0 +1,20 @@
+// The group of processes a collective node runs over. Backends call it when they run the node;
+// distributed::ProcessGroup implements it (the graph layer sits below distributed/).
+#pragma once
+
+#include <cstddef>
+
+namespace tfm::graph {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums `data` across the group, in place. A dead or late peer throws tfm::Error.
+  virtual void all_reduce_sum(float* data, size_t count) = 0;
+  // `out` holds size() x count floats: rank r's `in` at r * count.
+  virtual void all_gather(const float* in, size_t count, float* out) = 0;
+};
+
+}  // namespace tfm::graph

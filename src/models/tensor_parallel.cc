@@ -1,0 +1,102 @@
+#include "models/tensor_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tfm/error.h"
+
+namespace tfm::models {
+namespace {
+
+enum class Split { kReplicated, kRows, kColumns, kFirstRank };
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Split split_of(const std::string& name) {
+  for (const char* column : {"q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj."}) {
+    if (name.find(column) != std::string::npos) return Split::kRows;
+  }
+  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) {
+    return Split::kColumns;
+  }
+  // A row-parallel layer's bias is added once, after the all_reduce: rank 0 carries it.
+  if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return Split::kFirstRank;
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return Split::kRows;
+  return Split::kReplicated;
+}
+
+bool is_kv(const std::string& name) {
+  return name.find("k_proj.") != std::string::npos || name.find("v_proj.") != std::string::npos;
+}
+
+void check_split(int64_t count, const char* what, const TensorParallel& tp,
+                 const std::string& source) {
+  if (count % tp.size != 0) {
+    throw Error(source + ": tp_size=" + std::to_string(tp.size) + " does not divide " + what +
+                "=" + std::to_string(count));
+  }
+}
+
+Tensor columns(const Tensor& full, int64_t begin, int64_t end) {
+  const int64_t rows = full.dim(0), cols = full.dim(1), width = end - begin;
+  Tensor out = Tensor::empty({rows, width}, full.dtype());
+  const size_t elem = dtype_size(full.dtype());
+  const auto* src = static_cast<const char*>(full.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + static_cast<size_t>(r * width) * elem,
+                src + static_cast<size_t>(r * cols + begin) * elem,
+                static_cast<size_t>(width) * elem);
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_tensor_parallel(const ModelConfig& c, const TensorParallel& tp,
+                           const std::string& source) {
+  if (tp.size == 1) return;
+  check_split(c.num_attention_heads, "num_attention_heads", tp, source);
+  if (c.num_key_value_heads % tp.size != 0 && tp.size % c.num_key_value_heads != 0) {
+    throw Error(source + ": tp_size=" + std::to_string(tp.size) +
+                " and num_key_value_heads=" + std::to_string(c.num_key_value_heads) +
+                ": one must divide the other (KV heads are split, or replicated when fewer)");
+  }
+  check_split(c.intermediate_size, "intermediate_size", tp, source);
+  check_split(c.vocab_size, "vocab_size", tp, source);
+}
+
+ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp) {
+  ModelConfig local = config;
+  local.num_attention_heads = config.num_attention_heads / tp.size;
+  local.num_key_value_heads = std::max<int64_t>(1, config.num_key_value_heads / tp.size);
+  return local;
+}
+
+Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const ModelConfig& c,
+                             const TensorParallel& tp) {
+  if (tp.size == 1) return full;
+  switch (split_of(name)) {
+    case Split::kReplicated:
+      return full;
+    case Split::kFirstRank:
+      return tp.rank == 0 ? full : Tensor::zeros(full.shape(), full.dtype());
+    case Split::kColumns: {
+      const int64_t width = full.dim(1) / tp.size;
+      return columns(full, tp.rank * width, (tp.rank + 1) * width);
+    }
+    case Split::kRows:
+      break;
+  }
+  if (is_kv(name) && c.num_key_value_heads < tp.size) {
+    const int64_t ranks_per_head = tp.size / c.num_key_value_heads;
+    const int64_t head = tp.rank / ranks_per_head;
+    return full.slice(head * c.head_dim, (head + 1) * c.head_dim);
+  }
+  const int64_t rows = full.dim(0) / tp.size;
+  return full.slice(tp.rank * rows, (tp.rank + 1) * rows);
+}
+
+}  // namespace tfm::models

@@ -1,0 +1,34 @@
+// Tensor parallelism as Megatron-LM lays it out: q/k/v/gate/up split by output rows (column
+// parallel), o/down by input columns (row parallel, an all_reduce after them), the embedding and
+// lm_head by vocabulary rows (an all_reduce after the embedding, an all_gather of the logits).
+// Each rank holds only its slices.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "graph/communicator.h"
+#include "io/model_config.h"
+#include "tfm/tensor.h"
+
+namespace tfm::models {
+
+struct TensorParallel {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<graph::Communicator> group;  // null when size == 1
+};
+
+// Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
+// split evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
+// the KV head its query heads use.
+void check_tensor_parallel(const ModelConfig& config, const TensorParallel& tp,
+                           const std::string& source);
+// The config as one rank sees it: its share of the attention and KV heads.
+ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp);
+// This rank's slice of the checkpoint tensor `name` (its full value `full`); a view of `full`
+// where the slice is whole rows, a copy otherwise.
+Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
+                             const ModelConfig& config, const TensorParallel& tp);
+
+}  // namespace tfm::models

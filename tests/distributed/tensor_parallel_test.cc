@@ -1,0 +1,125 @@
+// Tensor parallelism with 4 CPU processes under tfmrun: each rank's split model against the
+// whole model in the same process (logits within 1e-5) and against transformers' greedy ids
+// (tensor_parallel_worker.cc), and the configuration errors a user can make.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "support/fixtures.h"
+#include "support/run_binary.h"
+#include "tfm/error.h"
+#include "tfm/model.h"
+
+namespace tfm {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+std::string worker() {
+  const char* tfm = std::getenv("TFM_BIN");
+  return tfm == nullptr
+             ? ""
+             : (std::filesystem::path(tfm).parent_path() / "tfm_tensor_parallel_worker").string();
+}
+
+// A port of its own per test process, so parallel ctest runs do not meet in one store.
+std::string port(int offset) { return std::to_string(21000 + (::getpid() * 7 + offset) % 20000); }
+
+struct Layout {
+  std::string arch;
+  int tp, fsdp;
+
+  friend void PrintTo(const Layout& l, std::ostream* os) {
+    *os << l.arch << " tp=" << l.tp << " fsdp=" << l.fsdp;
+  }
+};
+
+class TensorParallelTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(TensorParallelTest, FourRanksMatchOneProcess) {
+  const Layout& l = GetParam();
+  const auto run = testing::run_binary(
+      "tfmrun", {"--nproc_per_node", "4", "--master_port", port(l.tp), worker(),
+                 testing::fixture_dir(l.arch), std::to_string(l.tp), std::to_string(l.fsdp)});
+  if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  ASSERT_EQ(run->status, 0) << run->out << run->err;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(run->out, HasSubstr("rank " + std::to_string(r) + ": ok")) << run->out;
+  }
+}
+
+// qwen3: 4 heads over 2 KV heads (tp=4 replicates each KV head on two ranks), tied embeddings;
+// qwen2: q/k/v biases and an untied lm_head.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
+                         ::testing::Values(Layout{"qwen3", 4, 1}, Layout{"qwen3", 2, 2},
+                                           Layout{"qwen2", 4, 1}, Layout{"qwen2", 1, 4}),
+                         [](const auto& info) {
+                           return info.param.arch + "_tp" + std::to_string(info.param.tp) +
+                                  "_fsdp" + std::to_string(info.param.fsdp);
+                         });
+
+// `tfm logits --tp-size 2` under tfmrun: rank 0 alone prints, and prints the one-process logits.
+TEST(TensorParallelCli, LogitsPrintOnceAndMatchOneProcess) {
+  const char* tfm = std::getenv("TFM_BIN");
+  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const std::vector<std::string> args{"logits", testing::fixture_dir("qwen2"), "--ids",
+                                      "5,17,300,999", "--all", "--device", "cpu"};
+  const auto one = testing::run_binary("tfm", args);
+  ASSERT_EQ(one->status, 0) << one->err;
+  std::vector<std::string> split{"--nproc_per_node", "2", "--master_port", port(11), tfm};
+  split.insert(split.end(), args.begin(), args.end());
+  split.insert(split.end(), {"--tp-size", "2"});
+  const auto two = testing::run_binary("tfmrun", split);
+  ASSERT_EQ(two->status, 0) << two->err;
+  EXPECT_EQ(two->out.find("[rank1]"), std::string::npos) << two->out;
+  const std::string prefix = "[rank0]: ";
+  ASSERT_EQ(two->out.rfind(prefix, 0), 0u) << two->out;
+  const auto want = nlohmann::json::parse(one->out)["logits"];
+  const auto got = nlohmann::json::parse(two->out.substr(prefix.size()))["logits"];
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t s = 0; s < want.size(); ++s) {
+    for (size_t v = 0; v < want[s].size(); ++v) {
+      worst = std::max(worst, std::fabs(got[s][v].get<double>() - want[s][v].get<double>()));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
+  const auto run = testing::run_binary(
+      "tfmrun", {"--nproc_per_node", "3", "--master_port", port(9), worker(),
+                 testing::fixture_dir("qwen3"), "3", "1"});
+  if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, HasSubstr("tp_size=3 does not divide num_attention_heads=4"));
+}
+
+TEST(TensorParallelConfig, WorldSizeMustBeTpTimesFsdp) {
+  const auto run = testing::run_binary(
+      "tfmrun", {"--nproc_per_node", "2", "--master_port", port(10), worker(),
+                 testing::fixture_dir("qwen3"), "2", "2"});
+  if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, HasSubstr("needs 4 processes, but WORLD_SIZE is 2"));
+}
+
+TEST(TensorParallelConfig, WithoutALauncherSaysHowToStart) {
+  if (std::getenv("RANK") != nullptr) GTEST_SKIP() << "running under a launcher";
+  EXPECT_THAT(
+      [] {
+        AutoModelForCausalLM::from_pretrained(
+            testing::fixture_dir("qwen3"),
+            {.dtype = DType::f32, .device_map = "cpu", .distributed = {.tp_size = 2}});
+      },
+      ThrowsMessage<Error>(HasSubstr("start the program with tfmrun")));
+}
+
+}  // namespace
+}  // namespace tfm
