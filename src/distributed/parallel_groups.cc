@@ -37,6 +37,9 @@ ParallelGroups make_groups(const DistributedConfig& c) {
   for (int i = 0; i < c.fsdp_size; ++i) fsdp_ranks.push_back(i * c.tp_size + tp_index);
   g.tp = g.world->subgroup(tp_ranks, name + ".tp" + std::to_string(replica));
   g.fsdp = g.world->subgroup(fsdp_ranks, name + ".fsdp" + std::to_string(tp_index));
+  // Rank 0 serves the store: it must not run ahead (and perhaps exit) while another rank still
+  // reads a subgroup's addresses from it.
+  g.world->barrier();
   return g;
 }
 

@@ -46,10 +46,9 @@ ValueId Builder::embedding(ValueId table, ValueId ids) {
 }
 
 ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
-  const ValueId id = embedding(table, ids);
-  graph_.nodes.back().start = first_id;
-  graph_.nodes.back().shard = true;
-  return id;
+  Node like;
+  like.start = first_id;
+  return as_vocab_shard(embedding(table, ids), like);
 }
 
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
@@ -175,6 +174,28 @@ ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
   const ValueId id =
       add_node(Op::kAllGather, {x}, ops::all_gather_shape(node(x).shape, group->size()));
   graph_.nodes.back().group = std::move(group);
+  return id;
+}
+
+ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
+  const ValueId id = add_node(Op::kCopyToGroup, {x}, node(x).shape, node(x).name);
+  graph_.nodes.back().group = std::move(group);
+  return id;
+}
+
+ValueId Builder::cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
+                                     std::shared_ptr<Communicator> group) {
+  Node like;
+  like.start = first_id;
+  like.group = std::move(group);
+  return as_vocab_shard(cross_entropy(logits, targets), like);
+}
+
+ValueId Builder::as_vocab_shard(ValueId id, const Node& like) {
+  Node& n = graph_.nodes[static_cast<size_t>(id)];
+  n.shard = true;
+  n.start = like.start;
+  n.group = like.group;
   return id;
 }
 

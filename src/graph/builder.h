@@ -36,6 +36,11 @@ class Builder {
   ValueId argmax(ValueId x);
   ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);
   ValueId all_gather(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId copy_to_group(ValueId x, std::shared_ptr<Communicator> group);
+  // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary split over
+  // `group`: every rank gets the whole loss.
+  ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
+                              std::shared_ptr<Communicator> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   ValueId round_bf16(ValueId x);
@@ -56,6 +61,8 @@ class Builder {
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
                          float scale);
   ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss);
+  // Marks a just-made node as working on `like`'s vocabulary shard (start, group).
+  ValueId as_vocab_shard(ValueId id, const Node& like);
 
   const Node& node(ValueId id) const;
   const Shape& shape(ValueId id) const { return node(id).shape; }

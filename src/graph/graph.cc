@@ -42,6 +42,8 @@ const char* op_name(Op op) {
       return "all_reduce";
     case Op::kAllGather:
       return "all_gather";
+    case Op::kCopyToGroup:
+      return "copy_to_group";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:
@@ -92,7 +94,8 @@ int program_depth(const ElementwiseProgram& program) {
 }
 
 bool aliases_input(const Node& node) {
-  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kView;
+  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kView ||
+         node.op == Op::kCopyToGroup;
 }
 
 }  // namespace tfm::graph

@@ -33,23 +33,26 @@ enum class Op : uint8_t {
   kView,          // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
   kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
-                  //   kIgnoreIndex of -log softmax(logits)[target]
+                  //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
+                  //   columns [start, start + V) of a vocabulary split over `group`
   kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
   kArgmax,        // (x [..., N]) -> [...] i32: the index of the largest value (the first of
                   //   equals), so greedy decoding returns token ids instead of whole logits
   kAllReduce,     // (x) -> the sum of x over the node's `group` of processes
   kAllGather,     // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
                   //   last axis, in rank order
+  kCopyToGroup,   // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
+                  //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
-  kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H]
+  kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)
   kLinearGradInput,    // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
   kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows
   kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H]) -> dx
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
   kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
-  kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits
+  kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits (of a `shard` as above)
 };
 
 // Targets equal to this contribute no loss, as PyTorch's CrossEntropyLoss(ignore_index=-100).
@@ -80,8 +83,9 @@ struct Node {
   float eps = 0.f;             // kRmsNorm and its gradients
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
-  bool shard = false;          // kEmbedding: the table is one rank's slice of the vocabulary
-  std::shared_ptr<Communicator> group;  // kAllReduce, kAllGather
+  bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
+                               // of the vocabulary, starting at id `start`
+  std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over
   ElementwiseProgram program;  // kElementwise
 };
 

@@ -62,17 +62,14 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
 
 LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
                                       DType autocast) {
-  if (tp_.size > 1) {
-    throw Error("training with tp_size=" + std::to_string(tp_.size) +
-                " is not supported yet: tensor parallelism serves forward and generate()");
-  }
+  models::check_tensor_parallel_training(*config_, tp_);
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
   const graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
   const auto build = [&] {
-    return models::build_decoder_training_graph(*config_, features_, weights_,
+    return models::build_decoder_training_graph(local_config_, features_, weights_,
                                                 models::rope_tables(*config_, seq), batch, seq,
-                                                with_grads, autocast);
+                                                with_grads, autocast, tp_);
   };
   const std::vector<Tensor> inputs{in.input_ids,
                                    arange_rows(batch, 0, seq),

@@ -70,8 +70,10 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                      const TensorParallel& tp) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t seq = b.shape(ids)[1];
-  // Row-parallel outputs and the vocabulary-split embedding are partial sums across the ranks.
+  // Row-parallel outputs and the vocabulary-split embedding are partial sums across the ranks;
+  // what enters a column-parallel layer is every rank's alike, and so gets all their gradients.
   const auto reduce = [&](ValueId v) { return tp.size > 1 ? b.all_reduce(v, tp.group) : v; };
+  const auto copy = [&](ValueId v) { return tp.size > 1 ? b.copy_to_group(v, tp.group) : v; };
   ValueId x = tp.size > 1 ? reduce(b.embedding_shard(embed, ids, tp.rank * b.shape(embed)[0]))
                           : b.embedding(embed, ids);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -81,16 +83,16 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
     const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
-    x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.", h, in,
+    x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.", copy(h), in,
                                         rope.attention_scaling, cache(0), cache(1))));
     const ValueId h2 = b.rms_norm(
         x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.", h2)));
+    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.", copy(h2))));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.
   if (!all_logits) x = b.slice_seq(x, seq - 1, 1);
-  return b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps);
+  return copy(b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps));
 }
 
 // A tied lm_head is the embedding's own node, so its two uses add up in one gradient.
@@ -133,7 +135,8 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
-                                          int64_t seq, bool with_grads, DType autocast) {
+                                          int64_t seq, bool with_grads, DType autocast,
+                                          const TensorParallel& tp) {
   Builder b;
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -141,8 +144,12 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
-  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, TensorParallel{});
-  const ValueId loss = b.cross_entropy(b.linear(x, lm_head(b, w, embed)), targets);
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
+  const ValueId logits = b.linear(x, lm_head(b, w, embed));
+  // Each rank holds a slice of the vocabulary's logits; the loss combines them.
+  const ValueId loss = tp.size > 1 ? b.cross_entropy_shard(logits, targets,
+                                                           tp.rank * b.shape(logits).back(), tp.group)
+                                   : b.cross_entropy(logits, targets);
   b.output(loss);
   if (!with_grads) return b.finish();
 
@@ -156,9 +163,13 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
     params.push_back(by_name.at(name));
   });
   graph::Graph graph = b.finish();
-  for (ValueId g : graph::append_backward(graph, loss, loss_scale, params))
-    graph.outputs.push_back(g);
-  return graph;
+  const std::vector<ValueId> grads = graph::append_backward(graph, loss, loss_scale, params);
+  Builder out(std::move(graph));
+  size_t i = 0;
+  for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {
+    out.output(tensor_parallel_grad(out, grads[i++], name, tp));
+  });
+  return out.finish();
 }
 
 }  // namespace tfm::models

@@ -73,10 +73,12 @@ graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeature
 // where no loss is taken) and loss_scale [1] (the gradient of the loss sum: 1 / number of
 // targets). Outputs: the summed cross-entropy [1], then (with_grads) the gradient of each weight
 // in for_each_weight order. `autocast` bf16: matrix products read bf16 copies of the f32 weights
-// and bf16-rounded inputs (Builder::autocast).
+// and bf16-rounded inputs (Builder::autocast). Under tensor parallelism (`config` the rank's
+// local one) the gradients are of this rank's shards, and every rank gets the whole loss.
 graph::Graph build_decoder_training_graph(const ModelConfig& config,
                                           const DecoderFeatures& features, DecoderWeights& weights,
                                           const RopeTables& rope, int64_t batch, int64_t seq,
-                                          bool with_grads = true, DType autocast = DType::f32);
+                                          bool with_grads = true, DType autocast = DType::f32,
+                                          const TensorParallel& tp = {});
 
 }  // namespace tfm::models

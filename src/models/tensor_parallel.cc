@@ -75,6 +75,25 @@ ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp) {
   return local;
 }
 
+void check_tensor_parallel_training(const ModelConfig& c, const TensorParallel& tp) {
+  if (tp.size > c.num_key_value_heads) {
+    throw Error("training with tp_size=" + std::to_string(tp.size) +
+                " needs at least as many KV heads (num_key_value_heads=" +
+                std::to_string(c.num_key_value_heads) +
+                "): replicated KV heads are supported for inference only");
+  }
+}
+
+graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
+                                    const std::string& name, const TensorParallel& tp) {
+  if (tp.size == 1) return grad;
+  if (ends_with(name, "q_norm.weight") || ends_with(name, "k_norm.weight")) {
+    return b.all_reduce(grad, tp.group);
+  }
+  if (split_of(name) == Split::kFirstRank && tp.rank != 0) return b.scale(grad, 0.f);
+  return grad;
+}
+
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const ModelConfig& c,
                              const TensorParallel& tp) {
   if (tp.size == 1) return full;

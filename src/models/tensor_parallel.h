@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "graph/builder.h"
 #include "graph/communicator.h"
 #include "io/model_config.h"
 #include "tfm/tensor.h"
@@ -30,5 +31,13 @@ ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp);
 // where the slice is whole rows, a copy otherwise.
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
                              const ModelConfig& config, const TensorParallel& tp);
+// Training is supported where KV heads are split, not replicated (a replicated KV head's
+// gradient would need a sum over the ranks that share it).
+void check_tensor_parallel_training(const ModelConfig& config, const TensorParallel& tp);
+// The gradient of `name` as this rank must apply it, from `grad` (what autodiff gives this rank):
+// replicated weights used by only this rank's heads (q_norm, k_norm) sum over the group; a
+// row-parallel bias that rank 0 alone carries gets none elsewhere.
+graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
+                                    const std::string& name, const TensorParallel& tp);
 
 }  // namespace tfm::models

@@ -28,6 +28,12 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
       return reshape_backward(b, n, dy);
     case Op::kCast:
       return cast_backward(b, n, dy);
+    // Megatron-LM's pair: what follows an all_reduce runs on every rank alike, so its gradient
+    // passes through; a value copied into a split layer gets the sum of every rank's gradient.
+    case Op::kAllReduce:
+      return {dy};
+    case Op::kCopyToGroup:
+      return {b.all_reduce(dy, n.group)};
     default:
       break;
   }

@@ -22,9 +22,9 @@ void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t*
 namespace tfm::ops {
 
 InputGrads embedding_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  if (n.shard) throw Error("[autodiff] a vocabulary-sharded embedding has no backward rule yet");
   const int64_t vocab = b.shape(n.inputs[0])[0];
-  return {b.embedding_grad(dy, n.inputs[1], vocab), -1};
+  const graph::ValueId d_table = b.embedding_grad(dy, n.inputs[1], vocab);
+  return {n.shard ? b.as_vocab_shard(d_table, n) : d_table, -1};
 }
 
 }  // namespace tfm::ops

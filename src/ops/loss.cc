@@ -25,7 +25,8 @@ double cross_entropy(const float* logits, const int32_t* targets, int64_t rows, 
 namespace tfm::ops {
 
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  return {b.cross_entropy_grad(n.inputs[0], n.inputs[1], dy), -1};
+  const graph::ValueId d_logits = b.cross_entropy_grad(n.inputs[0], n.inputs[1], dy);
+  return {n.shard ? b.as_vocab_shard(d_logits, n) : d_logits, -1};
 }
 
 }  // namespace tfm::ops

@@ -42,10 +42,9 @@ struct Layout {
 
 class TensorParallelTest : public ::testing::TestWithParam<Layout> {};
 
-TEST_P(TensorParallelTest, FourRanksMatchOneProcess) {
-  const Layout& l = GetParam();
+void expect_four_ranks_ok(const std::string& mode, const Layout& l, int port_offset) {
   const auto run = testing::run_binary(
-      "tfmrun", {"--nproc_per_node", "4", "--master_port", port(l.tp), worker(),
+      "tfmrun", {"--nproc_per_node", "4", "--master_port", port(port_offset), worker(), mode,
                  testing::fixture_dir(l.arch), std::to_string(l.tp), std::to_string(l.fsdp)});
   if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
   ASSERT_EQ(run->status, 0) << run->out << run->err;
@@ -53,6 +52,23 @@ TEST_P(TensorParallelTest, FourRanksMatchOneProcess) {
     EXPECT_THAT(run->out, HasSubstr("rank " + std::to_string(r) + ": ok")) << run->out;
   }
 }
+
+TEST_P(TensorParallelTest, FourRanksMatchOneProcess) { expect_four_ranks_ok("infer", GetParam(), GetParam().tp); }
+
+class TensorParallelTrainingTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(TensorParallelTrainingTest, FiveStepsMatchOneProcess) {
+  expect_four_ranks_ok("train", GetParam(), 20 + GetParam().tp);
+}
+
+// Training splits KV heads (2 in both fixtures), so tp is at most 2.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTrainingTest,
+                         ::testing::Values(Layout{"qwen3", 2, 2}, Layout{"qwen2", 2, 2},
+                                           Layout{"qwen3", 1, 4}),
+                         [](const auto& info) {
+                           return info.param.arch + "_tp" + std::to_string(info.param.tp) +
+                                  "_fsdp" + std::to_string(info.param.fsdp);
+                         });
 
 // qwen3: 4 heads over 2 KV heads (tp=4 replicates each KV head on two ranks), tied embeddings;
 // qwen2: q/k/v biases and an untied lm_head.
@@ -94,7 +110,7 @@ TEST(TensorParallelCli, LogitsPrintOnceAndMatchOneProcess) {
 
 TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
   const auto run = testing::run_binary(
-      "tfmrun", {"--nproc_per_node", "3", "--master_port", port(9), worker(),
+      "tfmrun", {"--nproc_per_node", "3", "--master_port", port(9), worker(), "infer",
                  testing::fixture_dir("qwen3"), "3", "1"});
   if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
   EXPECT_NE(run->status, 0);
@@ -103,7 +119,7 @@ TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
 
 TEST(TensorParallelConfig, WorldSizeMustBeTpTimesFsdp) {
   const auto run = testing::run_binary(
-      "tfmrun", {"--nproc_per_node", "2", "--master_port", port(10), worker(),
+      "tfmrun", {"--nproc_per_node", "2", "--master_port", port(10), worker(), "infer",
                  testing::fixture_dir("qwen3"), "2", "2"});
   if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
   EXPECT_NE(run->status, 0);

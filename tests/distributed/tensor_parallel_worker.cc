@@ -1,8 +1,11 @@
 // One rank of the tensor-parallel tests (started by tfmrun from tensor_parallel_test.cc): loads a
-// fixture split by a DistributedConfig and, in the same process, whole; the split model's logits
-// must equal the whole model's within 1e-5 and its greedy ids must equal transformers' (the
-// fixture's reference.json). Prints "rank R: ok" or the failure, and exits non-zero on failure.
-//   tfm_tensor_parallel_worker FIXTURE_DIR TP_SIZE FSDP_SIZE
+// fixture split by a DistributedConfig and, in the same process, whole.
+//   infer: the split model's logits must equal the whole model's within 1e-5 and its greedy ids
+//          transformers' (the fixture's reference.json);
+//   train: 5 AdamW steps on one global batch (its rows split over the FSDP ranks, gradients
+//          summed over them) must give the whole model's losses within 1e-5 relative.
+// Prints "rank R: ok" or the failure, and exits non-zero on failure.
+//   tfm_tensor_parallel_worker infer|train FIXTURE_DIR TP_SIZE FSDP_SIZE
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "distributed/parallel_groups.h"
+#include "models/causal_lm.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
+#include "training/adamw.h"
+#include "training/causal_lm_batch.h"
 
 namespace {
 
@@ -32,24 +39,97 @@ float max_abs_diff(const tfm::Tensor& a, const tfm::Tensor& b) {
   return worst;
 }
 
+// Rows [first, first + count) of a [rows, cols] i64 matrix.
+tfm::Tensor rows_of(const tfm::Tensor& m, int64_t first, int64_t count) {
+  return m.slice(first, first + count).clone();
+}
+
+// Four rows: the fixture's two and the same tokens reversed.
+tfm::Tensor global_batch(const tfm::Tensor& ids) {
+  const int64_t rows = ids.dim(0), cols = ids.dim(1);
+  tfm::Tensor out = tfm::Tensor::empty({2 * rows, cols}, tfm::DType::i64);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t v = ids.data_as<int64_t>()[r * cols + c];
+      out.data_as<int64_t>()[r * cols + c] = v;
+      out.data_as<int64_t>()[(rows + r) * cols + cols - 1 - c] = v;
+    }
+  }
+  return out;
+}
+
+// Mean losses of 5 AdamW steps; `data_parallel` (when given) sums losses and gradients over the
+// FSDP ranks, each of which trains on its share of the rows.
+std::vector<double> train(tfm::CausalLM& model, const tfm::Tensor& batch,
+                          tfm::distributed::ProcessGroup* data_parallel) {
+  const int ranks = data_parallel ? data_parallel->size() : 1;
+  const int me = data_parallel ? data_parallel->rank() : 0;
+  const int64_t rows = batch.dim(0) / ranks, targets = batch.dim(0) * (batch.dim(1) - 1);
+  const tfm::Tensor ids = rows_of(batch, me * rows, rows);
+  const tfm::Tensor mask = tfm::Tensor::from_vector(
+      std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
+  const tfm::TrainInputs inputs = tfm::training::make_train_inputs(ids, mask, ids, targets);
+  std::vector<tfm::Tensor*> params;
+  model.impl().for_each_weight(
+      [&](const std::string&, tfm::Tensor& t, const tfm::Shape&) { params.push_back(&t); });
+  std::vector<tfm::training::AdamW> optimizers;
+  for (tfm::Tensor* p : params) {
+    optimizers.emplace_back(std::vector<tfm::training::ParamSegment>{{0, p->numel(), true}},
+                            p->numel(), tfm::training::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1});
+  }
+  std::vector<double> losses;
+  for (int step = 0; step < 5; ++step) {
+    tfm::LossAndGrads out = model.impl().train_step(inputs, false);
+    tfm::Tensor loss = tfm::Tensor::from_vector(std::vector<float>{static_cast<float>(out.loss_sum)}, {1});
+    if (data_parallel) data_parallel->all_reduce(loss);
+    losses.push_back(loss.to_f32_vector()[0] / static_cast<double>(targets));
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (data_parallel) data_parallel->all_reduce(out.grads[i]);
+      optimizers[i].step({params[i]->data_as<float>(), static_cast<size_t>(params[i]->numel())},
+                         {out.grads[i].data_as<float>(), static_cast<size_t>(out.grads[i].numel())});
+    }
+  }
+  return losses;
+}
+
+int check_training(tfm::CausalLM& whole, tfm::CausalLM& parts, const nlohmann::json& ref,
+                   const tfm::DistributedConfig& split, const char* rank) {
+  const tfm::Tensor batch = global_batch(int_matrix(ref["input_ids"]));
+  const std::vector<double> want = train(whole, batch, nullptr);
+  tfm::distributed::ProcessGroup* fsdp =
+      split.fsdp_size > 1 ? tfm::distributed::parallel_groups(split).fsdp.get() : nullptr;
+  const std::vector<double> got = train(parts, batch, fsdp);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / std::fabs(want[i]));
+  }
+  std::printf("rank %s: losses %.6f -> %.6f (one process %.6f -> %.6f), worst relative diff %.3g\n",
+              rank, got.front(), got.back(), want.front(), want.back(), worst);
+  // The losses must move, or the comparison would prove nothing about the updates.
+  if (worst > 1e-5 || std::fabs(want.back() - want.front()) < 1e-3) return 1;
+  std::printf("rank %s: ok\n", rank);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s FIXTURE_DIR TP_SIZE FSDP_SIZE\n", argv[0]);
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s infer|train FIXTURE_DIR TP_SIZE FSDP_SIZE\n", argv[0]);
     return 2;
   }
   const char* rank = std::getenv("RANK");
   try {
     tfm::set_log_level(tfm::LogLevel::kWarn);
-    const std::string dir = argv[1];
+    const std::string mode = argv[1], dir = argv[2];
     std::ifstream file(dir + "/reference.json");
     const nlohmann::json ref = nlohmann::json::parse(file);
-    const tfm::DistributedConfig split{std::atoi(argv[2]), std::atoi(argv[3])};
+    const tfm::DistributedConfig split{std::atoi(argv[3]), std::atoi(argv[4])};
     tfm::CausalLM whole = tfm::AutoModelForCausalLM::from_pretrained(
         dir, {.dtype = tfm::DType::f32, .device_map = "cpu"});
     tfm::CausalLM parts = tfm::AutoModelForCausalLM::from_pretrained(
         dir, {.dtype = tfm::DType::f32, .device_map = "cpu", .distributed = split});
+    if (mode == "train") return check_training(whole, parts, ref, split, rank);
 
     const tfm::Tensor ids = int_matrix(ref["input_ids"]);
     const tfm::Tensor want = whole.forward(ids);

@@ -35,17 +35,26 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                int64_t kv_heads, int64_t head_dim, float scale, float* out);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out);
+// A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab).
+struct VocabShard {
+  int64_t first_id = 0;
+  graph::Communicator* group = nullptr;
+};
+
 // Training: the cross-entropy sum over rows whose target is not graph::kIgnoreIndex, and the
-// backward kernels of each forward op (see graph::Op for their meaning).
+// backward kernels of each forward op (see graph::Op for their meaning). With a `shard`, the
+// logits are this rank's columns; the softmax statistics and the loss are combined over the group.
 void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                   float* loss_sum);
+                   float* loss_sum, const VocabShard* shard = nullptr);
 void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, float* d_logits);
+                        int64_t rows, int64_t vocab, float* d_logits,
+                        const VocabShard* shard = nullptr);
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
 void cast(const void* x, DType from, void* out, DType to, size_t count);
+// With a `shard`, ids outside it give no gradient here.
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table);
+                    int64_t hidden, float* d_table, const VocabShard* shard = nullptr);
 void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
                        int64_t k, float* dx);
 void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k,

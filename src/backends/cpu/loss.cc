@@ -21,8 +21,13 @@ void check_targets(const int32_t* targets, int64_t rows, int64_t vocab) {
   }
 }
 
-// log(sum(exp(row))) computed around the row's maximum.
-float log_sum_exp(const float* row, int64_t vocab) {
+// The row's maximum and the sum of exp(x - maximum).
+struct SoftmaxStats {
+  float max;
+  double sum;
+};
+
+SoftmaxStats softmax_stats(const float* row, int64_t vocab) {
   float max_logit = -INFINITY;
   for (int64_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, row[v]);
   thread_local std::vector<float> e;
@@ -31,30 +36,78 @@ float log_sum_exp(const float* row, int64_t vocab) {
             [max_logit](simd::Vec x) { return simd::exp(x - simd::broadcast(max_logit)); });
   double sum = 0;
   for (float v : e) sum += v;
-  return static_cast<float>(std::log(sum)) + max_logit;
+  return {max_logit, sum};
+}
+
+// log(sum(exp(row))) of each row, over every rank's columns when the vocabulary is split: each
+// rank's (max, sum) are gathered and rescaled to the largest max.
+std::vector<float> log_sum_exp(const float* logits, int64_t rows, int64_t vocab,
+                               const VocabShard* shard) {
+  std::vector<SoftmaxStats> stats(static_cast<size_t>(rows));
+#pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    stats[static_cast<size_t>(r)] = softmax_stats(logits + r * vocab, vocab);
+  }
+  std::vector<float> lse(static_cast<size_t>(rows));
+  if (!shard) {
+    for (size_t r = 0; r < lse.size(); ++r) {
+      lse[r] = static_cast<float>(std::log(stats[r].sum)) + stats[r].max;
+    }
+    return lse;
+  }
+  const auto n = static_cast<size_t>(rows);
+  std::vector<float> mine(2 * n);  // maxima, then sums
+  for (size_t r = 0; r < n; ++r) {
+    mine[r] = stats[r].max;
+    mine[n + r] = static_cast<float>(stats[r].sum);
+  }
+  const int ranks = shard->group->size();
+  std::vector<float> all(2 * n * static_cast<size_t>(ranks));
+  shard->group->all_gather(mine.data(), mine.size(), all.data());
+  for (size_t r = 0; r < n; ++r) {
+    float max = -INFINITY;
+    for (int k = 0; k < ranks; ++k) max = std::max(max, all[2 * n * k + r]);
+    double sum = 0;
+    for (int k = 0; k < ranks; ++k) {
+      sum += double{all[2 * n * k + n + r]} * std::exp(double{all[2 * n * k + r]} - max);
+    }
+    lse[r] = static_cast<float>(std::log(sum)) + max;
+  }
+  return lse;
+}
+
+// This rank's column of `target`, or -1 where another rank holds it.
+int64_t local_column(int32_t target, int64_t vocab, const VocabShard* shard) {
+  const int64_t column = target - (shard ? shard->first_id : 0);
+  return column >= 0 && column < vocab ? column : -1;
+}
+
+int64_t full_vocab(int64_t vocab, const VocabShard* shard) {
+  return shard ? vocab * shard->group->size() : vocab;
 }
 
 }  // namespace
 
 void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                   float* loss_sum) {
-  check_targets(targets, rows, vocab);
-  std::vector<double> row_loss(static_cast<size_t>(rows), 0.0);
-#pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
+                   float* loss_sum, const VocabShard* shard) {
+  check_targets(targets, rows, full_vocab(vocab, shard));
+  const std::vector<float> lse = log_sum_exp(logits, rows, vocab, shard);
+  // Each row's loss counts once: on the rank that holds its target.
+  double total = 0;  // in row order, so the sum does not depend on the thread count
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == graph::kIgnoreIndex) continue;
-    const float* row = logits + r * vocab;
-    row_loss[static_cast<size_t>(r)] = double{log_sum_exp(row, vocab)} - row[targets[r]];
+    const int64_t column = local_column(targets[r], vocab, shard);
+    if (column >= 0) total += double{lse[static_cast<size_t>(r)]} - logits[r * vocab + column];
   }
-  double total = 0;  // in row order, so the sum does not depend on the thread count
-  for (double l : row_loss) total += l;
   *loss_sum = static_cast<float>(total);
+  if (shard) shard->group->all_reduce_sum(loss_sum, 1);
 }
 
 void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, float* d_logits) {
-  check_targets(targets, rows, vocab);
+                        int64_t rows, int64_t vocab, float* d_logits, const VocabShard* shard) {
+  check_targets(targets, rows, full_vocab(vocab, shard));
   const float scale = *d_loss;
+  const std::vector<float> lse = log_sum_exp(logits, rows, vocab, shard);
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * vocab;
@@ -63,11 +116,12 @@ void cross_entropy_grad(const float* logits, const int32_t* targets, const float
       std::fill(out, out + vocab, 0.f);
       continue;
     }
-    const float lse = log_sum_exp(row, vocab);
-    simd::map(row, out, vocab, [lse, scale](simd::Vec x) {
-      return simd::exp(x - simd::broadcast(lse)) * simd::broadcast(scale);
+    const float row_lse = lse[static_cast<size_t>(r)];
+    simd::map(row, out, vocab, [row_lse, scale](simd::Vec x) {
+      return simd::exp(x - simd::broadcast(row_lse)) * simd::broadcast(scale);
     });
-    out[targets[r]] -= scale;
+    const int64_t column = local_column(targets[r], vocab, shard);
+    if (column >= 0) out[column] -= scale;
   }
 }
 

@@ -105,12 +105,15 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
 }
 
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table) {
+                    int64_t hidden, float* d_table, const VocabShard* shard) {
   std::fill(d_table, d_table + vocab * hidden, 0.f);
+  const int64_t first = shard ? shard->first_id : 0;
   // Tokens repeat, so rows are accumulated in token order on one thread: deterministic sums.
   for (int64_t i = 0; i < count; ++i) {
-    TFM_CHECK(ids[i] >= 0 && ids[i] < vocab, "[embedding_grad] token id outside the vocabulary");
-    float* row = d_table + static_cast<int64_t>(ids[i]) * hidden;
+    const int64_t id = ids[i] - first;
+    if (shard && (id < 0 || id >= vocab)) continue;
+    TFM_CHECK(id >= 0 && id < vocab, "[embedding_grad] token id outside the vocabulary");
+    float* row = d_table + id * hidden;
     for (int64_t h = 0; h < hidden; ++h) row[h] += dy[i * hidden + h];
   }
 }

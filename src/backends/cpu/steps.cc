@@ -32,6 +32,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
   const auto out = static_cast<size_t>(id);
   const auto f = [&ptrs](size_t i) { return static_cast<float*>(ptrs[i]); };
   const auto i32 = [&ptrs](size_t i) { return static_cast<const int32_t*>(ptrs[i]); };
+  // The node's vocabulary shard; its group lives as long as the graph that holds the node.
+  const std::shared_ptr<const VocabShard> shard =
+      n.shard ? std::make_shared<const VocabShard>(VocabShard{n.start, n.group.get()}) : nullptr;
 
   switch (n.op) {
     case Op::kEmbedding: {
@@ -141,16 +144,22 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     }
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
-      return [=] { cross_entropy(f(args[0]), i32(args[1]), rows, vocab, f(out)); };
+      return [=] { cross_entropy(f(args[0]), i32(args[1]), rows, vocab, f(out), shard.get()); };
     }
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
-      return [=] { cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, f(out)); };
+      return [=] {
+        cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, f(out), shard.get());
+      };
     }
     case Op::kEmbeddingGrad: {
       const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
-      return [=] { embedding_grad(f(args[0]), i32(args[1]), count, vocab, hidden, f(out)); };
+      return [=] {
+        embedding_grad(f(args[0]), i32(args[1]), count, vocab, hidden, f(out), shard.get());
+      };
     }
+    case Op::kCopyToGroup:
+      return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
     case Op::kLinearGradInput: {
       const Node& w = in(1);
       const DType dt = w.dtype;
