@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/distributed_options.h"
 #include "io/hub.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
@@ -26,6 +27,7 @@ struct Options {
   bool padding = false, append_eos = false;
   uint64_t init_seed = 0;
   TrainingArguments args;
+  DistributedConfig distributed;
 };
 
 training::SampleBy parse_sample_by(const std::string& name) {
@@ -47,7 +49,8 @@ std::string tokenizer_dir(const Options& o) {
 }
 
 void run(Options& o) {
-  LoadOptions load{.dtype = DType::f32, .device_map = o.device};
+  if (!prints_results()) set_log_level(LogLevel::kWarn);
+  LoadOptions load{.dtype = DType::f32, .device_map = o.device, .distributed = o.distributed};
   CausalLM model = is_config_file(o.model)
                        ? AutoModelForCausalLM::from_config(o.model, load, o.init_seed)
                        : AutoModelForCausalLM::from_pretrained(o.model, load);
@@ -86,6 +89,7 @@ void run(Options& o) {
 
   training::Trainer trainer(model, o.args, std::move(train_rows), std::move(eval_rows), tok_dir);
   const training::TrainOutput out = trainer.train();
+  if (!prints_results()) return;
   std::fprintf(stderr, "steps: %ld, train loss: %.4f, %s%.0f tokens/s, %.1f s; model saved to %s\n",
                static_cast<long>(out.global_step), out.training_loss,
                out.eval_loss ? ("eval loss: " + std::to_string(*out.eval_loss) + ", ").c_str() : "",
@@ -123,6 +127,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(both("append_eos"), o->append_eos, "End every example with the EOS token");
   cmd->add_option(both("device"), o->device, "cpu, cuda, cuda:N or auto (default)");
   cmd->add_option(both("init_seed"), o->init_seed, "Seed of the fresh weights (config start)");
+  add_distributed_options(cmd, o->distributed);
 
   cmd->add_option(both("output_dir"), a.output_dir)->capture_default_str();
   cmd->add_flag(both("bf16"), a.bf16, "bf16 compute, f32 master weights");

@@ -64,8 +64,9 @@ const ParallelGroups& parallel_groups(const DistributedConfig& config) {
 
 models::TensorParallel tensor_parallel(const DistributedConfig& config) {
   const ParallelGroups& groups = parallel_groups(config);
-  if (config.tp_size == 1) return {};
-  return {groups.tp->rank(), groups.tp->size(), groups.tp};
+  const bool writes = !groups.world || groups.world->rank() == 0;
+  if (config.tp_size == 1) return {0, 1, nullptr, writes};
+  return {groups.tp->rank(), groups.tp->size(), groups.tp, writes};
 }
 
 }  // namespace tfm::distributed

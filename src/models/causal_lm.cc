@@ -16,9 +16,11 @@ namespace tfm {
 
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
-                           std::string name, models::TensorParallel tp)
+                           std::string name, models::TensorParallel tp,
+                           DistributedConfig distributed)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
       tp_(std::move(tp)),
+      distributed_(distributed),
       local_config_(models::local_config(*config_, tp_)),
       features_(features),
       weights_(std::move(weights)),
@@ -155,7 +157,8 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp);
+                                        s.device, dtype, std::move(name), tp,
+                                        options.distributed);
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -176,21 +179,28 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp);
+                                        s.device, dtype, std::move(name), tp,
+                                        options.distributed);
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
-  if (model.tensor_parallel().size > 1) {
-    throw Error("save_pretrained with tp_size=" + std::to_string(model.tensor_parallel().size) +
-                " is not supported yet: load the model without a DistributedConfig to save it");
-  }
+  const models::TensorParallel& tp = model.tensor_parallel();
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
+    Tensor host = t.to(kCpu).to(DType::f32);
+    if (tp.size > 1) {
+      // Every rank takes part in the gather; one of them writes.
+      Tensor gathered = Tensor::empty({host.numel() * tp.size}, DType::f32);
+      tp.group->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
+                           gathered.data_as<float>());
+      host = models::tensor_parallel_unshard(name, gathered, host.shape(), model.config(), tp);
+    }
+    tensors.emplace_back(name, host.to(dtype));
+  });
+  if (!tp.writes_files) return;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) throw Error("cannot create '" + dir.string() + "': " + error.message());
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
-    tensors.emplace_back(name, t.to(kCpu).to(dtype));
-  });
   save_safetensors(dir / "model.safetensors", tensors);
   ModelConfig config = model.config();
   config.dtype = dtype;

@@ -45,7 +45,8 @@ class CausalLMImpl {
  public:
   // Under tensor parallelism `weights` are this rank's shards (models::tensor_parallel_shard).
   CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
-               Device device, DType dtype, std::string name, models::TensorParallel tp = {});
+               Device device, DType dtype, std::string name, models::TensorParallel tp = {},
+               DistributedConfig distributed = {});
 
   const ModelConfig& config() const { return *config_; }
   Device device() const { return device_; }
@@ -72,6 +73,7 @@ class CausalLMImpl {
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
   const models::TensorParallel& tensor_parallel() const { return tp_; }
+  const DistributedConfig& distributed() const { return distributed_; }
   size_t weight_bytes() const { return weight_bytes_; }
 
  private:
@@ -79,6 +81,7 @@ class CausalLMImpl {
 
   std::unique_ptr<ModelConfig> config_;
   models::TensorParallel tp_;
+  DistributedConfig distributed_;
   ModelConfig local_config_;  // this rank's share of the heads (the whole config without TP)
   models::DecoderFeatures features_;
   models::DecoderWeights weights_;

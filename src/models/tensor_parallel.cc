@@ -75,6 +75,47 @@ ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp) {
   return local;
 }
 
+Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
+                               const Shape& shard_shape, const ModelConfig& c,
+                               const TensorParallel& tp) {
+  const int64_t per_rank = shape_numel(shard_shape);
+  const auto shard = [&](int64_t r) { return gathered.slice(r * per_rank, (r + 1) * per_rank); };
+  const Split split = split_of(name);
+  if (split == Split::kReplicated || split == Split::kFirstRank) {
+    return shard(0).clone().view(shard_shape);
+  }
+  // The ranks whose shards are distinct: all, or one per KV head where heads are replicated.
+  const int64_t step = is_kv(name) && c.num_key_value_heads < tp.size
+                           ? tp.size / c.num_key_value_heads
+                           : 1;
+  const int64_t parts = tp.size / step;
+  if (split == Split::kRows) {
+    Shape full = shard_shape;
+    full[0] *= parts;
+    Tensor out = Tensor::empty(full, gathered.dtype());
+    const size_t bytes = static_cast<size_t>(per_rank) * dtype_size(gathered.dtype());
+    for (int64_t p = 0; p < parts; ++p) {
+      std::memcpy(static_cast<char*>(out.data()) + p * bytes, shard(p * step).data(), bytes);
+    }
+    return out;
+  }
+  const int64_t rows = shard_shape[0], width = shard_shape[1];
+  Tensor out = Tensor::empty({rows, width * tp.size}, gathered.dtype());
+  const size_t elem = dtype_size(gathered.dtype());
+  for (int64_t p = 0; p < tp.size; ++p) {
+    const auto* src = static_cast<const char*>(shard(p).data());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r * width * tp.size + p * width) * elem,
+                  src + static_cast<size_t>(r * width) * elem, static_cast<size_t>(width) * elem);
+    }
+  }
+  return out;
+}
+
+bool tensor_parallel_replicated(const std::string& name) {
+  return split_of(name) == Split::kReplicated;
+}
+
 void check_tensor_parallel_training(const ModelConfig& c, const TensorParallel& tp) {
   if (tp.size > c.num_key_value_heads) {
     throw Error("training with tp_size=" + std::to_string(tp.size) +

@@ -18,6 +18,7 @@ struct TensorParallel {
   int rank = 0;
   int size = 1;
   std::shared_ptr<graph::Communicator> group;  // null when size == 1
+  bool writes_files = true;                    // rank 0 of the whole job saves checkpoints
 };
 
 // Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
@@ -31,6 +32,13 @@ ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp);
 // where the slice is whole rows, a copy otherwise.
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
                              const ModelConfig& config, const TensorParallel& tp);
+// The whole tensor `name` from every rank's shard of it, `gathered` holding them one after the
+// other (rank order), each of shape `shard_shape`: the inverse of tensor_parallel_shard.
+Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
+                               const Shape& shard_shape, const ModelConfig& config,
+                               const TensorParallel& tp);
+// Is `name` whole on every rank (norm weights) rather than split?
+bool tensor_parallel_replicated(const std::string& name);
 // Training is supported where KV heads are split, not replicated (a replicated KV head's
 // gradient would need a sum over the ranks that share it).
 void check_tensor_parallel_training(const ModelConfig& config, const TensorParallel& tp);

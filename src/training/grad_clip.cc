@@ -31,6 +31,11 @@ double grad_norm(std::span<const float> grads) {
 
 double clip_grad_norm(std::span<float> grads, double max_norm) {
   const double norm = grad_norm(grads);
+  clip_to_norm(grads, norm, max_norm);
+  return norm;
+}
+
+void clip_to_norm(std::span<float> grads, double norm, double max_norm) {
   // torch forms the coefficient from its f32 norm tensor in f32.
   const float coef = static_cast<float>(max_norm) / (static_cast<float>(norm) + 1e-6f);
   // Written as "not >= 1" so a NaN coefficient propagates as torch's clamp-and-multiply does.
@@ -40,7 +45,6 @@ double clip_grad_norm(std::span<float> grads, double max_norm) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) g[i] *= coef;
   }
-  return norm;
 }
 
 }  // namespace tfm::training

@@ -14,5 +14,7 @@ double grad_norm(std::span<const float> grads);
 // clipping. A non-finite norm scales them as torch does (to NaN, or to 0 for an infinite norm):
 // the caller sees the returned norm and can skip the step.
 double clip_grad_norm(std::span<float> grads, double max_norm);
+// The scaling of clip_grad_norm for a norm already known (one taken over several processes).
+void clip_to_norm(std::span<float> grads, double norm, double max_norm);
 
 }  // namespace tfm::training

@@ -39,7 +39,10 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
       args_(validated(std::move(args))),
       tokenizer_dir_(std::move(tokenizer_dir)),
       params_(model.impl()),
-      train_(std::move(train), {.batch_size = args_.per_device_train_batch_size,
+      distributed_(model.impl(), params_),
+      // A global batch holds every data-parallel rank's rows.
+      train_(std::move(train), {.batch_size = args_.per_device_train_batch_size *
+                                              distributed_.data_ranks(),
                                 .shuffle = true,
                                 .seed = args_.seed,
                                 .drop_last = args_.dataloader_drop_last}),
@@ -72,24 +75,29 @@ double Trainer::train_window(int64_t* tokens) {
   // with num_items_in_batch.
   params_.zero_grads();
   double loss_sum = 0;
-  for (const Batch& b : window) {
+  for (const Batch& global : window) {
+    const Batch b = distributed_.local_rows(global, args_.per_device_train_batch_size);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
     LossAndGrads out = model_.impl().train_step(in, !args_.torch_compile, true, autocast());
     params_.accumulate(out.grads);
     loss_sum += out.loss_sum;
-    *tokens += b.input_ids.numel();
+    *tokens += global.input_ids.numel();
   }
-  return loss_sum / static_cast<double>(targets);
+  distributed_.sum_over_data(params_.grads());
+  return distributed_.sum_over_data(loss_sum) / static_cast<double>(targets);
 }
 
 TrainOutput Trainer::train() {
   fs::create_directories(args_.output_dir);
   if (!args_.resume_from_checkpoint.empty()) {
+    if (distributed_.tensor_parallel()) {
+      throw Error("resume_from_checkpoint with tp_size > 1 is not supported yet");
+    }
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
   const int64_t first_step = global_step_;
   const int64_t eval_every = args_.eval_steps > 0 ? args_.eval_steps : args_.logging_steps;
-  ProgressBar bar(first_step, total_steps_, !args_.disable_tqdm);
+  ProgressBar bar(first_step, total_steps_, !args_.disable_tqdm && distributed_.writes_files());
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -100,8 +108,8 @@ TrainOutput Trainer::train() {
   while (global_step_ < total_steps_) {
     const double loss = train_window(&tokens);
     const std::span<float> grads = params_.grads();
-    const double norm =
-        args_.max_grad_norm > 0 ? clip_grad_norm(grads, args_.max_grad_norm) : grad_norm(grads);
+    const double norm = distributed_.grad_norm(grads);
+    if (args_.max_grad_norm > 0) clip_to_norm(grads, norm, args_.max_grad_norm);
     const double lr = schedule_.lr(args_.learning_rate, global_step_);
     optimizer_.step(params_.values(), grads, lr);
     ++global_step_;
@@ -173,12 +181,14 @@ void Trainer::log(nlohmann::json entry) {
   entry["step"] = global_step_;
   entry["epoch"] = epoch();
   log_history_.push_back(entry);
+  if (!distributed_.writes_files()) return;
   std::ofstream(fs::path(args_.output_dir) / "logs.jsonl", std::ios::app) << entry.dump() << "\n";
   if (args_.disable_tqdm || ::isatty(2) == 0) std::cout << entry.dump() << std::endl;
 }
 
 void Trainer::save_model(const fs::path& dir) {
-  model_.save_pretrained(dir.string(), DType::f32);
+  model_.save_pretrained(dir.string(), DType::f32);  // every rank: the slices are gathered
+  if (!distributed_.writes_files()) return;
   if (!tokenizer_dir_.empty()) copy_tokenizer_files(tokenizer_dir_, dir);
   write_trainer_state(dir, {global_step_, epoch(), train_.state().to_json(), log_history_});
 }
@@ -186,8 +196,14 @@ void Trainer::save_model(const fs::path& dir) {
 void Trainer::save_checkpoint() {
   const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
   save_model(dir);
-  optimizer_.save(dir / "optimizer.safetensors");
-  rotate_checkpoints(args_.output_dir, args_.save_total_limit);
+  // Data-parallel ranks hold the same optimizer state; tensor-parallel ranks each their slices'.
+  if (distributed_.data_rank() == 0 && distributed_.tensor_parallel()) {
+    fs::create_directories(dir);
+    optimizer_.save(dir / ("optimizer-tp" + std::to_string(distributed_.tp_rank()) + ".safetensors"));
+  } else if (distributed_.writes_files()) {
+    optimizer_.save(dir / "optimizer.safetensors");
+  }
+  if (distributed_.writes_files()) rotate_checkpoints(args_.output_dir, args_.save_total_limit);
 }
 
 void Trainer::resume(const fs::path& dir) {

@@ -1,7 +1,8 @@
 // transformers' Trainer for causal LMs: the loop of micro-batches, gradient accumulation,
 // clipping, AdamW with a learning-rate schedule, logging, evaluation, checkpoints and resume.
 // Each micro-batch runs as one compiled graph (forward, loss, backward); the optimizer runs
-// eagerly on the flat f32 master weights.
+// eagerly on the flat f32 master weights. Under a DistributedConfig (the model's) each FSDP rank
+// trains on its share of every batch and each tensor-parallel rank updates its own slices.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,7 @@
 #include "tfm/training_args.h"
 #include "training/adamw.h"
 #include "training/dataset_loader.h"
+#include "training/distributed_training.h"
 #include "training/flat_parameters.h"
 #include "training/lr_schedule.h"
 
@@ -49,6 +51,7 @@ class Trainer {
   TrainingArguments args_;
   std::string tokenizer_dir_;
   FlatParameters params_;
+  DistributedTraining distributed_;
   DataLoader train_;
   std::optional<TokenRows> eval_;
   int64_t updates_per_epoch_;
