@@ -1,7 +1,7 @@
 // One rank of the tensor-parallel tests (started by tfmrun from tensor_parallel_test.cc): loads a
 // fixture split by a DistributedConfig and, in the same process, whole.
-//   infer: the split model's logits must equal the whole model's within 1e-5 and its greedy ids
-//          transformers' (the fixture's reference.json);
+//   infer: the split model's logits must equal the whole model's within 1e-5, its greedy ids
+//          transformers' (the fixture's reference.json), and its weights take about 1/tp;
 //   train: 5 AdamW steps on one global batch (its rows split over the FSDP ranks, gradients
 //          summed over them) must give the whole model's losses within 1e-5 relative.
 // Prints "rank R: ok" or the failure, and exits non-zero on failure.
@@ -143,9 +143,15 @@ int main(int argc, char** argv) {
     const std::vector<float> greedy = parts.generate(padded, &mask, gc).to_f32_vector();
     const bool greedy_ok = greedy == int_matrix(ref["greedy_16"]).to_f32_vector();
 
-    std::printf("rank %s: logits max diff %.3g compiled, %.3g eager; greedy %s\n", rank, compiled,
-                eager, greedy_ok ? "equal" : "DIFFERENT");
-    if (compiled > 1e-5f || eager > 1e-5f || !greedy_ok) return 1;
+    // Each rank holds about 1/tp of the weights: norms are whole everywhere, and KV heads fewer
+    // than the ranks are held twice or more.
+    const double share =
+        static_cast<double>(parts.weight_bytes()) / static_cast<double>(whole.weight_bytes());
+    const bool memory_ok = share <= 1.25 / split.tp_size;
+    std::printf("rank %s: logits max diff %.3g compiled, %.3g eager; greedy %s; weights %.3f of one "
+                "process's\n",
+                rank, compiled, eager, greedy_ok ? "equal" : "DIFFERENT", share);
+    if (compiled > 1e-5f || eager > 1e-5f || !greedy_ok || !memory_ok) return 1;
     std::printf("rank %s: ok\n", rank);
     return 0;
   } catch (const std::exception& e) {
