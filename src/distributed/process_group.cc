@@ -6,7 +6,11 @@
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <arpa/inet.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -51,6 +55,30 @@ void run_collective(const char* op, int rank, F&& f) {
   }
 }
 
+// The address of this host on the route to the master: what peers on other nodes can reach
+// (a host name may resolve to an address of another interface, or of no namespace we are in).
+std::string local_address_towards(const std::string& master, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(master.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    throw Error("[distributed] MASTER_ADDR '" + master + "' does not resolve");
+  }
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  // A UDP connect sends nothing: it only picks the route and so the local address.
+  const bool ok = fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+  freeaddrinfo(found);
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw Error("[distributed] no route to MASTER_ADDR '" + master + "'");
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
 }  // namespace
 
 ProcessGroupOptions ProcessGroup::options_from_environment() {
@@ -72,9 +100,7 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& o)
     : ProcessGroup(o.rank, o.world_size, o.timeout,
                    std::make_shared<TcpStore>(o.master_addr, o.master_port, o.rank == 0,
                                               o.timeout),
-                   o.world_size > 1 && o.master_addr != "127.0.0.1" && o.master_addr != "localhost"
-                       ? ""
-                       : "127.0.0.1") {
+                   local_address_towards(o.master_addr, o.master_port)) {
   connect(*store_);
 }
 

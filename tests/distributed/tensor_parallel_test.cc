@@ -108,6 +108,23 @@ TEST(TensorParallelCli, LogitsPrintOnceAndMatchOneProcess) {
   EXPECT_LT(worst, 1e-5);
 }
 
+// --nnodes 2: two network namespaces on this machine, 2 ranks each; a tensor-parallel group on
+// each node, the data-parallel groups across them.
+TEST(TensorParallelTwoNodes, MatchesOneProcess) {
+  const char* tfm = std::getenv("TFM_BIN");
+  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const std::string build = std::filesystem::path(tfm).parent_path().string();
+  const auto run = testing::run_binary(
+      "/bin/bash", {std::string(TFM_TEST_DATA_DIR) + "/../distributed/two_nodes.sh", build,
+                    port(12), worker(), "infer", testing::fixture_dir("qwen3"), "2", "2"});
+  if (run->status == 77) GTEST_SKIP() << "cannot make network namespaces here (needs root)";
+  ASSERT_EQ(run->status, 0) << run->out << run->err;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_THAT(run->out, HasSubstr("rank " + std::to_string(r) + ": ok")) << run->out;
+  }
+  EXPECT_THAT(run->out, HasSubstr("[node1] [rank3]"));
+}
+
 TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
   const auto run = testing::run_binary(
       "tfmrun", {"--nproc_per_node", "3", "--master_port", port(9), worker(), "infer",
