@@ -8,13 +8,13 @@ namespace tfm {
 CausalLM AutoModelForCausalLM::from_config(const std::string& config_json,
                                            const LoadOptions& options, uint64_t seed) {
   return CausalLM(
-      init_causal_lm(config_json, options, seed, distributed::tensor_parallel(options.distributed)));
+      init_causal_lm(config_json, options, seed, distributed::parallelism(options.distributed)));
 }
 
 CausalLM AutoModelForCausalLM::from_pretrained(const std::string& id_or_path,
                                                const LoadOptions& options) {
   return CausalLM(
-      load_causal_lm(id_or_path, options, distributed::tensor_parallel(options.distributed)));
+      load_causal_lm(id_or_path, options, distributed::parallelism(options.distributed)));
 }
 
 }  // namespace tfm

@@ -62,11 +62,21 @@ const ParallelGroups& parallel_groups(const DistributedConfig& config) {
   return it->second;
 }
 
-models::TensorParallel tensor_parallel(const DistributedConfig& config) {
+models::Parallelism parallelism(const DistributedConfig& config) {
   const ParallelGroups& groups = parallel_groups(config);
-  const bool writes = !groups.world || groups.world->rank() == 0;
-  if (config.tp_size == 1) return {0, 1, nullptr, writes};
-  return {groups.tp->rank(), groups.tp->size(), groups.tp, writes};
+  models::Parallelism p;
+  p.writes_files = !groups.world || groups.world->rank() == 0;
+  if (config.tp_size > 1) {
+    p.rank = groups.tp->rank();
+    p.size = groups.tp->size();
+    p.group = groups.tp;
+  }
+  if (config.fsdp_size > 1) {
+    p.fsdp_rank = groups.fsdp->rank();
+    p.fsdp_size = groups.fsdp->size();
+    p.fsdp_group = groups.fsdp;
+  }
+  return p;
 }
 
 }  // namespace tfm::distributed

@@ -19,6 +19,6 @@ struct ParallelGroups {
 // Throws when the sizes are below 1 or WORLD_SIZE is not tp_size x fsdp_size. With both sizes 1
 // no group is made and no environment is needed.
 const ParallelGroups& parallel_groups(const DistributedConfig& config);
-models::TensorParallel tensor_parallel(const DistributedConfig& config);
+models::Parallelism parallelism(const DistributedConfig& config);
 
 }  // namespace tfm::distributed

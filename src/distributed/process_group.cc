@@ -175,12 +175,17 @@ void ProcessGroup::reduce_scatter(const Tensor& in, Tensor& out) {
     throw Error("[reduce_scatter] in " + shape_str(in.shape()) + " must hold " +
                 std::to_string(size_) + " x out " + shape_str(out.shape()));
   }
+  Tensor input = in;
+  reduce_scatter_sum(host_f32(input, "reduce_scatter"), static_cast<size_t>(out.numel()),
+                     host_f32(out, "reduce_scatter"));
+}
+
+void ProcessGroup::reduce_scatter_sum(const float* in, size_t count, float* out) {
   // A sum over everything, then this rank's slice: twice the traffic of a ring reduce-scatter,
   // one well-tested gloo algorithm.
-  Tensor sum = in.clone();
-  all_reduce(sum);
-  std::memcpy(host_f32(out, "reduce_scatter"), sum.data_as<float>() + rank_ * out.numel(),
-              out.nbytes());
+  std::vector<float> sum(in, in + count * static_cast<size_t>(size_));
+  all_reduce_sum(sum.data(), sum.size());
+  std::memcpy(out, sum.data() + static_cast<size_t>(rank_) * count, count * sizeof(float));
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int root) {

@@ -33,10 +33,11 @@ ValueId Builder::state(std::string name, Shape shape, DType dtype) {
 
 ValueId Builder::weight(std::string name, Tensor tensor) {
   const bool matrix = tensor.ndim() == 2;
-  const ValueId id = add_node(Op::kWeight, {}, tensor.shape(), std::move(name));
+  ValueId id = add_node(Op::kWeight, {}, tensor.shape(), std::move(name));
   graph_.nodes.back().dtype = tensor.dtype();
   graph_.nodes.back().constant = std::move(tensor);
   const bool autocast = matrix && autocast_ != DType::f32 && node(id).dtype == DType::f32;
+  if (weight_shards_) id = gather_shards(id, weight_shards_);
   return autocast ? cast(id, autocast_) : id;
 }
 
@@ -179,6 +180,21 @@ ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
 
 ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
   const ValueId id = add_node(Op::kCopyToGroup, {x}, node(x).shape, node(x).name);
+  graph_.nodes.back().group = std::move(group);
+  return id;
+}
+
+ValueId Builder::gather_shards(ValueId x, std::shared_ptr<Communicator> group) {
+  const ValueId id = add_node(Op::kGatherShards, {x},
+                              ops::gather_shards_shape(node(x).shape, group->size()), node(x).name);
+  graph_.nodes.back().dtype = node(x).dtype;
+  graph_.nodes.back().group = std::move(group);
+  return id;
+}
+
+ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<Communicator> group) {
+  const ValueId id = add_node(Op::kReduceScatter, {x},
+                              ops::reduce_scatter_shape(node(x).shape, group->size()), node(x).name);
   graph_.nodes.back().group = std::move(group);
   return id;
 }

@@ -37,6 +37,8 @@ class Builder {
   ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);
   ValueId all_gather(ValueId x, std::shared_ptr<Communicator> group);
   ValueId copy_to_group(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId gather_shards(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId reduce_scatter(ValueId x, std::shared_ptr<Communicator> group);
   // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary split over
   // `group`: every rank gets the whole loss.
   ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
@@ -49,6 +51,9 @@ class Builder {
   // to `dtype` and every linear's input is rounded to it, while the weights themselves, the
   // activations and all gradients stay f32 (bf16 training: f32 master weights, bf16 compute).
   void autocast(DType dtype) { autocast_ = dtype; }
+  // FSDP: from here on, every weight is this rank's block of rows of the parameter, gathered over
+  // `group` where it is used (and again where the backward pass uses it).
+  void shard_weights(std::shared_ptr<Communicator> group) { weight_shards_ = std::move(group); }
 
   // The backward ops autodiff emits (see Op).
   ValueId silu_grad(ValueId x, ValueId dy);
@@ -76,6 +81,7 @@ class Builder {
 
   Graph graph_;
   DType autocast_ = DType::f32;
+  std::shared_ptr<Communicator> weight_shards_;
 };
 
 }  // namespace tfm::graph

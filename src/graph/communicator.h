@@ -15,6 +15,8 @@ class Communicator {
   virtual void all_reduce_sum(float* data, size_t count) = 0;
   // `out` holds size() x count floats: rank r's `in` at r * count.
   virtual void all_gather(const float* in, size_t count, float* out) = 0;
+  // `in` holds size() x count floats; `out` gets this rank's `count` of their sum over the group.
+  virtual void reduce_scatter_sum(const float* in, size_t count, float* out) = 0;
 };
 
 }  // namespace tfm::graph

@@ -44,6 +44,10 @@ const char* op_name(Op op) {
       return "all_gather";
     case Op::kCopyToGroup:
       return "copy_to_group";
+    case Op::kGatherShards:
+      return "gather_shards";
+    case Op::kReduceScatter:
+      return "reduce_scatter";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:

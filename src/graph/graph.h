@@ -43,6 +43,9 @@ enum class Op : uint8_t {
                   //   last axis, in rank order
   kCopyToGroup,   // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
                   //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
+  kGatherShards,  // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
+                  //   (FSDP's gathering of a parameter sharded by rows)
+  kReduceScatter, // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum over `group`
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)

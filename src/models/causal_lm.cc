@@ -16,7 +16,7 @@ namespace tfm {
 
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
-                           std::string name, models::TensorParallel tp,
+                           std::string name, models::Parallelism tp,
                            DistributedConfig distributed)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
       tp_(std::move(tp)),
@@ -130,7 +130,7 @@ void check_dtype(DType dtype, const std::filesystem::path& source) {
 
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options,
-                                             const models::TensorParallel& tp) {
+                                             const models::Parallelism& tp) {
   const std::filesystem::path dir = resolve_pretrained(id_or_path);
   Setup s = setup(dir / "config.json", options);
   models::check_tensor_parallel(s.config, tp, (dir / "config.json").string());
@@ -150,8 +150,10 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                             // Under TP a view of this rank's rows (or a copy of its columns):
                             // only those pages of the file are read.
                             field = backend.prepare_weight(
-                                models::tensor_parallel_shard(name, checkpoint.tensor(name),
-                                                              s.config, tp),
+                                models::fsdp_shard(name,
+                                                   models::tensor_parallel_shard(
+                                                       name, checkpoint.tensor(name), s.config, tp),
+                                                   tp),
                                 dtype);
                             checkpoint.release(name);
                           });
@@ -163,7 +165,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
                                              const LoadOptions& options, uint64_t seed,
-                                             const models::TensorParallel& tp) {
+                                             const models::Parallelism& tp) {
   Setup s = setup(config_json, options);
   models::check_tensor_parallel(s.config, tp, config_json.string());
   const DType dtype = options.dtype.value_or(s.config.dtype.value_or(DType::f32));
@@ -175,7 +177,10 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
                             // Every rank draws the whole model from the same seed, then keeps
                             // its slices: the same weights as one process would have.
                             field = backend.prepare_weight(
-                                models::tensor_parallel_shard(name, field, s.config, tp), dtype);
+                                models::fsdp_shard(
+                                    name, models::tensor_parallel_shard(name, field, s.config, tp),
+                                    tp),
+                                dtype);
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
@@ -184,10 +189,16 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
-  const models::TensorParallel& tp = model.tensor_parallel();
+  const models::Parallelism& tp = model.parallelism();
   std::vector<std::pair<std::string, Tensor>> tensors;
   model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
     Tensor host = t.to(kCpu).to(DType::f32);
+    if (tp.fsdp_size > 1) {
+      Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
+      tp.fsdp_group->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
+                                gathered.data_as<float>());
+      host = models::fsdp_unshard(gathered, host.shape(), tp);
+    }
     if (tp.size > 1) {
       // Every rank takes part in the gather; one of them writes.
       Tensor gathered = Tensor::empty({host.numel() * tp.size}, DType::f32);

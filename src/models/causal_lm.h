@@ -45,7 +45,7 @@ class CausalLMImpl {
  public:
   // Under tensor parallelism `weights` are this rank's shards (models::tensor_parallel_shard).
   CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
-               Device device, DType dtype, std::string name, models::TensorParallel tp = {},
+               Device device, DType dtype, std::string name, models::Parallelism tp = {},
                DistributedConfig distributed = {});
 
   const ModelConfig& config() const { return *config_; }
@@ -72,7 +72,7 @@ class CausalLMImpl {
   void for_each_weight(const models::WeightVisitor& visit);
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
-  const models::TensorParallel& tensor_parallel() const { return tp_; }
+  const models::Parallelism& parallelism() const { return tp_; }
   const DistributedConfig& distributed() const { return distributed_; }
   size_t weight_bytes() const { return weight_bytes_; }
 
@@ -80,7 +80,7 @@ class CausalLMImpl {
   graph::Graph build(const graph::Signature& signature) const;
 
   std::unique_ptr<ModelConfig> config_;
-  models::TensorParallel tp_;
+  models::Parallelism tp_;
   DistributedConfig distributed_;
   ModelConfig local_config_;  // this rank's share of the heads (the whole config without TP)
   models::DecoderFeatures features_;
@@ -96,11 +96,11 @@ class CausalLMImpl {
 // Loads weights named by the one weight listing, checking each shape, prepared for `device`.
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options,
-                                             const models::TensorParallel& tp = {});
+                                             const models::Parallelism& tp = {});
 // A model with fresh weights (models::init_weights) for the architecture in `config_json`.
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
                                              const LoadOptions& options, uint64_t seed,
-                                             const models::TensorParallel& tp = {});
+                                             const models::Parallelism& tp = {});
 // config.json and model.safetensors (weights in `dtype`, a tied lm_head left out) that
 // transformers' from_pretrained loads.
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype);

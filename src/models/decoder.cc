@@ -67,7 +67,7 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
 ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                      const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
                      const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
-                     const TensorParallel& tp) {
+                     const Parallelism& tp) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t seq = b.shape(ids)[1];
   // Row-parallel outputs and the vocabulary-split embedding are partial sums across the ranks;
@@ -114,11 +114,12 @@ Inputs common_inputs(Builder& b, const RopeTables& rope, int64_t batch, int64_t 
 graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
                                  const DecoderWeights& w, const RopeTables& rope,
                                  const graph::Signature& sig, DType cache_dtype,
-                                 const TensorParallel& tp) {
+                                 const Parallelism& tp) {
   Builder b;
   const int64_t batch = sig.batch, seq = sig.seq, len = sig.cache_len;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, len);
+  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group);  // every weight after the RoPE table
   std::vector<ValueId> caches;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const Shape cache_shape{batch, len, c.num_key_value_heads, c.head_dim};
@@ -136,11 +137,12 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
                                           int64_t seq, bool with_grads, DType autocast,
-                                          const TensorParallel& tp) {
+                                          const Parallelism& tp) {
   Builder b;
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, seq);
+  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group);  // every weight after the RoPE table
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);

@@ -66,7 +66,7 @@ RopeTables rope_tables(const ModelConfig& config, int64_t seq_len);
 graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeatures& features,
                                  const DecoderWeights& weights, const RopeTables& rope,
                                  const graph::Signature& signature, DType cache_dtype,
-                                 const TensorParallel& tp = {});
+                                 const Parallelism& tp = {});
 
 // The training step for [batch, seq] token rows: inputs input_ids, position_ids, cache_slots
 // (0..seq-1), attention_mask [B, S], targets [B, S] (the labels shifted left by one, kIgnoreIndex
@@ -79,6 +79,6 @@ graph::Graph build_decoder_training_graph(const ModelConfig& config,
                                           const DecoderFeatures& features, DecoderWeights& weights,
                                           const RopeTables& rope, int64_t batch, int64_t seq,
                                           bool with_grads = true, DType autocast = DType::f32,
-                                          const TensorParallel& tp = {});
+                                          const Parallelism& tp = {});
 
 }  // namespace tfm::models

@@ -31,7 +31,7 @@ bool is_kv(const std::string& name) {
   return name.find("k_proj.") != std::string::npos || name.find("v_proj.") != std::string::npos;
 }
 
-void check_split(int64_t count, const char* what, const TensorParallel& tp,
+void check_split(int64_t count, const char* what, const Parallelism& tp,
                  const std::string& source) {
   if (count % tp.size != 0) {
     throw Error(source + ": tp_size=" + std::to_string(tp.size) + " does not divide " + what +
@@ -55,7 +55,7 @@ Tensor columns(const Tensor& full, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void check_tensor_parallel(const ModelConfig& c, const TensorParallel& tp,
+void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp,
                            const std::string& source) {
   if (tp.size == 1) return;
   check_split(c.num_attention_heads, "num_attention_heads", tp, source);
@@ -68,7 +68,7 @@ void check_tensor_parallel(const ModelConfig& c, const TensorParallel& tp,
   check_split(c.vocab_size, "vocab_size", tp, source);
 }
 
-ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp) {
+ModelConfig local_config(const ModelConfig& config, const Parallelism& tp) {
   ModelConfig local = config;
   local.num_attention_heads = config.num_attention_heads / tp.size;
   local.num_key_value_heads = std::max<int64_t>(1, config.num_key_value_heads / tp.size);
@@ -77,7 +77,7 @@ ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp) {
 
 Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
                                const Shape& shard_shape, const ModelConfig& c,
-                               const TensorParallel& tp) {
+                               const Parallelism& tp) {
   const int64_t per_rank = shape_numel(shard_shape);
   const auto shard = [&](int64_t r) { return gathered.slice(r * per_rank, (r + 1) * per_rank); };
   const Split split = split_of(name);
@@ -112,11 +112,29 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
   return out;
 }
 
+Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p) {
+  if (p.fsdp_size == 1) return slice;
+  const int64_t rows = slice.dim(0);
+  if (rows % p.fsdp_size != 0) {
+    throw Error("fsdp_size=" + std::to_string(p.fsdp_size) + " does not divide the " +
+                std::to_string(rows) + " rows of '" + name + "' (shape " +
+                shape_str(slice.shape()) + ")");
+  }
+  const int64_t block = rows / p.fsdp_size;
+  return slice.slice(p.fsdp_rank * block, (p.fsdp_rank + 1) * block);
+}
+
+Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p) {
+  Shape whole = block_shape;
+  whole[0] *= p.fsdp_size;
+  return gathered.view(whole);
+}
+
 bool tensor_parallel_replicated(const std::string& name) {
   return split_of(name) == Split::kReplicated;
 }
 
-void check_tensor_parallel_training(const ModelConfig& c, const TensorParallel& tp) {
+void check_tensor_parallel_training(const ModelConfig& c, const Parallelism& tp) {
   if (tp.size > c.num_key_value_heads) {
     throw Error("training with tp_size=" + std::to_string(tp.size) +
                 " needs at least as many KV heads (num_key_value_heads=" +
@@ -126,7 +144,7 @@ void check_tensor_parallel_training(const ModelConfig& c, const TensorParallel& 
 }
 
 graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
-                                    const std::string& name, const TensorParallel& tp) {
+                                    const std::string& name, const Parallelism& tp) {
   if (tp.size == 1) return grad;
   if (ends_with(name, "q_norm.weight") || ends_with(name, "k_norm.weight")) {
     return b.all_reduce(grad, tp.group);
@@ -136,7 +154,7 @@ graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
 }
 
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const ModelConfig& c,
-                             const TensorParallel& tp) {
+                             const Parallelism& tp) {
   if (tp.size == 1) return full;
   switch (split_of(name)) {
     case Split::kReplicated:

@@ -14,38 +14,48 @@
 
 namespace tfm::models {
 
-struct TensorParallel {
+// How one process holds the model: its tensor-parallel slices (rank, size, group) and, under
+// FSDP, only its block of rows of each slice, the rest gathered from the FSDP group where used.
+struct Parallelism {
   int rank = 0;
   int size = 1;
   std::shared_ptr<graph::Communicator> group;  // null when size == 1
-  bool writes_files = true;                    // rank 0 of the whole job saves checkpoints
+  int fsdp_rank = 0;
+  int fsdp_size = 1;
+  std::shared_ptr<graph::Communicator> fsdp_group;  // null when fsdp_size == 1
+  bool writes_files = true;                         // rank 0 of the whole job saves checkpoints
 };
 
 // Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
 // split evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
 // the KV head its query heads use.
-void check_tensor_parallel(const ModelConfig& config, const TensorParallel& tp,
+void check_tensor_parallel(const ModelConfig& config, const Parallelism& tp,
                            const std::string& source);
 // The config as one rank sees it: its share of the attention and KV heads.
-ModelConfig local_config(const ModelConfig& config, const TensorParallel& tp);
+ModelConfig local_config(const ModelConfig& config, const Parallelism& tp);
 // This rank's slice of the checkpoint tensor `name` (its full value `full`); a view of `full`
 // where the slice is whole rows, a copy otherwise.
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
-                             const ModelConfig& config, const TensorParallel& tp);
+                             const ModelConfig& config, const Parallelism& tp);
 // The whole tensor `name` from every rank's shard of it, `gathered` holding them one after the
 // other (rank order), each of shape `shard_shape`: the inverse of tensor_parallel_shard.
 Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
                                const Shape& shard_shape, const ModelConfig& config,
-                               const TensorParallel& tp);
+                               const Parallelism& tp);
+// FSDP: this rank's block of rows of `slice` (its tensor-parallel slice of `name`); throws when
+// the rows do not split evenly over the FSDP ranks.
+Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p);
+// The tensor-parallel slice from every FSDP rank's block, `gathered` holding them in rank order.
+Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p);
 // Is `name` whole on every rank (norm weights) rather than split?
 bool tensor_parallel_replicated(const std::string& name);
 // Training is supported where KV heads are split, not replicated (a replicated KV head's
 // gradient would need a sum over the ranks that share it).
-void check_tensor_parallel_training(const ModelConfig& config, const TensorParallel& tp);
+void check_tensor_parallel_training(const ModelConfig& config, const Parallelism& tp);
 // The gradient of `name` as this rank must apply it, from `grad` (what autodiff gives this rank):
 // replicated weights used by only this rank's heads (q_norm, k_norm) sum over the group; a
 // row-parallel bias that rank 0 alone carries gets none elsewhere.
 graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
-                                    const std::string& name, const TensorParallel& tp);
+                                    const std::string& name, const Parallelism& tp);
 
 }  // namespace tfm::models

@@ -34,11 +34,23 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
       return {dy};
     case Op::kCopyToGroup:
       return {b.all_reduce(dy, n.group)};
+    // A gathered parameter's gradient is every rank's, summed, and cut back to this rank's rows.
+    case Op::kGatherShards:
+      return {b.reduce_scatter(dy, n.group)};
     default:
       break;
   }
   throw Error(std::string("[autodiff] no backward rule for ") + graph::op_name(n.op) +
               (n.name.empty() ? "" : " '" + n.name + "'"));
+}
+
+graph::ValueId regathered(graph::Builder& b, graph::ValueId w) {
+  const graph::Node n = b.node(w);
+  if (n.op == Op::kGatherShards) return b.gather_shards(n.inputs[0], n.group);
+  if (n.op == Op::kCast && b.node(n.inputs[0]).op == Op::kGatherShards) {
+    return b.cast(regathered(b, n.inputs[0]), n.dtype);
+  }
+  return w;
 }
 
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {

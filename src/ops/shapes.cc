@@ -111,6 +111,25 @@ Shape all_gather_shape(const Shape& x, int group_size) {
   return out;
 }
 
+Shape gather_shards_shape(const Shape& x, int group_size) {
+  if (x.empty() || group_size < 1) {
+    fail("gather_shards", shape_str(x) + " over " + std::to_string(group_size) + " ranks");
+  }
+  Shape out = x;
+  out[0] *= group_size;
+  return out;
+}
+
+Shape reduce_scatter_shape(const Shape& x, int group_size) {
+  if (x.empty() || group_size < 1 || x[0] % group_size != 0) {
+    fail("reduce_scatter", shape_str(x) + " does not split into " + std::to_string(group_size) +
+                               " equal row blocks");
+  }
+  Shape out = x;
+  out[0] /= group_size;
+  return out;
+}
+
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets) {
   Shape rows(logits.begin(), logits.end() - (logits.empty() ? 0 : 1));
   if (logits.size() < 2 || rows != targets) {

@@ -19,6 +19,8 @@ Shape view_shape(const Shape& x, int64_t start, const Shape& shape);
 Shape reduce_rows_shape(const Shape& x);
 Shape argmax_shape(const Shape& x);
 Shape all_gather_shape(const Shape& x, int group_size);
+Shape gather_shards_shape(const Shape& x, int group_size);
+Shape reduce_scatter_shape(const Shape& x, int group_size);
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
 // Backward ops: the gradient has the shape of what it is the gradient of; these check the operands.
 Shape embedding_grad_shape(const Shape& dy, const Shape& ids, int64_t vocab);

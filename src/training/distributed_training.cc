@@ -24,7 +24,8 @@ DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatPa
   const distributed::ParallelGroups& groups = distributed::parallel_groups(config);
   if (config.tp_size > 1) tp_ = groups.tp;
   if (config.fsdp_size > 1) fsdp_ = groups.fsdp;
-  writes_files_ = !groups.world || groups.world->rank() == 0;
+  world_rank_ = groups.world ? groups.world->rank() : 0;
+  writes_files_ = world_rank_ == 0;
   for (const FlatParameters::Entry& e : params.entries()) {
     if (tp_rank() == 0 || !models::tensor_parallel_replicated(e.name)) {
       counted_.push_back({e.offset, shape_numel(e.shape), true});
@@ -51,12 +52,8 @@ double DistributedTraining::sum_over_data(double value) const {
   return t.to_f32_vector()[0];
 }
 
-void DistributedTraining::sum_over_data(std::span<float> grads) const {
-  if (fsdp_) fsdp_->all_reduce_sum(grads.data(), grads.size());
-}
-
 double DistributedTraining::grad_norm(std::span<const float> grads) const {
-  if (!tp_) return training::grad_norm(grads);
+  if (!active()) return training::grad_norm(grads);
   double sum_sq = 0;
   for (const ParamSegment& s : counted_) {
     const double n = training::grad_norm(grads.subspan(static_cast<size_t>(s.offset),
@@ -64,7 +61,8 @@ double DistributedTraining::grad_norm(std::span<const float> grads) const {
     sum_sq += n * n;
   }
   float total = static_cast<float>(sum_sq);
-  tp_->all_reduce_sum(&total, 1);
+  if (tp_) tp_->all_reduce_sum(&total, 1);
+  if (fsdp_) fsdp_->all_reduce_sum(&total, 1);
   return std::sqrt(static_cast<double>(total));
 }
 

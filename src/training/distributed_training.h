@@ -1,7 +1,8 @@
 // What the Trainer does differently under the model's DistributedConfig: each FSDP rank trains on
 // its share of every global batch (per_device_train_batch_size rows, as torch's
-// DistributedSampler deals them), tensor-parallel ranks on the same rows; losses and gradients are
-// summed over the FSDP ranks; the gradient norm is the whole model's; rank 0 alone writes files.
+// DistributedSampler deals them), tensor-parallel ranks on the same rows; losses are summed over
+// the FSDP ranks (the gradients already are: the step's graph reduce-scatters them onto each
+// rank's shard); the gradient norm is the whole model's; rank 0 alone writes the shared files.
 // Without a DistributedConfig every call is the single-process answer.
 #pragma once
 
@@ -22,22 +23,23 @@ class DistributedTraining {
 
   int data_ranks() const { return fsdp_ ? fsdp_->size() : 1; }
   bool writes_files() const { return writes_files_; }
-  bool tensor_parallel() const { return tp_ != nullptr; }
+  bool active() const { return tp_ != nullptr || fsdp_ != nullptr; }
   int tp_rank() const { return tp_ ? tp_->rank() : 0; }
   int data_rank() const { return fsdp_ ? fsdp_->rank() : 0; }
+  int world_rank() const { return world_rank_; }
 
   // This rank's `per_rank` rows of a global batch. A short last batch leaves some ranks rows
   // short: those are filled with rows that carry no target, so every rank runs the same graph.
   Batch local_rows(const Batch& global, int64_t per_rank) const;
   double sum_over_data(double value) const;
-  void sum_over_data(std::span<float> grads) const;
-  // The L2 norm of the whole model's gradient: split weights' squares summed over the
-  // tensor-parallel ranks, replicated ones (norms) counted once.
+  // The L2 norm of the whole model's gradient from this rank's shard of it: squares summed over
+  // every rank, the weights that tensor-parallel ranks each hold whole (norms) counted once.
   double grad_norm(std::span<const float> grads) const;
 
  private:
   std::shared_ptr<distributed::ProcessGroup> tp_, fsdp_;  // null where that dimension is 1
   bool writes_files_ = true;
+  int world_rank_ = 0;
   std::vector<ParamSegment> counted_;  // the gradient ranges this rank's norm counts
 };
 

@@ -83,15 +83,14 @@ double Trainer::train_window(int64_t* tokens) {
     loss_sum += out.loss_sum;
     *tokens += global.input_ids.numel();
   }
-  distributed_.sum_over_data(params_.grads());
   return distributed_.sum_over_data(loss_sum) / static_cast<double>(targets);
 }
 
 TrainOutput Trainer::train() {
   fs::create_directories(args_.output_dir);
   if (!args_.resume_from_checkpoint.empty()) {
-    if (distributed_.tensor_parallel()) {
-      throw Error("resume_from_checkpoint with tp_size > 1 is not supported yet");
+    if (distributed_.active()) {
+      throw Error("resume_from_checkpoint under a DistributedConfig is not supported yet");
     }
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
@@ -196,11 +195,12 @@ void Trainer::save_model(const fs::path& dir) {
 void Trainer::save_checkpoint() {
   const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
   save_model(dir);
-  // Data-parallel ranks hold the same optimizer state; tensor-parallel ranks each their slices'.
-  if (distributed_.data_rank() == 0 && distributed_.tensor_parallel()) {
+  // Each rank's optimizer state is that of its own shard.
+  if (distributed_.active()) {
     fs::create_directories(dir);
-    optimizer_.save(dir / ("optimizer-tp" + std::to_string(distributed_.tp_rank()) + ".safetensors"));
-  } else if (distributed_.writes_files()) {
+    optimizer_.save(dir / ("optimizer-rank" + std::to_string(distributed_.world_rank()) +
+                           ".safetensors"));
+  } else {
     optimizer_.save(dir / "optimizer.safetensors");
   }
   if (distributed_.writes_files()) rotate_checkpoints(args_.output_dir, args_.save_total_limit);

@@ -160,6 +160,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     }
     case Op::kCopyToGroup:
       return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
+    case Op::kGatherShards: {
+      check_f32(n, "gather_shards");
+      const auto count = static_cast<size_t>(shape_numel(in(0).shape));
+      graph::Communicator* group = n.group.get();
+      return [=] { group->all_gather(f(args[0]), count, f(out)); };
+    }
+    case Op::kReduceScatter: {
+      const auto count = static_cast<size_t>(shape_numel(n.shape));
+      graph::Communicator* group = n.group.get();
+      return [=] { group->reduce_scatter_sum(f(args[0]), count, f(out)); };
+    }
     case Op::kLinearGradInput: {
       const Node& w = in(1);
       const DType dt = w.dtype;
