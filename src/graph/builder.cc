@@ -165,38 +165,34 @@ ValueId Builder::argmax(ValueId x) {
   return id;
 }
 
-ValueId Builder::all_reduce(ValueId x, std::shared_ptr<Communicator> group) {
-  const ValueId id = add_node(Op::kAllReduce, {x}, node(x).shape, node(x).name);
-  graph_.nodes.back().group = std::move(group);
-  return id;
-}
-
-ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
-  const ValueId id =
-      add_node(Op::kAllGather, {x}, ops::all_gather_shape(node(x).shape, group->size()));
-  graph_.nodes.back().group = std::move(group);
-  return id;
-}
-
-ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
-  const ValueId id = add_node(Op::kCopyToGroup, {x}, node(x).shape, node(x).name);
-  graph_.nodes.back().group = std::move(group);
-  return id;
-}
-
-ValueId Builder::gather_shards(ValueId x, std::shared_ptr<Communicator> group) {
-  const ValueId id = add_node(Op::kGatherShards, {x},
-                              ops::gather_shards_shape(node(x).shape, group->size()), node(x).name);
+ValueId Builder::collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group) {
+  const ValueId id = add_node(op, {x}, std::move(shape), node(x).name);
   graph_.nodes.back().dtype = node(x).dtype;
   graph_.nodes.back().group = std::move(group);
   return id;
 }
 
+ValueId Builder::all_reduce(ValueId x, std::shared_ptr<Communicator> group) {
+  return collective(Op::kAllReduce, x, node(x).shape, std::move(group));
+}
+
+ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
+  const Shape shape = ops::all_gather_shape(node(x).shape, group->size());
+  return collective(Op::kAllGather, x, shape, std::move(group));
+}
+
+ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
+  return collective(Op::kCopyToGroup, x, node(x).shape, std::move(group));
+}
+
+ValueId Builder::gather_shards(ValueId x, std::shared_ptr<Communicator> group) {
+  const Shape shape = ops::gather_shards_shape(node(x).shape, group->size());
+  return collective(Op::kGatherShards, x, shape, std::move(group));
+}
+
 ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<Communicator> group) {
-  const ValueId id = add_node(Op::kReduceScatter, {x},
-                              ops::reduce_scatter_shape(node(x).shape, group->size()), node(x).name);
-  graph_.nodes.back().group = std::move(group);
-  return id;
+  const Shape shape = ops::reduce_scatter_shape(node(x).shape, group->size());
+  return collective(Op::kReduceScatter, x, shape, std::move(group));
 }
 
 ValueId Builder::cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,

@@ -78,6 +78,7 @@ class Builder {
  private:
   ValueId add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name = {});
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
+  ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
 
   Graph graph_;
   DType autocast_ = DType::f32;

@@ -2,11 +2,8 @@
 // ending the job with an error instead of a hang.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 
 #include "support/run_binary.h"
 
@@ -15,15 +12,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string worker() {
-  const char* tfm = std::getenv("TFM_BIN");
-  return tfm == nullptr
-             ? ""
-             : (std::filesystem::path(tfm).parent_path() / "tfm_collectives_worker").string();
-}
-
-// A port of its own per test process, so parallel ctest runs do not meet in one store.
-std::string port(int offset) { return std::to_string(21000 + (::getpid() * 7 + offset) % 20000); }
+std::string worker() { return testing::binary_path("tfm_collectives_worker"); }
+std::string port(int offset) { return testing::test_port(offset); }
 
 TEST(Collectives, FourRanksAgreeWithClosedForms) {
   const auto run = testing::run_binary(

@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string port(int offset) { return std::to_string(21000 + (::getpid() * 7 + offset) % 20000); }
+std::string port(int offset) { return testing::test_port(offset); }
 
 // Ten rows of 12 token ids: the fixture's two and rotations of them.
 fs::path write_rows(const fs::path& dir) {

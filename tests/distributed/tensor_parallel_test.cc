@@ -3,7 +3,6 @@
 // (tensor_parallel_worker.cc), and the configuration errors a user can make.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -21,15 +20,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-std::string worker() {
-  const char* tfm = std::getenv("TFM_BIN");
-  return tfm == nullptr
-             ? ""
-             : (std::filesystem::path(tfm).parent_path() / "tfm_tensor_parallel_worker").string();
-}
-
-// A port of its own per test process, so parallel ctest runs do not meet in one store.
-std::string port(int offset) { return std::to_string(21000 + (::getpid() * 7 + offset) % 20000); }
+std::string worker() { return testing::binary_path("tfm_tensor_parallel_worker"); }
+std::string port(int offset) { return testing::test_port(offset); }
 
 struct Layout {
   std::string arch;
@@ -125,22 +117,23 @@ TEST(TensorParallelTwoNodes, MatchesOneProcess) {
   EXPECT_THAT(run->out, HasSubstr("[node1] [rank3]"));
 }
 
-TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
+// `processes` ranks load qwen3 with tp x fsdp: the job must fail saying `message`.
+void expect_load_error(int processes, int tp, int fsdp, const std::string& message) {
   const auto run = testing::run_binary(
-      "tfmrun", {"--nproc_per_node", "3", "--master_port", port(9), worker(), "infer",
-                 testing::fixture_dir("qwen3"), "3", "1"});
+      "tfmrun", {"--nproc_per_node", std::to_string(processes), "--master_port",
+                 port(8 + processes), worker(), "infer", testing::fixture_dir("qwen3"),
+                 std::to_string(tp), std::to_string(fsdp)});
   if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
   EXPECT_NE(run->status, 0);
-  EXPECT_THAT(run->err, HasSubstr("tp_size=3 does not divide num_attention_heads=4"));
+  EXPECT_THAT(run->err, HasSubstr(message));
+}
+
+TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {
+  expect_load_error(3, 3, 1, "tp_size=3 does not divide num_attention_heads=4");
 }
 
 TEST(TensorParallelConfig, WorldSizeMustBeTpTimesFsdp) {
-  const auto run = testing::run_binary(
-      "tfmrun", {"--nproc_per_node", "2", "--master_port", port(10), worker(), "infer",
-                 testing::fixture_dir("qwen3"), "2", "2"});
-  if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
-  EXPECT_NE(run->status, 0);
-  EXPECT_THAT(run->err, HasSubstr("needs 4 processes, but WORLD_SIZE is 2"));
+  expect_load_error(2, 2, 2, "needs 4 processes, but WORLD_SIZE is 2");
 }
 
 TEST(TensorParallelConfig, WithoutALauncherSaysHowToStart) {

@@ -62,4 +62,13 @@ std::optional<Run> run_binary(const std::string& program, const std::vector<std:
   return run;
 }
 
+std::string binary_path(const std::string& program) {
+  const char* tfm = std::getenv("TFM_BIN");
+  return tfm == nullptr ? "" : (fs::path(tfm).parent_path() / program).string();
+}
+
+std::string test_port(int offset) {
+  return std::to_string(21000 + (::getpid() * 7 + offset) % 20000);
+}
+
 }  // namespace tfm::testing

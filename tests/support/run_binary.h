@@ -17,4 +17,10 @@ struct Run {
 // stderr apart. nullopt when TFM_BIN is unset: the test was not run through ctest.
 std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args);
 
+// The path of a program next to $TFM_BIN ("" when TFM_BIN is unset).
+std::string binary_path(const std::string& program);
+// A rendezvous port for a distributed test: its own per test process and `offset`, so parallel
+// ctest runs do not meet in one store.
+std::string test_port(int offset);
+
 }  // namespace tfm::testing
