@@ -195,6 +195,13 @@ ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<Communicator> group) 
   return collective(Op::kReduceScatter, x, shape, std::move(group));
 }
 
+ValueId Builder::sum_over_replicas(ValueId x, int64_t ranks_per_replica,
+                                   std::shared_ptr<Communicator> group) {
+  const ValueId id = collective(Op::kSumOverReplicas, x, node(x).shape, std::move(group));
+  graph_.nodes.back().start = ranks_per_replica;
+  return id;
+}
+
 ValueId Builder::cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
                                      std::shared_ptr<Communicator> group) {
   Node like;

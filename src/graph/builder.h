@@ -39,6 +39,8 @@ class Builder {
   ValueId copy_to_group(ValueId x, std::shared_ptr<Communicator> group);
   ValueId gather_shards(ValueId x, std::shared_ptr<Communicator> group);
   ValueId reduce_scatter(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId sum_over_replicas(ValueId x, int64_t ranks_per_replica,
+                            std::shared_ptr<Communicator> group);
   // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary split over
   // `group`: every rank gets the whole loss.
   ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,

@@ -48,6 +48,8 @@ const char* op_name(Op op) {
       return "gather_shards";
     case Op::kReduceScatter:
       return "reduce_scatter";
+    case Op::kSumOverReplicas:
+      return "sum_over_replicas";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:

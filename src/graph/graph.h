@@ -46,6 +46,8 @@ enum class Op : uint8_t {
   kGatherShards,  // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
                   //   (FSDP's gathering of a parameter sharded by rows)
   kReduceScatter, // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum over `group`
+  kSumOverReplicas,  // (x) -> the sum of x over this rank's block of `start` neighbouring ranks of
+                     //   `group` (the ranks that hold one replicated KV head)
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)

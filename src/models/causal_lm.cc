@@ -19,7 +19,7 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            std::string name, models::Parallelism tp,
                            DistributedConfig distributed)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
-      tp_(std::move(tp)),
+      tp_(models::with_kv_replicas(std::move(tp), *config_)),
       distributed_(distributed),
       local_config_(models::local_config(*config_, tp_)),
       features_(features),
@@ -64,7 +64,6 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
 
 LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
                                       DType autocast) {
-  models::check_tensor_parallel_training(*config_, tp_);
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
   const graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};

@@ -68,6 +68,11 @@ void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp,
   check_split(c.vocab_size, "vocab_size", tp, source);
 }
 
+Parallelism with_kv_replicas(Parallelism tp, const ModelConfig& config) {
+  tp.kv_replicas = static_cast<int>(std::max<int64_t>(1, tp.size / config.num_key_value_heads));
+  return tp;
+}
+
 ModelConfig local_config(const ModelConfig& config, const Parallelism& tp) {
   ModelConfig local = config;
   local.num_attention_heads = config.num_attention_heads / tp.size;
@@ -130,22 +135,17 @@ Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Para
   return gathered.view(whole);
 }
 
-bool tensor_parallel_replicated(const std::string& name) {
-  return split_of(name) == Split::kReplicated;
-}
-
-void check_tensor_parallel_training(const ModelConfig& c, const Parallelism& tp) {
-  if (tp.size > c.num_key_value_heads) {
-    throw Error("training with tp_size=" + std::to_string(tp.size) +
-                " needs at least as many KV heads (num_key_value_heads=" +
-                std::to_string(c.num_key_value_heads) +
-                "): replicated KV heads are supported for inference only");
-  }
+bool holds_first_copy(const std::string& name, const Parallelism& tp) {
+  if (split_of(name) == Split::kReplicated) return tp.rank == 0;
+  if (is_kv(name)) return tp.rank % tp.kv_replicas == 0;
+  return true;
 }
 
 graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
                                     const std::string& name, const Parallelism& tp) {
   if (tp.size == 1) return grad;
+  // A KV head held by several ranks: each saw only its own query heads' share of the gradient.
+  if (is_kv(name) && tp.kv_replicas > 1) return b.sum_over_replicas(grad, tp.kv_replicas, tp.group);
   if (ends_with(name, "q_norm.weight") || ends_with(name, "k_norm.weight")) {
     return b.all_reduce(grad, tp.group);
   }

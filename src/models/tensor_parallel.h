@@ -24,6 +24,7 @@ struct Parallelism {
   int fsdp_size = 1;
   std::shared_ptr<graph::Communicator> fsdp_group;  // null when fsdp_size == 1
   bool writes_files = true;                         // rank 0 of the whole job saves checkpoints
+  int kv_replicas = 1;  // ranks that hold each KV head (more than 1 when KV heads < size)
 };
 
 // Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
@@ -33,6 +34,8 @@ void check_tensor_parallel(const ModelConfig& config, const Parallelism& tp,
                            const std::string& source);
 // The config as one rank sees it: its share of the attention and KV heads.
 ModelConfig local_config(const ModelConfig& config, const Parallelism& tp);
+// `tp` with kv_replicas set for `config`.
+Parallelism with_kv_replicas(Parallelism tp, const ModelConfig& config);
 // This rank's slice of the checkpoint tensor `name` (its full value `full`); a view of `full`
 // where the slice is whole rows, a copy otherwise.
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
@@ -47,14 +50,14 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
 Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p);
 // The tensor-parallel slice from every FSDP rank's block, `gathered` holding them in rank order.
 Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p);
-// Is `name` whole on every rank (norm weights) rather than split?
-bool tensor_parallel_replicated(const std::string& name);
-// Training is supported where KV heads are split, not replicated (a replicated KV head's
-// gradient would need a sum over the ranks that share it).
-void check_tensor_parallel_training(const ModelConfig& config, const Parallelism& tp);
+// Does this rank hold the first copy of its part of `name`? False where another tensor-parallel
+// rank holds the same values: norm weights (whole on every rank) and replicated KV heads. A sum
+// over the ranks (a gradient norm) counts each value once by counting first copies.
+bool holds_first_copy(const std::string& name, const Parallelism& tp);
 // The gradient of `name` as this rank must apply it, from `grad` (what autodiff gives this rank):
-// replicated weights used by only this rank's heads (q_norm, k_norm) sum over the group; a
-// row-parallel bias that rank 0 alone carries gets none elsewhere.
+// weights used by only this rank's heads but held by others too (q_norm, k_norm; a KV head
+// replicated over several ranks) sum over those ranks; a row-parallel bias that rank 0 alone
+// carries gets none elsewhere.
 graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
                                     const std::string& name, const Parallelism& tp);
 

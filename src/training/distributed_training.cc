@@ -27,7 +27,7 @@ DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatPa
   world_rank_ = groups.world ? groups.world->rank() : 0;
   writes_files_ = world_rank_ == 0;
   for (const FlatParameters::Entry& e : params.entries()) {
-    if (tp_rank() == 0 || !models::tensor_parallel_replicated(e.name)) {
+    if (models::holds_first_copy(e.name, model.parallelism())) {
       counted_.push_back({e.offset, shape_numel(e.shape), true});
     }
   }

@@ -33,7 +33,8 @@ class DistributedTraining {
   Batch local_rows(const Batch& global, int64_t per_rank) const;
   double sum_over_data(double value) const;
   // The L2 norm of the whole model's gradient from this rank's shard of it: squares summed over
-  // every rank, the weights that tensor-parallel ranks each hold whole (norms) counted once.
+  // every rank, values that several tensor-parallel ranks hold (norms, replicated KV heads)
+  // counted once.
   double grad_norm(std::span<const float> grads) const;
 
  private:

@@ -111,7 +111,7 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DistributedTrainerTest,
-                         ::testing::Values(Layout{2, 2}, Layout{1, 4}),
+                         ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp) + "_fsdp" +
                                   std::to_string(info.param.fsdp);

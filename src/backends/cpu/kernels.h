@@ -19,6 +19,9 @@ void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidd
 // give zero rows (the all_reduce that follows adds the owning rank's row).
 void embedding_shard(const void* table, DType table_dtype, int64_t rows, int64_t hidden,
                      int64_t first_id, const int32_t* ids, int64_t count, float* out);
+// out = the sum of `count` floats from ranks [first, first + ranks) of `gathered` (rank-major).
+void sum_replica_block(const float* gathered, size_t count, int64_t first, int64_t ranks,
+                       float* out);
 // out [rows, group x n]: `gathered` holds each rank's [rows, n] one after the other.
 void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ranks, float* out);
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.

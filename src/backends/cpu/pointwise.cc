@@ -39,6 +39,15 @@ void embedding_shard(const void* table, DType table_dtype, int64_t rows, int64_t
   }
 }
 
+void sum_replica_block(const float* gathered, size_t count, int64_t first, int64_t ranks,
+                       float* out) {
+  std::fill(out, out + count, 0.f);
+  for (int64_t r = first; r < first + ranks; ++r) {
+    const float* src = gathered + static_cast<size_t>(r) * count;
+    for (size_t i = 0; i < count; ++i) out[i] += src[i];
+  }
+}
+
 void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ranks, float* out) {
   for (int r = 0; r < ranks; ++r) {
     for (int64_t i = 0; i < rows; ++i) {

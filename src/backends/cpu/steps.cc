@@ -166,6 +166,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       graph::Communicator* group = n.group.get();
       return [=] { group->all_gather(f(args[0]), count, f(out)); };
     }
+    case Op::kSumOverReplicas: {
+      const auto count = static_cast<size_t>(shape_numel(n.shape));
+      const int64_t block = n.start;
+      graph::Communicator* group = n.group.get();
+      return [=] {
+        std::vector<float> all(count * static_cast<size_t>(group->size()));
+        group->all_gather(f(args[0]), count, all.data());
+        sum_replica_block(all.data(), count, group->rank() / block * block, block, f(out));
+      };
+    }
     case Op::kReduceScatter: {
       const auto count = static_cast<size_t>(shape_numel(n.shape));
       graph::Communicator* group = n.group.get();
