@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "support/run_binary.h"
 
@@ -34,6 +36,16 @@ TEST(Tfmrun, GivesEachRankTorchrunsEnvironment) {
   for (std::string line; std::getline(out, line);) lines.insert(line);
   EXPECT_EQ(lines, (std::set<std::string>{"[rank2]: 2 0 4 2 10.1.2.3 29555",
                                           "[rank3]: 3 1 4 2 10.1.2.3 29555"}));
+}
+
+// The cores are shared out among the node's ranks unless OMP_NUM_THREADS is set.
+TEST(Tfmrun, SharesTheCoresOutAmongRanks) {
+  const auto run = tfmrun({"--nproc_per_node", "2", "sh", "-c", "echo threads $OMP_NUM_THREADS"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  const int each = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  EXPECT_THAT(run->out, HasSubstr("[rank1]: threads " + std::to_string(each) + "\n"));
+  EXPECT_THAT(run->err, HasSubstr("OMP_NUM_THREADS=" + std::to_string(each)));
 }
 
 TEST(Tfmrun, PrefixesBothStreamsAndPartialLines) {

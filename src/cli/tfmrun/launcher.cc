@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <stdexcept>
 
 extern char** environ;
@@ -50,6 +51,13 @@ void flush_partial(Stream& s) {
   if (!s.partial.empty()) emit(s, "\n", 1);
 }
 
+// The node's cores shared out among its ranks, unless the caller set OMP_NUM_THREADS: ranks that
+// each start a thread per core would oversubscribe the node (torchrun sets 1 for the same reason).
+int threads_per_rank(const JobSpec& spec) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / spec.nproc_per_node);
+}
+
 pid_t spawn_rank(const JobSpec& spec, int local_rank, int out_fd, int err_fd) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -58,6 +66,7 @@ pid_t spawn_rank(const JobSpec& spec, int local_rank, int out_fd, int err_fd) {
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   for (auto& [key, value] : rank_environment(spec, local_rank)) env[key] = value;
+  if (!env.count("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(spec));
   std::vector<std::string> env_strings;
   for (auto& [key, value] : env) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp, argv;
@@ -119,6 +128,10 @@ int launch(const JobSpec& spec) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && spec.nproc_per_node > 1) {
+    std::fprintf(stderr, "tfmrun: OMP_NUM_THREADS=%d for each of the %d processes (set it to choose)\n",
+                 threads_per_rank(spec), spec.nproc_per_node);
+  }
   std::vector<Rank> ranks(static_cast<size_t>(spec.nproc_per_node));
   std::vector<Stream> streams;
   for (int local = 0; local < spec.nproc_per_node; ++local) {
