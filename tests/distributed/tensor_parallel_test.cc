@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -126,6 +127,17 @@ void expect_load_error(int processes, int tp, int fsdp, const std::string& messa
   if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
   EXPECT_NE(run->status, 0);
   EXPECT_THAT(run->err, HasSubstr(message));
+}
+
+TEST(TensorParallelFailures, ARankKilledMidRunEndsTheJobNamingIt) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto run = testing::run_binary(
+      "tfmrun", {"--nproc_per_node", "4", "--master_port", port(13), worker(), "kill",
+                 testing::fixture_dir("qwen3"), "2", "2"});
+  if (!run) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, HasSubstr("rank 3 failed (killed by signal 9"));
 }
 
 TEST(TensorParallelConfig, HeadsThatDoNotSplitAreAnError) {

@@ -5,9 +5,11 @@
 //   train: 5 AdamW steps on one global batch (its rows split over the FSDP ranks, each updating
 //          its shard of the parameters) must give the whole model's losses within 1e-5 relative.
 // Prints "rank R: ok" or the failure, and exits non-zero on failure.
-//   tfm_tensor_parallel_worker infer|train FIXTURE_DIR TP_SIZE FSDP_SIZE
+//   kill:  the last rank kills itself after loading; the others run `infer` into the dead peer.
+//   tfm_tensor_parallel_worker infer|train|kill FIXTURE_DIR TP_SIZE FSDP_SIZE
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -114,7 +116,7 @@ int check_training(tfm::CausalLM& whole, tfm::CausalLM& parts, const nlohmann::j
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s infer|train FIXTURE_DIR TP_SIZE FSDP_SIZE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s infer|train|kill FIXTURE_DIR TP_SIZE FSDP_SIZE\n", argv[0]);
     return 2;
   }
   const char* rank = std::getenv("RANK");
@@ -129,6 +131,11 @@ int main(int argc, char** argv) {
     tfm::CausalLM parts = tfm::AutoModelForCausalLM::from_pretrained(
         dir, {.dtype = tfm::DType::f32, .device_map = "cpu", .distributed = split});
     if (mode == "train") return check_training(whole, parts, ref, split, rank);
+    // A rank killed mid-run: the last one dies once its slices are loaded, the others go on into
+    // a forward pass whose collectives need it.
+    if (mode == "kill" && std::atoi(rank) + 1 == split.tp_size * split.fsdp_size) {
+      std::raise(SIGKILL);
+    }
 
     const tfm::Tensor ids = int_matrix(ref["input_ids"]);
     const tfm::Tensor want = whole.forward(ids);
