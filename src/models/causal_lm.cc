@@ -149,10 +149,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                             // Under TP a view of this rank's rows (or a copy of its columns):
                             // only those pages of the file are read.
                             field = backend.prepare_weight(
-                                models::fsdp_shard(name,
-                                                   models::tensor_parallel_shard(
-                                                       name, checkpoint.tensor(name), s.config, tp),
-                                                   tp),
+                                models::rank_slice(name, checkpoint.tensor(name), s.config, tp),
                                 dtype);
                             checkpoint.release(name);
                           });
@@ -176,10 +173,7 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
                             // Every rank draws the whole model from the same seed, then keeps
                             // its slices: the same weights as one process would have.
                             field = backend.prepare_weight(
-                                models::fsdp_shard(
-                                    name, models::tensor_parallel_shard(name, field, s.config, tp),
-                                    tp),
-                                dtype);
+                                models::rank_slice(name, field, s.config, tp), dtype);
                           });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),

@@ -129,6 +129,11 @@ Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelis
   return slice.slice(p.fsdp_rank * block, (p.fsdp_rank + 1) * block);
 }
 
+Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
+                  const Parallelism& p) {
+  return fsdp_shard(name, tensor_parallel_shard(name, full, config, p), p);
+}
+
 Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p) {
   Shape whole = block_shape;
   whole[0] *= p.fsdp_size;

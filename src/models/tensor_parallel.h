@@ -48,6 +48,9 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
 // FSDP: this rank's block of rows of `slice` (its tensor-parallel slice of `name`); throws when
 // the rows do not split evenly over the FSDP ranks.
 Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p);
+// What this rank holds of `name`: its FSDP block of its tensor-parallel slice of `full`.
+Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
+                  const Parallelism& p);
 // The tensor-parallel slice from every FSDP rank's block, `gathered` holding them in rank order.
 Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p);
 // Does this rank hold the first copy of its part of `name`? False where another tensor-parallel
