@@ -16,10 +16,11 @@ struct ModelConfig;
 
 // How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
 // must equal tp_size x fsdp_size. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
-// tensor-parallel group; the fsdp_size groups are data-parallel replicas of it.
+// tensor-parallel group; the fsdp_size groups are data-parallel replicas of it, each holding a
+// block of rows of every weight, gradient and optimizer moment (gathered where used).
 struct DistributedConfig {
   int tp_size = 1;    // each layer's heads, MLP columns and vocabulary split across this many
-  int fsdp_size = 1;  // data-parallel replicas (their sharding of training state: not yet)
+  int fsdp_size = 1;  // data-parallel ranks sharding the weights and training state
 };
 
 struct LoadOptions {

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "io/checkpoint.h"
+#include "models/tensor_parallel.h"
 #include "tfm/error.h"
 #include "training/causal_lm_batch.h"
 #include "training/grad_clip.h"
@@ -89,9 +91,6 @@ double Trainer::train_window(int64_t* tokens) {
 TrainOutput Trainer::train() {
   fs::create_directories(args_.output_dir);
   if (!args_.resume_from_checkpoint.empty()) {
-    if (distributed_.active()) {
-      throw Error("resume_from_checkpoint under a DistributedConfig is not supported yet");
-    }
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
   const int64_t first_step = global_step_;
@@ -147,7 +146,9 @@ TrainOutput Trainer::train() {
 double Trainer::evaluate() {
   TFM_CHECK(eval_.has_value(), "[train] evaluate() needs an eval dataset");
   const TokenRows& rows = *eval_;
-  const int64_t batch = args_.per_device_eval_batch_size, cols = rows.max_length;
+  // Each FSDP rank evaluates its share of every global batch, as in training.
+  const int64_t per_rank = args_.per_device_eval_batch_size;
+  const int64_t batch = per_rank * distributed_.data_ranks(), cols = rows.max_length;
   double loss_sum = 0;
   int64_t targets = 0;
   for (int64_t first = 0; first < rows.num_rows(); first += batch) {
@@ -161,19 +162,21 @@ double Trainer::evaluate() {
     copy(rows.input_ids, ids);
     copy(rows.attention_mask, mask);
     copy(rows.labels, labels);
-    const Tensor labels_t = Tensor::from_vector(labels, {batch, cols});
-    const int64_t count = count_targets(labels_t);
+    const Batch global{.input_ids = Tensor::from_vector(ids, {batch, cols}),
+                       .attention_mask = Tensor::from_vector(mask, {batch, cols}),
+                       .labels = Tensor::from_vector(labels, {batch, cols})};
+    // Counted over the global batch: every rank skips the same batches and runs the same steps.
+    const int64_t count = count_targets(global.labels);
     if (count == 0) continue;
-    const TrainInputs in = make_train_inputs(Tensor::from_vector(ids, {batch, cols}),
-                                             Tensor::from_vector(mask, {batch, cols}), labels_t,
-                                             count);
+    const Batch b = distributed_.local_rows(global, per_rank);
+    const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, count);
     loss_sum += model_.impl()
                     .train_step(in, !args_.torch_compile, /*with_grads=*/false, autocast())
                     .loss_sum;
     targets += count;
   }
   if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");
-  return loss_sum / static_cast<double>(targets);
+  return distributed_.sum_over_data(loss_sum) / static_cast<double>(targets);
 }
 
 void Trainer::log(nlohmann::json entry) {
@@ -189,36 +192,53 @@ void Trainer::save_model(const fs::path& dir) {
   model_.save_pretrained(dir.string(), DType::f32);  // every rank: the slices are gathered
   if (!distributed_.writes_files()) return;
   if (!tokenizer_dir_.empty()) copy_tokenizer_files(tokenizer_dir_, dir);
-  write_trainer_state(dir, {global_step_, epoch(), train_.state().to_json(), log_history_});
+  const DistributedConfig& layout = model_.impl().distributed();
+  write_trainer_state(dir, {global_step_, epoch(), train_.state().to_json(), log_history_,
+                            layout.tp_size, layout.fsdp_size});
+}
+
+std::string Trainer::optimizer_file() const {
+  // Each rank's optimizer state is that of its own shard.
+  if (!distributed_.active()) return "optimizer.safetensors";
+  return "optimizer-rank" + std::to_string(distributed_.world_rank()) + ".safetensors";
 }
 
 void Trainer::save_checkpoint() {
   const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
   save_model(dir);
-  // Each rank's optimizer state is that of its own shard.
-  if (distributed_.active()) {
-    fs::create_directories(dir);
-    optimizer_.save(dir / ("optimizer-rank" + std::to_string(distributed_.world_rank()) +
-                           ".safetensors"));
-  } else {
-    optimizer_.save(dir / "optimizer.safetensors");
-  }
+  fs::create_directories(dir);
+  optimizer_.save(dir / optimizer_file());
   if (distributed_.writes_files()) rotate_checkpoints(args_.output_dir, args_.save_total_limit);
 }
 
 void Trainer::resume(const fs::path& dir) {
   const TrainerState state = read_trainer_state(dir);
+  CausalLMImpl& model = model_.impl();
+  const DistributedConfig& layout = model.distributed();
+  if (state.tp_size != layout.tp_size || state.fsdp_size != layout.fsdp_size) {
+    throw Error("cannot resume from '" + dir.string() + "': it was saved with tp_size=" +
+                std::to_string(state.tp_size) + " fsdp_size=" + std::to_string(state.fsdp_size) +
+                " and this run has tp_size=" + std::to_string(layout.tp_size) + " fsdp_size=" +
+                std::to_string(layout.fsdp_size) +
+                "; each rank's optimizer state is its own shard, so resume with the same layout");
+  }
+  std::map<std::string, Shape> whole_shapes;
+  model.for_each_weight(
+      [&](const std::string& name, Tensor&, const Shape& shape) { whole_shapes[name] = shape; });
   const Checkpoint weights = Checkpoint::open(dir);
   for (const FlatParameters::Entry& e : params_.entries()) {
     const Tensor saved = weights.tensor(e.name);
-    if (saved.shape() != e.shape || saved.dtype() != DType::f32) {
+    const Shape& whole = whole_shapes.at(e.name);
+    if (saved.shape() != whole || saved.dtype() != DType::f32) {
       throw Error("cannot resume from '" + dir.string() + "': '" + e.name + "' is " +
                   shape_str(saved.shape()) + " " + std::string(dtype_name(saved.dtype())) +
-                  ", the model needs " + shape_str(e.shape) + " f32");
+                  ", the model needs " + shape_str(whole) + " f32");
     }
-    std::memcpy(params_.values().data() + e.offset, saved.data(), saved.nbytes());
+    // Under a DistributedConfig each rank takes its slice of the gathered checkpoint.
+    const Tensor mine = models::rank_slice(e.name, saved, model.config(), model.parallelism());
+    std::memcpy(params_.values().data() + e.offset, mine.data(), mine.nbytes());
   }
-  optimizer_.load(dir / "optimizer.safetensors");
+  optimizer_.load(dir / optimizer_file());
   train_.restore(DataLoaderState::from_json(state.data_loader));
   global_step_ = state.global_step;
   log_history_ = state.log_history;

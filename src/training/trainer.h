@@ -43,6 +43,7 @@ class Trainer {
   void log(nlohmann::json entry);
   void save_checkpoint();
   void resume(const std::filesystem::path& checkpoint);
+  std::string optimizer_file() const;  // within a checkpoint folder
   void save_model(const std::filesystem::path& dir);
   double epoch() const;
   DType autocast() const;

@@ -27,7 +27,9 @@ void write_trainer_state(const fs::path& dir, const TrainerState& state) {
   const nlohmann::json json = {{"global_step", state.global_step},
                                {"epoch", state.epoch},
                                {"data_loader", state.data_loader},
-                               {"log_history", state.log_history}};
+                               {"log_history", state.log_history},
+                               {"tp_size", state.tp_size},
+                               {"fsdp_size", state.fsdp_size}};
   const fs::path file = dir / kStateFile;
   std::ofstream out(file);
   out << json.dump(2) << "\n";
@@ -45,6 +47,8 @@ TrainerState read_trainer_state(const fs::path& dir) {
     state.epoch = json.at("epoch").get<double>();
     state.data_loader = json.at("data_loader");
     state.log_history = json.at("log_history");
+    state.tp_size = json.value("tp_size", 1);
+    state.fsdp_size = json.value("fsdp_size", 1);
     return state;
   } catch (const nlohmann::json::exception& e) {
     throw Error("cannot resume: '" + file.string() + "' is not a trainer state (" + e.what() + ")");

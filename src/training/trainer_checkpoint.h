@@ -15,6 +15,10 @@ struct TrainerState {
   double epoch = 0;
   nlohmann::json data_loader;  // DataLoaderState::to_json()
   nlohmann::json log_history = nlohmann::json::array();
+  // The DistributedConfig that saved it: each rank's optimizer file holds its own shard, so a
+  // resume needs the same layout.
+  int tp_size = 1;
+  int fsdp_size = 1;
 };
 
 void write_trainer_state(const std::filesystem::path& dir, const TrainerState& state);

@@ -1,5 +1,6 @@
 // `tfm train` under tfmrun with 4 CPU processes against one process on the same global batches:
-// the logged losses and gradient norms (clipping on) and the saved checkpoint must agree.
+// the logged losses and gradient norms (clipping on), the eval loss and the saved checkpoint must
+// agree, and a run resumed from a checkpoint continues the uninterrupted run's losses.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "io/checkpoint.h"
 #include "support/fixtures.h"
@@ -43,14 +45,33 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out, i
           "--device", "cpu", "--disable_tqdm"};
 }
 
-std::vector<nlohmann::json> log_lines(const fs::path& dir) {
+// The entries of logs.jsonl that carry `key`.
+std::vector<nlohmann::json> log_lines(const fs::path& dir, const std::string& key = "loss") {
   std::vector<nlohmann::json> lines;
   std::ifstream in(dir / "logs.jsonl");
   for (std::string line; std::getline(in, line);) {
     const auto entry = nlohmann::json::parse(line);
-    if (entry.contains("loss")) lines.push_back(entry);
+    if (entry.contains(key)) lines.push_back(entry);
   }
   return lines;
+}
+
+// `tfm train ARGS` under tfmrun with four processes split tp x fsdp.
+std::optional<testing::Run> run_four(const std::vector<std::string>& train, int tp,
+                                                int fsdp, int port_offset) {
+  std::vector<std::string> args{"--nproc_per_node", "4", "--master_port", port(port_offset),
+                                std::getenv("TFM_BIN")};
+  args.insert(args.end(), train.begin(), train.end());
+  args.insert(args.end(), {"--tp-size", std::to_string(tp), "--fsdp-size", std::to_string(fsdp)});
+  return testing::run_binary("tfmrun", args);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tfm-dist-train-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
 }
 
 struct Layout {
@@ -65,24 +86,21 @@ class DistributedTrainerTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   const Layout l = GetParam();
-  const char* tfm = std::getenv("TFM_BIN");
-  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tfm-dist-train-" + std::to_string(::getpid()) + "-" + std::to_string(l.tp));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  if (std::getenv("TFM_BIN") == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const fs::path dir = fresh_dir(std::to_string(l.tp));
   const fs::path data = write_rows(dir);
   const int global_batch = 4;
-
-  const auto one = testing::run_binary("tfm", train_args(data, dir / "one", global_batch));
+  // Eval batches of 2 rows per rank: with 4 FSDP ranks the last global batch (2 of 10 rows)
+  // leaves two ranks without a target.
+  const std::vector<std::string> eval{"--validation_file", data.string(), "--eval_steps", "5",
+                                      "--per_device_eval_batch_size", "2"};
+  std::vector<std::string> one_args = train_args(data, dir / "one", global_batch);
+  one_args.insert(one_args.end(), eval.begin(), eval.end());
+  const auto one = testing::run_binary("tfm", one_args);
   ASSERT_EQ(one->status, 0) << one->err;
-  std::vector<std::string> args{"--nproc_per_node", "4", "--master_port", port(l.tp), tfm};
-  for (const std::string& a : train_args(data, dir / "four", global_batch / l.fsdp)) {
-    args.push_back(a);
-  }
-  args.insert(args.end(), {"--tp-size", std::to_string(l.tp), "--fsdp-size",
-                           std::to_string(l.fsdp)});
-  const auto four = testing::run_binary("tfmrun", args);
+  std::vector<std::string> four_args = train_args(data, dir / "four", global_batch / l.fsdp);
+  four_args.insert(four_args.end(), eval.begin(), eval.end());
+  const auto four = run_four(four_args, l.tp, l.fsdp, l.tp);
   ASSERT_EQ(four->status, 0) << four->out << four->err;
 
   const auto want = log_lines(dir / "one"), got = log_lines(dir / "four");
@@ -94,6 +112,12 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
     EXPECT_NEAR(got[i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
   }
   EXPECT_GT(want[0]["grad_norm"].get<double>(), 1.0) << "clipping was not exercised";
+  const auto want_eval = log_lines(dir / "one", "eval_loss"),
+             got_eval = log_lines(dir / "four", "eval_loss");
+  ASSERT_EQ(want_eval.size(), 1u);
+  ASSERT_EQ(got_eval.size(), 1u) << four->out;
+  const double eval_loss = want_eval[0]["eval_loss"];
+  EXPECT_NEAR(got_eval[0]["eval_loss"].get<double>(), eval_loss, 1e-5 * eval_loss);
 
   // One ordinary checkpoint, gathered from the slices. Adam divides each gradient by its own
   // running size, so where a gradient is near zero its rounding (summed in another order here)
@@ -107,6 +131,42 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
     for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
     EXPECT_LT(worst, 2e-4) << name;
   }
+  fs::remove_all(dir);
+}
+
+// Steps 4 and 5 of a tp=2 x fsdp=2 run resumed from its checkpoint-3 are those of the run that
+// went on (each rank reloads its slice of the weights and its own optimizer shard); resuming with
+// another layout is refused, naming both.
+TEST(DistributedTrainerResume, ContinuesTheLossCurve) {
+  if (std::getenv("TFM_BIN") == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const fs::path dir = fresh_dir("resume");
+  const fs::path data = write_rows(dir);
+  std::vector<std::string> first = train_args(data, dir / "first", 2);
+  *std::next(std::find(first.begin(), first.end(), "--save_steps")) = "3";
+  const auto uninterrupted = run_four(first, 2, 2, 5);
+  ASSERT_EQ(uninterrupted->status, 0) << uninterrupted->out << uninterrupted->err;
+  ASSERT_TRUE(fs::exists(dir / "first/checkpoint-3/optimizer-rank3.safetensors"));
+
+  std::vector<std::string> again = train_args(data, dir / "again", 2);
+  again.insert(again.end(), {"--resume_from_checkpoint", (dir / "first/checkpoint-3").string()});
+  const auto resumed = run_four(again, 2, 2, 6);
+  ASSERT_EQ(resumed->status, 0) << resumed->out << resumed->err;
+  const auto want = log_lines(dir / "first"), got = log_lines(dir / "again");
+  ASSERT_EQ(want.size(), 5u);
+  ASSERT_EQ(got.size(), 2u) << resumed->out;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i]["step"], want[i + 3]["step"]);
+    const double loss = want[i + 3]["loss"];
+    EXPECT_NEAR(got[i]["loss"].get<double>(), loss, 1e-6 * loss) << "step " << i + 4;
+  }
+
+  std::vector<std::string> other = train_args(data, dir / "other", 4);
+  other.insert(other.end(), {"--resume_from_checkpoint", (dir / "first/checkpoint-3").string()});
+  const auto refused = run_four(other, 4, 1, 7);
+  EXPECT_NE(refused->status, 0);
+  EXPECT_THAT(refused->out + refused->err,
+              ::testing::HasSubstr("saved with tp_size=2 fsdp_size=2 and this run has "
+                                   "tp_size=4 fsdp_size=1"));
   fs::remove_all(dir);
 }
 
