@@ -189,13 +189,17 @@ void ProcessGroup::reduce_scatter_sum(const float* in, size_t count, float* out)
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int root) {
+  broadcast_bytes(host_f32(tensor, "broadcast"), tensor.nbytes(), root);
+}
+
+void ProcessGroup::broadcast_bytes(void* data, size_t bytes, int root) {
   if (root < 0 || root >= size_)
     throw Error("[broadcast] root " + std::to_string(root) + " out of range");
-  float* data = host_f32(tensor, "broadcast");
+  auto* raw = static_cast<uint8_t*>(data);
   run_collective("broadcast", rank_, [&] {
     gloo::BroadcastOptions opts(context_);
-    if (rank_ == root) opts.setInput(data, static_cast<size_t>(tensor.numel()));
-    opts.setOutput(data, static_cast<size_t>(tensor.numel()));
+    if (rank_ == root) opts.setInput(raw, bytes);
+    opts.setOutput(raw, bytes);
     opts.setRoot(root);
     opts.setTimeout(timeout_);
     gloo::broadcast(opts);

@@ -61,6 +61,8 @@ class ProcessGroup : public graph::Communicator {
   void all_reduce_sum(float* data, size_t count) override;
   void all_gather(const float* in, size_t count, float* out) override;
   void reduce_scatter_sum(const float* in, size_t count, float* out) override;
+  void broadcast_bytes(void* data, size_t bytes, int root) override;
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
  private:
   ProcessGroup(int rank, int size, std::chrono::milliseconds timeout,

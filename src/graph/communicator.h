@@ -2,6 +2,7 @@
 // distributed::ProcessGroup implements it (the graph layer sits below distributed/).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 
 namespace tfm::graph {
@@ -17,6 +18,11 @@ class Communicator {
   virtual void all_gather(const float* in, size_t count, float* out) = 0;
   // `in` holds size() x count floats; `out` gets this rank's `count` of their sum over the group.
   virtual void reduce_scatter_sum(const float* in, size_t count, float* out) = 0;
+  // Copies `root`'s `bytes` at `data` to every rank (e.g. the NCCL id the CUDA backend's
+  // device-side twin of this group starts from).
+  virtual void broadcast_bytes(void* data, size_t bytes, int root) = 0;
+  // How long a collective may wait for a peer before it is an error.
+  virtual std::chrono::milliseconds timeout() const = 0;
 };
 
 }  // namespace tfm::graph
