@@ -51,8 +51,21 @@ graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
                                      dtype_, tp_);
 }
 
+void CausalLMImpl::check_ids(const Tensor& ids) const {
+  // Without tensor parallelism the embedding kernels check ids against their whole table.
+  if (tp_.size == 1) return;
+  const int32_t* v = ids.data_as<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (v[i] < 0 || v[i] >= config_->vocab_size) {
+      throw Error("[embedding] token id " + std::to_string(v[i]) + " outside the vocabulary (" +
+                  std::to_string(config_->vocab_size) + " tokens)");
+    }
+  }
+}
+
 Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits, bool eager,
                           bool argmax) {
+  check_ids(in.input_ids);
   graph::Signature signature{in.input_ids.dim(0), in.input_ids.dim(1), cache.len, all_logits};
   signature.argmax = argmax;
   std::vector<Tensor> inputs{in.input_ids, in.position_ids, in.cache_slots, in.attention_mask};
@@ -64,6 +77,7 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
 
 LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
                                       DType autocast) {
+  check_ids(in.input_ids);
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
   const graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};

@@ -78,6 +78,9 @@ class CausalLMImpl {
 
  private:
   graph::Graph build(const graph::Signature& signature) const;
+  // Under tensor parallelism each rank's embedding holds only its share of the vocabulary and
+  // reads other ids as zero rows, so an id outside the whole vocabulary is caught here.
+  void check_ids(const Tensor& ids) const;
 
   std::unique_ptr<ModelConfig> config_;
   models::Parallelism tp_;

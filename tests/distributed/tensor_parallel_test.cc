@@ -101,6 +101,19 @@ TEST(TensorParallelCli, LogitsPrintOnceAndMatchOneProcess) {
   EXPECT_LT(worst, 1e-5);
 }
 
+// Each rank's embedding holds half the vocabulary and reads other ids as zero rows: an id outside
+// the whole vocabulary (1000 tokens) must still be an error, not a silently zero embedding.
+TEST(TensorParallelCli, AnIdOutsideTheVocabularyIsAnError) {
+  const char* tfm = std::getenv("TFM_BIN");
+  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const auto two = testing::run_binary(
+      "tfmrun", {"--nproc_per_node", "2", "--master_port", port(14), tfm, "logits",
+                 testing::fixture_dir("qwen2"), "--ids", "5,1000", "--device", "cpu",
+                 "--tp-size", "2"});
+  EXPECT_NE(two->status, 0);
+  EXPECT_THAT(two->err, HasSubstr("token id 1000 outside the vocabulary (1000 tokens)"));
+}
+
 // --nnodes 2: two network namespaces on this machine, 2 ranks each; a tensor-parallel group on
 // each node, the data-parallel groups across them.
 TEST(TensorParallelTwoNodes, MatchesOneProcess) {
