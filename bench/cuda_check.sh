@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the H200 machine (no package registry there): builds tfm with the CUDA backend for sm_90,
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
-# there with its transformers) against transformers + torch on the same GPU. Writes logs and JSON
-# into OUTDIR (seven files); each stage has its own time limit so the whole run stays inside 8 minutes.
+# there with its transformers) against transformers + torch on the same GPU, and runs NCCL in a
+# world of one rank. Writes logs and JSON into OUTDIR (seven files; the NCCL figures go into
+# stages.log); each stage has its own time limit so the whole run stays inside 8 minutes.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
 # on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
@@ -24,6 +25,9 @@ export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH:$deps/usr/bin
 export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:${LD_LIBRARY_PATH:-}
 export CMAKE_POLICY_VERSION_MINIMUM=3.5
+# PyTorch's NCCL (header and library) where the system has no nccl.h.
+NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) &&
+  export NCCL_HOME && echo "NCCL_HOME=$NCCL_HOME" >> "$out/stages.log"
 nvidia-smi >> "$out/stages.log" 2>&1
 
 stage checkpoint
@@ -34,9 +38,10 @@ stage build
 timeout 240 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
   > "$out/build.log" 2>&1 &&
-  timeout 240 cmake --build "$build" --target tfm tfm_backends_tests tfm_models_tests \
-    tfm_generation_tests tfm_core_tests generate_bench >> "$out/build.log" 2>&1
+  timeout 240 cmake --build "$build" --target tfm tfmrun tfm_backends_tests tfm_models_tests \
+    tfm_generation_tests tfm_core_tests generate_bench collectives_bench >> "$out/build.log" 2>&1
 echo "build exit $?" | tee -a "$out/stages.log"
+grep "tfm: " "$out/build.log" >> "$out/stages.log"
 wait $checkpoint
 
 stage tests
@@ -46,6 +51,12 @@ for t in core backends models generation; do
     >> "$out/tests.log" 2>&1
   echo "tests $t exit $?" | tee -a "$out/stages.log"
 done
+
+stage nccl
+# A world of one rank (the machine has one GPU), started by the launcher as a job would be.
+timeout 60 "$build/tfmrun" --nproc_per_node 1 "$build/bench/collectives_bench" --device cuda \
+  --mib 16,256,1024 >> "$out/stages.log" 2>&1
+echo "nccl bench exit $?" | tee -a "$out/stages.log"
 
 stage tfm-bench
 timeout 100 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 --new-tokens 64 \

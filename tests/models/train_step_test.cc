@@ -1,11 +1,13 @@
 // One training step's loss and gradients against transformers + PyTorch (the fixtures' train_loss0
-// and grad_norms: labels = input_ids, one backward), compiled and eager.
+// and grad_norms: labels = input_ids, one backward), compiled and eager, on each device; the CUDA
+// cases skip where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "models/causal_lm.h"
 #include "support/fixtures.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "training/causal_lm_batch.h"
 
@@ -22,13 +24,17 @@ TrainInputs train_inputs(const testing::FixtureBatch& b) {
   return training::make_train_inputs(b.input_ids, b.attention_mask, b.input_ids, b.targets);
 }
 
-class TrainStep : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// Test names: "qwen3_eager" on the cpu, "cuda_qwen3_eager" on CUDA.
+std::string device_prefix(const std::string& device) { return device == "cpu" ? "" : device + "_"; }
+
+class TrainStep : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
 
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
-  const auto& [arch, eager] = GetParam();
+  const auto& [arch, eager, device] = GetParam();
+  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   auto model =
-      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
   const nlohmann::json& ref = testing::reference(arch);
   const testing::FixtureBatch batch = testing::fixture_batch(arch);
   const LossAndGrads out = model->train_step(train_inputs(batch), eager);
@@ -51,19 +57,24 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
+                                            ::testing::Values("cpu", "cuda")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
+                           return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) +
                                   (std::get<1>(info.param) ? "_eager" : "_compiled");
                          });
 
 // bf16 autocast: the same step with matrix products in bf16 stays within bf16's precision of the
 // f32 reference (the fixtures README's 2e-2 relative for bf16 compute).
-TEST(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
+class TrainStepBf16 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
+  const std::string& device = GetParam();
+  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   for (const std::string arch : {"qwen3", "llama"}) {
     auto model =
-        load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+        load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
     const nlohmann::json& ref = testing::reference(arch);
     const testing::FixtureBatch batch = testing::fixture_batch(arch);
     const LossAndGrads out = model->train_step(train_inputs(batch), false, true, DType::bf16);
@@ -79,6 +90,9 @@ TEST(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
     });
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, TrainStepBf16, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tfm

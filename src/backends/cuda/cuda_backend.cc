@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/nccl_group.h"
 #include "backends/cuda/steps.h"
 #include "graph/backend.h"
 #include "tfm/error.h"
@@ -54,21 +55,25 @@ void check_input(const Node& node, const Tensor& tensor) {
   }
 }
 
-// Token ids are checked on the host, where they are, so a bad id is an error and not a read
-// outside the embedding table.
+// Token ids and loss targets are checked on the host, where they are, so a bad one is an error
+// and not a read outside the embedding table (or a NaN loss).
 struct IdCheck {
   size_t input;
   int64_t vocab;
+  bool is_target;  // the ignore index is allowed too
 };
 
 std::vector<IdCheck> id_checks(const Graph& graph, const std::vector<ValueId>& input_ids) {
   std::vector<IdCheck> checks;
   for (const Node& n : graph.nodes) {
-    if (n.op != Op::kEmbedding) continue;
+    // A vocabulary shard reads other ranks' ids as zero rows; the model checks them.
+    const bool is_target = n.op == Op::kCrossEntropy || n.op == Op::kCrossEntropyGrad;
+    if ((n.op != Op::kEmbedding && !is_target) || n.shard) continue;
     const auto at = std::find(input_ids.begin(), input_ids.end(), n.inputs[1]);
     if (at == input_ids.end()) continue;
+    const Shape& table = graph.nodes[static_cast<size_t>(n.inputs[0])].shape;
     checks.push_back({static_cast<size_t>(at - input_ids.begin()),
-                      graph.nodes[static_cast<size_t>(n.inputs[0])].shape[0]});
+                      is_target ? table.back() : table[0], is_target});
   }
   return checks;
 }
@@ -78,9 +83,11 @@ void check_ids(const std::vector<IdCheck>& checks, const std::vector<Tensor>& in
     const Tensor& ids = inputs[c.input];
     const int32_t* v = ids.data_as<int32_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {
+      if (c.is_target && v[i] == graph::kIgnoreIndex) continue;
       if (v[i] < 0 || v[i] >= c.vocab) {
-        throw Error("[embedding] token id " + std::to_string(v[i]) +
-                    " outside the vocabulary (" + std::to_string(c.vocab) + " tokens)");
+        throw Error(std::string(c.is_target ? "[cross_entropy] target " : "[embedding] token id ") +
+                    std::to_string(v[i]) + " outside the vocabulary (" +
+                    std::to_string(c.vocab) + " tokens)");
       }
     }
   }
@@ -164,7 +171,7 @@ class CudaExecutable : public graph::Executable {
     // A capture bakes in the state buffers' addresses: another KV cache needs another capture.
     if (!exec_ || state != captured_state_) capture(state);
     TFM_CUDA(cudaGraphLaunch(exec_, stream()));
-    TFM_CUDA(cudaStreamSynchronize(stream()));
+    synchronize_with_timeout(stream());
     std::vector<const void*> host;
     for (size_t offset : output_offsets_) {
       host.push_back(static_cast<const char*>(host_outputs_.get()) + offset);
@@ -280,7 +287,7 @@ class CudaBackend : public graph::Backend {
       }
       make_step(graph, static_cast<ValueId>(i))(context);
     }
-    TFM_CUDA(cudaStreamSynchronize(stream()));
+    synchronize_with_timeout(stream());
     std::vector<Tensor> host_outputs;
     for (ValueId id : graph.outputs) {
       const Node& node = graph.nodes[static_cast<size_t>(id)];

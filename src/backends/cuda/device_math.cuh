@@ -1,4 +1,4 @@
-// Device helpers shared by the kernels: element widening and warp reductions.
+// Device helpers shared by the kernels: element widening, warp and block reductions.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,9 +21,43 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
-__device__ __forceinline__ float warp_sum(float x) {
+struct Sum {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// A butterfly: every lane ends with the same value, so lanes agree bit for bit.
+template <typename T, typename Combine>
+__device__ __forceinline__ T warp_reduce(T x, Combine combine) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    x = combine(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T x) {
+  return warp_reduce(x, Sum{});
+}
+
+// Over a whole block (blockDim.x a multiple of 32); every thread gets the result. The order is
+// fixed by the block size, so reruns give the same bits. Starts with a barrier, so back-to-back
+// calls may share the staging array.
+template <typename T, typename Combine>
+__device__ __forceinline__ T block_reduce(T x, Combine combine) {
+  __shared__ T per_warp[32];
+  x = warp_reduce(x, combine);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) per_warp[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = per_warp[0];
+  for (unsigned w = 1; w < blockDim.x / 32; ++w) x = combine(x, per_warp[w]);
   return x;
 }
 

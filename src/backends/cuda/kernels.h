@@ -12,8 +12,11 @@
 
 namespace tfm::cuda {
 
-void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
-               const int32_t* ids, int64_t count, float* out, cudaStream_t stream);
+// Rows of ids first_id .. first_id + vocab - 1 (a vocabulary shard; 0 for the whole table); other
+// ids give zero rows.
+void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
+               int64_t hidden, const int32_t* ids, int64_t count, float* out,
+               cudaStream_t stream);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
               cudaStream_t stream);
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
@@ -26,6 +29,13 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t stream);
+// Collectives' data movement around NCCL. gathered holds `ranks` blocks of [rows, cols] one
+// after the other; out is [rows, cols x ranks], every rank's columns side by side.
+void interleave_gathered(const float* gathered, int64_t rows, int64_t cols, int64_t ranks,
+                         float* out, cudaStream_t stream);
+// out = the sum of blocks first .. first + block - 1 of `all` (blocks of `count` elements).
+void sum_replica_block(const float* all, int64_t count, int64_t first, int64_t block, float* out,
+                       cudaStream_t stream);
 // out[r] = the index of row r's largest value, the first of equals (as std::max_element).
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 

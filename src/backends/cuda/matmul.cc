@@ -25,52 +25,64 @@ cudaDataType_t cuda_type(DType dtype) {
 
 }  // namespace
 
-Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype) {
+Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype)
+    : Matmul(m, n, k, dtype, MatmulOperand{}, MatmulOperand{.transposed = true}) {}
+
+Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b) {
   const cudaDataType_t in = cuda_type(dtype);
-  // Column-major view of the row-major product: y^T [n, m] = w [k, n]^T · x^T [k, m].
+  // cuBLASLt is column-major, where a row-major [r, c] matrix reads as its transpose [c, r]: the
+  // row-major y = op(a) · op(b) is the column-major y^T [n, m] = op(b)^T · op(a)^T, so b goes
+  // first and each keeps its own transpose flag.
+  const auto layout = [](cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows,
+                         int64_t cols) {
+    TFM_CUDA(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(cols),
+                                        static_cast<uint64_t>(rows), cols));
+  };
+  const int64_t a_rows = a.transposed ? k : m, a_cols = a.transposed ? m : k;
+  const int64_t b_rows = b.transposed ? n : k, b_cols = b.transposed ? k : n;
   TFM_CUDA(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                          sizeof transpose));
-  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
-  TFM_CUDA(cublasLtMatrixLayoutCreate(&w_layout_, in, static_cast<uint64_t>(k),
-                                      static_cast<uint64_t>(n), k));
-  TFM_CUDA(cublasLtMatrixLayoutCreate(&x_layout_, in, static_cast<uint64_t>(k),
-                                      static_cast<uint64_t>(m), k));
-  TFM_CUDA(cublasLtMatrixLayoutCreate(&y_layout_, CUDA_R_32F, static_cast<uint64_t>(n),
-                                      static_cast<uint64_t>(m), n));
+  const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  layout(&b_layout_, in, b_rows, b_cols);
+  layout(&a_layout_, in, a_rows, a_cols);
+  layout(&y_layout_, CUDA_R_32F, m, n);
 
   cublasLtMatmulPreference_t preference = nullptr;
   TFM_CUDA(cublasLtMatmulPreferenceCreate(&preference));
   const size_t workspace = kMatmulWorkspaceBytes;
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &b.alignment, sizeof b.alignment));
+  TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a.alignment, sizeof a.alignment));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle(), op_, w_layout_, x_layout_, y_layout_, y_layout_,
-                                     preference, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle(), op_, b_layout_, a_layout_, y_layout_, y_layout_, preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   TFM_CUDA(status);
   if (found == 0) {
-    throw Error("[cuda linear] cuBLASLt has no algorithm for a " + std::to_string(m) + "x" +
-                std::to_string(k) + " by " + std::to_string(n) + "x" + std::to_string(k) + " " +
-                std::string(dtype_name(dtype)) + " product");
+    throw Error("[cuda linear] cuBLASLt has no algorithm for a " + std::to_string(a_rows) + "x" +
+                std::to_string(a_cols) + " by " + std::to_string(b_rows) + "x" +
+                std::to_string(b_cols) + " " + std::string(dtype_name(dtype)) + " product");
   }
   algo_ = result.algo;
 }
 
 Matmul::~Matmul() {
   cublasLtMatrixLayoutDestroy(y_layout_);
-  cublasLtMatrixLayoutDestroy(x_layout_);
-  cublasLtMatrixLayoutDestroy(w_layout_);
+  cublasLtMatrixLayoutDestroy(a_layout_);
+  cublasLtMatrixLayoutDestroy(b_layout_);
   cublasLtMatmulDescDestroy(op_);
 }
 
-void Matmul::run(const void* x, const void* w, float* y, void* workspace,
+void Matmul::run(const void* a, const void* b, float* y, void* workspace,
                  cudaStream_t stream) const {
   const float one = 1.f, zero = 0.f;
-  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, w, w_layout_, x, x_layout_, &zero, y, y_layout_, y,
+  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &zero, y, y_layout_, y,
                           y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
 }
 

@@ -1,5 +1,6 @@
 // Matrix products through cuBLASLt: y[m, n] = x[m, k] · w[n, k]^T in f32, with x and w both f32
-// or both bf16 (f32 accumulation). The algorithm is chosen once per shape, when a graph compiles.
+// or both bf16 (f32 accumulation); the backward pass also needs the other transposes. The
+// algorithm is chosen once per shape, when a graph compiles.
 #pragma once
 
 #include <cublasLt.h>
@@ -14,18 +15,29 @@ namespace tfm::cuda {
 // Workspace each product may use; the caller provides it.
 inline constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;
 
+// A row-major operand as stored: transposed (op(a) = a^T) or not, and the alignment in bytes its
+// address and row stride are sure to have (a view into a larger buffer may have less than the 256
+// bytes of an allocation, which cuBLASLt assumes by default).
+struct MatmulOperand {
+  bool transposed = false;
+  uint32_t alignment = 256;
+};
+
 class Matmul {
  public:
+  // A linear layer: run(x, w, y) gives y[m, n] = x[m, k] · w[n, k]^T.
   Matmul(int64_t m, int64_t n, int64_t k, DType dtype);
+  // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n].
+  Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  void run(const void* x, const void* w, float* y, void* workspace, cudaStream_t stream) const;
+  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream) const;
 
  private:
   cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t w_layout_ = nullptr, x_layout_ = nullptr, y_layout_ = nullptr;
+  cublasLtMatrixLayout_t b_layout_ = nullptr, a_layout_ = nullptr, y_layout_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
 };
 

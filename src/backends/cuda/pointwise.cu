@@ -12,13 +12,14 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename T>
-__global__ void embedding_kernel(const T* table, int64_t vocab, int64_t hidden, const int32_t* ids,
-                                 int64_t count, float* out) {
+__global__ void embedding_kernel(const T* table, int64_t first_id, int64_t vocab, int64_t hidden,
+                                 const int32_t* ids, int64_t count, float* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count * hidden) return;
-  const int64_t token = ids[i / hidden];
-  // Ids are checked on the host before they are copied; this only keeps a bad one in bounds.
-  out[i] = token >= 0 && token < vocab ? widen(table[token * hidden + i % hidden]) : 0.f;
+  // A vocabulary shard reads other ranks' ids as zero rows. Ids are checked on the host before
+  // they are copied; this also keeps a bad one in bounds.
+  const int64_t row = ids[i / hidden] - first_id;
+  out[i] = row >= 0 && row < vocab ? widen(table[row * hidden + i % hidden]) : 0.f;
 }
 
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
@@ -160,16 +161,17 @@ void check_float_kind(DType dtype, const char* op) {
 
 }  // namespace
 
-void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
-               const int32_t* ids, int64_t count, float* out, cudaStream_t stream) {
+void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
+               int64_t hidden, const int32_t* ids, int64_t count, float* out,
+               cudaStream_t stream) {
   check_float_kind(table_dtype, "embedding");
   const int blocks = blocks_for(count * hidden, kThreads);
   if (table_dtype == DType::bf16) {
     embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table),
-                                                      vocab, hidden, ids, count, out);
+                                                      first_id, vocab, hidden, ids, count, out);
   } else {
-    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), vocab,
-                                                      hidden, ids, count, out);
+    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), first_id,
+                                                      vocab, hidden, ids, count, out);
   }
   check_launch("embedding");
 }

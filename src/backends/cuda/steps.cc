@@ -2,21 +2,30 @@
 
 #include <memory>
 
+#include "backends/cuda/collective_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/training_steps.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
+
+int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
+
+const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i) {
+  return graph.nodes[static_cast<size_t>(n.inputs[i])];
+}
+
+AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n) {
+  const Shape& q = input(graph, n, 0).shape;
+  const Shape& k = input(graph, n, 1).shape;
+  return {q[0], q[1], k[1], q[2], k[2], q[3]};
+}
+
 namespace {
 
 using graph::Node;
 using graph::Op;
-
-int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
-
-const Node& input(const graph::Graph& graph, const Node& n, size_t i) {
-  return graph.nodes[static_cast<size_t>(n.inputs[i])];
-}
 
 // Throws when the program is longer or reads more inputs than the kernel holds.
 EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs) {
@@ -39,12 +48,6 @@ EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size
     k.scalar[i] = program.instrs[i].scalar;
   }
   return k;
-}
-
-AttentionShape attention_shape(const graph::Graph& graph, const Node& n) {
-  const Shape& q = input(graph, n, 0).shape;
-  const Shape& k = input(graph, n, 1).shape;
-  return {q[0], q[1], k[1], q[2], k[2], q[3]};
 }
 
 // Large row counts go to cuBLASLt; bf16 weights then need bf16 activations (rounded once).
@@ -84,11 +87,12 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
+  if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear && uses_matmul(graph, n)) {
     return static_cast<size_t>(shape_numel(input(graph, n, 0).shape)) *
            dtype_size(input(graph, n, 1).dtype);
   }
-  return 0;
+  return training_scratch_bytes(graph, id);
 }
 
 Step make_step(const graph::Graph& graph, graph::ValueId id) {
@@ -101,13 +105,12 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
 
   switch (n.op) {
     case Op::kEmbedding: {
-      if (n.shard) break;  // tensor parallel runs on the cpu for now
       const DType dt = in(0).dtype;
       const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
-                    count = shape_numel(in(1).shape);
+                    count = shape_numel(in(1).shape), first_id = n.shard ? n.start : 0;
       return [=](StepContext& c) {
-        embedding(c.ptrs[args[0]], dt, vocab, hidden, i32(c, args[1]), count, f(c, out),
-                  c.stream);
+        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32(c, args[1]), count,
+                  f(c, out), c.stream);
       };
     }
     case Op::kLinear:
@@ -185,11 +188,13 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       };
     }
     default:
+      if (std::optional<Step> step = make_collective_step(graph, id)) return *step;
       break;
   }
+  if (auto s = make_training_step(graph, id)) return *s;
   throw Error(std::string("[cuda] no kernel for op ") + graph::op_name(n.op) +
               (n.shard ? " (vocabulary shard)" : "") +
-              " yet: training and tensor-parallel graphs run on the cpu (device_map=\"cpu\")");
+              " yet: run this graph with device_map=\"cpu\"");
 }
 
 }  // namespace tfm::cuda

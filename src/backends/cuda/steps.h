@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "backends/cuda/kernels.h"
 #include "graph/graph.h"
 
 namespace tfm::cuda {
@@ -20,6 +21,12 @@ struct StepContext {
 };
 
 using Step = std::function<void(StepContext&)>;
+
+// Shapes the step builders read off a node: the product of every axis but the last; the node's
+// i-th input; an attention (or attention gradient) node's sizes from its q and k inputs.
+int64_t rows_of(const Shape& shape);
+const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i);
+AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n);
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
 // Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.

@@ -1,0 +1,53 @@
+// CUDA kernels of training: the loss and the backward op of each forward op (see graph::Op for
+// their meaning, and the cpu backend's kernels for the reference they mirror). Everything is f32;
+// the linear layers' products run through Matmul. Each launcher checks its launch and names
+// itself when the launch fails. `scratch` arguments hold the launcher's *_scratch_bytes().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace tfm::cuda {
+
+// out[j] = the sum over rows of x[r, j], in a fixed order.
+void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, cudaStream_t stream);
+
+// loss_sum[0] = the sum over rows whose target is not `ignore` (graph::kIgnoreIndex, which device
+// code cannot include) of -log softmax(logits[r])[target], rows added in a fixed order. A target
+// outside the vocabulary (the cpu throws) makes the loss and its row's gradient NaN instead of
+// reading outside the row.
+size_t cross_entropy_scratch_bytes(int64_t rows);
+void cross_entropy(const float* logits, const int32_t* targets, int32_t ignore, int64_t rows,
+                   int64_t vocab, float* loss_sum, void* scratch, cudaStream_t stream);
+// d_logits = d_loss[0] * (softmax(logits) - one_hot(target)); zero rows for ignored targets.
+void cross_entropy_grad(const float* logits, const int32_t* targets, int32_t ignore,
+                        const float* d_loss, int64_t rows, int64_t vocab, float* d_logits,
+                        cudaStream_t stream);
+
+// d_table [vocab, hidden] = the sum of dy's rows by token id, added in token order.
+void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
+                    int64_t hidden, float* d_table, cudaStream_t stream);
+
+void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
+                         int64_t hidden, float eps, float* dx, cudaStream_t stream);
+size_t rms_norm_grad_weight_scratch_bytes(int64_t rows);
+void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
+                          float* dw, void* scratch, cudaStream_t stream);
+
+size_t rope_grad_scratch_bytes(int64_t head_dim);
+void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
+               int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx,
+               void* scratch, cudaStream_t stream);
+
+// Attention's backward over f32 q [B, S, Hq, D], k and v [B, L, Hkv, D] (L is the shape's
+// cache_len): writes [dq | dk | dv] to `out` without atomics, each output row summed by one block
+// in a fixed order.
+size_t attention_grad_scratch_bytes(const AttentionShape& shape);
+void attention_grad(const float* q, const float* k, const float* v, const int32_t* mask,
+                    const int32_t* slots, const float* dy, const AttentionShape& shape, float scale,
+                    float* out, void* scratch, cudaStream_t stream);
+
+}  // namespace tfm::cuda

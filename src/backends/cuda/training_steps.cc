@@ -1,0 +1,193 @@
+#include "backends/cuda/training_steps.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/backward_kernels.h"
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/matmul.h"
+#include "tfm/error.h"
+
+namespace tfm::cuda {
+namespace {
+
+using graph::Node;
+using graph::Op;
+
+// Where a value starts relative to a 256-byte boundary, on every run: buffers are allocations or
+// arena offsets (256-aligned), a view starts `start` elements into its input, and a weight already
+// on the device and a state input are used where they are.
+uint64_t known_offset(const graph::Graph& graph, graph::ValueId id) {
+  uint64_t offset = 0;
+  for (;;) {
+    const Node& n = graph.nodes[static_cast<size_t>(id)];
+    if (n.op == Op::kView) {
+      offset += static_cast<uint64_t>(n.start) * dtype_size(n.dtype);
+    } else if (n.op == Op::kWeight && n.constant.device().type == DeviceType::cuda) {
+      return offset + reinterpret_cast<uintptr_t>(n.constant.data());
+    } else if (n.op == Op::kInput && n.is_state) {
+      return offset + dtype_size(n.dtype);  // caller-owned: only element alignment is sure
+    } else if (!graph::aliases_input(n)) {
+      return offset;
+    }
+    id = n.inputs[0];
+  }
+}
+
+// What cuBLASLt may assume of an operand (matmul.h): its start and every row's.
+MatmulOperand operand(uint64_t offset, uint64_t row_bytes, bool transposed) {
+  uint32_t alignment = 256;
+  while ((offset | row_bytes) % alignment != 0) alignment /= 2;
+  return {transposed, alignment};
+}
+
+MatmulOperand operand(const graph::Graph& graph, graph::ValueId id, bool transposed) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  return operand(known_offset(graph, id),
+                 static_cast<uint64_t>(n.shape.back()) * dtype_size(n.dtype), transposed);
+}
+
+// dx [m, k] = dy [m, n] · w [n, k]. bf16 weights (autocast) are widened into scratch first, so the
+// product is f32 as on the cpu.
+Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out) {
+  const Node& w = input(graph, n, 1);
+  const DType dt = w.dtype;
+  if (dt != DType::f32 && dt != DType::bf16) {
+    throw Error("[cuda linear_grad_input] weights of dtype " + std::string(dtype_name(dt)) +
+                " are not supported (f32, bf16)");
+  }
+  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t dy = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
+  const MatmulOperand weights = dt == DType::f32
+                                    ? operand(graph, n.inputs[1], false)
+                                    : operand(0, static_cast<uint64_t>(k) * sizeof(float), false);
+  auto product = std::make_shared<const Matmul>(m, k, nn, DType::f32,
+                                                operand(graph, n.inputs[0], false), weights);
+  return [=](StepContext& c) {
+    const void* rhs = c.ptrs[wi];
+    if (dt != DType::f32) {
+      cast(rhs, dt, c.scratch, DType::f32, nn * k, c.stream);
+      rhs = c.scratch;
+    }
+    product->run(c.ptrs[dy], rhs, static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
+  };
+}
+
+// dw [n, k] = dy [m, n]^T · x [m, k], over every row.
+Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
+  const int64_t m = rows_of(input(graph, n, 0).shape), nn = n.shape[0], k = n.shape[1];
+  const size_t dy = static_cast<size_t>(n.inputs[0]), x = static_cast<size_t>(n.inputs[1]);
+  auto product = std::make_shared<const Matmul>(
+      nn, k, m, DType::f32, operand(graph, n.inputs[0], true), operand(graph, n.inputs[1], false));
+  return [=](StepContext& c) {
+    product->run(c.ptrs[dy], c.ptrs[x], static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
+  };
+}
+
+}  // namespace
+
+size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  switch (n.op) {
+    case Op::kCrossEntropy:
+      return cross_entropy_scratch_bytes(rows_of(input(graph, n, 0).shape));
+    case Op::kRmsNormGradWeight:
+      return rms_norm_grad_weight_scratch_bytes(rows_of(input(graph, n, 0).shape));
+    case Op::kRopeGrad:
+      return rope_grad_scratch_bytes(n.shape[3]);
+    case Op::kAttentionGrad:
+      return attention_grad_scratch_bytes(attention_shape(graph, n));
+    case Op::kLinearGradInput: {
+      const Node& w = input(graph, n, 1);
+      return w.dtype == DType::f32 ? 0 : static_cast<size_t>(shape_numel(w.shape)) * sizeof(float);
+    }
+    default:
+      return 0;
+  }
+}
+
+std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId id) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  // A vocabulary shard's softmax spans the group's ranks: tensor parallel runs on the cpu.
+  if (n.shard) return std::nullopt;
+  const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
+  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
+  const auto out = static_cast<size_t>(id);
+  const auto f = [](StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); };
+  const auto i32 = [](StepContext& c, size_t i) { return static_cast<const int32_t*>(c.ptrs[i]); };
+
+  switch (n.op) {
+    case Op::kReduceRows: {
+      const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
+      return [=](StepContext& c) { reduce_rows(f(c, args[0]), rows, cols, f(c, out), c.stream); };
+    }
+    case Op::kCrossEntropy: {
+      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      return [=](StepContext& c) {
+        cross_entropy(f(c, args[0]), i32(c, args[1]), graph::kIgnoreIndex, rows, vocab, f(c, out),
+                      c.scratch, c.stream);
+      };
+    }
+    case Op::kCrossEntropyGrad: {
+      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      return [=](StepContext& c) {
+        cross_entropy_grad(f(c, args[0]), i32(c, args[1]), graph::kIgnoreIndex, f(c, args[2]), rows,
+                           vocab, f(c, out), c.stream);
+      };
+    }
+    case Op::kEmbeddingGrad: {
+      const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
+      return [=](StepContext& c) {
+        embedding_grad(f(c, args[0]), i32(c, args[1]), count, vocab, hidden, f(c, out), c.stream);
+      };
+    }
+    case Op::kLinearGradInput:
+      return linear_grad_input_step(graph, n, out);
+    case Op::kLinearGradWeight:
+      return linear_grad_weight_step(graph, n, out);
+    case Op::kRmsNormGradInput: {
+      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const float eps = n.eps;
+      return [=](StepContext& c) {
+        rms_norm_grad_input(f(c, args[0]), f(c, args[1]), f(c, args[2]), rows, hidden, eps,
+                            f(c, out), c.stream);
+      };
+    }
+    case Op::kRmsNormGradWeight: {
+      const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];
+      const float eps = n.eps;
+      return [=](StepContext& c) {
+        rms_norm_grad_weight(f(c, args[0]), f(c, args[1]), rows, hidden, eps, f(c, out), c.scratch,
+                             c.stream);
+      };
+    }
+    case Op::kRopeGrad: {
+      const Shape s = n.shape;
+      const float scaling = n.scale;
+      return [=](StepContext& c) {
+        rope_grad(f(c, args[0]), i32(c, args[1]), f(c, args[2]), s[0], s[1], s[2], s[3], scaling,
+                  f(c, out), c.scratch, c.stream);
+      };
+    }
+    case Op::kAttentionGrad: {
+      if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32) {
+        throw Error("[cuda attention_grad] needs f32 keys and values, got " +
+                    std::string(dtype_name(in(1).dtype)) + " and " +
+                    std::string(dtype_name(in(2).dtype)));
+      }
+      const AttentionShape shape = attention_shape(graph, n);
+      const float scale = n.scale;
+      return [=](StepContext& c) {
+        attention_grad(f(c, args[0]), f(c, args[1]), f(c, args[2]), i32(c, args[3]),
+                       i32(c, args[4]), f(c, args[5]), shape, scale, f(c, out), c.scratch,
+                       c.stream);
+      };
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace tfm::cuda
