@@ -69,7 +69,7 @@ Timing run(const std::string& config, int64_t batch, int64_t seq, int64_t steps)
     const tfm::TrainInputs in =
         tfm::training::make_train_inputs(ids, mask, ids, tfm::training::count_targets(ids));
     params.zero_grads();
-    params.accumulate(model.impl().train_step(in, false).grads);
+    model.impl().train_step_into(in, params.grad_blocks(), false);
     tfm::training::clip_grad_norm(params.grads(), 1.0);
     optimizer.step(params.values(), params.grads());
   };

@@ -86,6 +86,21 @@ ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
   return id;
 }
 
+ValueId Builder::accumulate(ValueId acc, ValueId x) {
+  TFM_CHECK(node(acc).is_state, "[accumulate] the accumulator must be a state input");
+  if (node(acc).shape != node(x).shape || node(acc).dtype != DType::f32 ||
+      node(x).dtype != DType::f32) {
+    const auto describe = [&](ValueId id) {
+      return shape_str(node(id).shape) + " " + std::string(dtype_name(node(id).dtype));
+    };
+    throw Error("[accumulate] '" + node(acc).name + "' is " + describe(acc) +
+                ", the value added is " + describe(x) + ": both must be f32 of one shape");
+  }
+  const ValueId id = add_node(Op::kAccumulate, {acc, x}, node(acc).shape, node(acc).name);
+  graph_.effects.push_back(id);
+  return id;
+}
+
 ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
                            float scale) {
   const ValueId id = add_node(Op::kAttention, {q, k, v, mask, slots},

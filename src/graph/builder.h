@@ -24,6 +24,9 @@ class Builder {
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId cache_write(ValueId cache, ValueId update, ValueId slots);
+  // acc += x, in place (acc: an f32 state input of x's shape); the node is one of the graph's
+  // effects, so it runs though nothing reads it.
+  ValueId accumulate(ValueId acc, ValueId x);
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
   ValueId reshape(ValueId x, Shape shape);

@@ -12,6 +12,7 @@ std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
     for (ValueId in : graph.nodes[i].inputs) ++uses[static_cast<size_t>(in)];
   }
   for (ValueId out : graph.outputs) ++uses[static_cast<size_t>(out)];
+  for (ValueId effect : graph.effects) ++uses[static_cast<size_t>(effect)];
   return uses;
 }
 

@@ -20,6 +20,8 @@ const char* op_name(Op op) {
       return "rope";
     case Op::kCacheWrite:
       return "cache_write";
+    case Op::kAccumulate:
+      return "accumulate";
     case Op::kAttention:
       return "attention";
     case Op::kSliceSeq:
@@ -100,7 +102,8 @@ int program_depth(const ElementwiseProgram& program) {
 }
 
 bool aliases_input(const Node& node) {
-  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kView ||
+  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kAccumulate ||
+         node.op == Op::kView ||
          node.op == Op::kCopyToGroup;
 }
 

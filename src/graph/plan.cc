@@ -22,10 +22,12 @@ ValueId storage_owner(const Graph& graph, ValueId id) {
   return id;
 }
 
-// Nodes reachable backwards from the outputs, in creation order (which is topological).
+// Nodes reachable backwards from the outputs and effects, in creation order (which is
+// topological).
 std::vector<ValueId> live_schedule(const Graph& graph) {
   std::vector<bool> needed(graph.nodes.size(), false);
   std::vector<ValueId> stack(graph.outputs.begin(), graph.outputs.end());
+  stack.insert(stack.end(), graph.effects.begin(), graph.effects.end());
   while (!stack.empty()) {
     const ValueId id = stack.back();
     stack.pop_back();

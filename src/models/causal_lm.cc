@@ -75,9 +75,10 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   return exe.run(inputs).at(0);
 }
 
-LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
-                                      DType autocast) {
+double CausalLMImpl::train_step_into(const TrainInputs& in, const std::vector<Tensor>& grads,
+                                     bool eager, DType autocast) {
   check_ids(in.input_ids);
+  const bool with_grads = !grads.empty();
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
   const graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
@@ -86,18 +87,30 @@ LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool wi
                                                 models::rope_tables(*config_, seq), batch, seq,
                                                 with_grads, autocast, tp_);
   };
-  const std::vector<Tensor> inputs{in.input_ids,
-                                   arange_rows(batch, 0, seq),
-                                   arange_rows(1, 0, seq).view({seq}),
-                                   in.attention_mask,
-                                   in.targets,
-                                   in.loss_scale};
-  std::vector<Tensor> outputs = eager ? graph::backend_for(device_).run_eager(build(), inputs)
-                                      : graphs_.get(signature, build).run(inputs);
+  std::vector<Tensor> inputs{in.input_ids,
+                             arange_rows(batch, 0, seq),
+                             arange_rows(1, 0, seq).view({seq}),
+                             in.attention_mask,
+                             in.targets,
+                             in.loss_scale};
+  inputs.insert(inputs.end(), grads.begin(), grads.end());
+  const std::vector<Tensor> outputs = eager
+                                          ? graph::backend_for(device_).run_eager(build(), inputs)
+                                          : graphs_.get(signature, build).run(inputs);
+  return outputs.at(0).to_f32_vector()[0];
+}
+
+LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,
+                                      DType autocast) {
+  std::vector<Tensor> grads;
+  if (with_grads) {
+    for_each_weight([&](const std::string&, Tensor& weight, const Shape&) {
+      grads.push_back(Tensor::zeros(weight.shape(), DType::f32).to(device_));
+    });
+  }
   LossAndGrads result;
-  result.loss_sum = outputs[0].to_f32_vector()[0];
-  result.grads.assign(std::make_move_iterator(outputs.begin() + 1),
-                      std::make_move_iterator(outputs.end()));
+  result.loss_sum = train_step_into(in, grads, eager, autocast);
+  for (const Tensor& g : grads) result.grads.push_back(g.to(kCpu));
   return result;
 }
 

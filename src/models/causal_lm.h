@@ -63,9 +63,14 @@ class CausalLMImpl {
   Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager,
               bool argmax = false);
 
-  // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly); without
-  // grads, the loss alone (evaluation).
-  // `autocast` bf16 computes the matrix products in bf16 (TrainingArguments.bf16).
+  // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly): adds the
+  // step's gradients into `grads` (one f32 tensor per weight in for_each_weight order, of this
+  // rank's shard, on the model's device; empty: the loss alone, for evaluation) and returns the
+  // summed loss. The gradients never leave the device. `autocast` bf16 computes the matrix
+  // products in bf16 (TrainingArguments.bf16).
+  double train_step_into(const TrainInputs& inputs, const std::vector<Tensor>& grads, bool eager,
+                         DType autocast = DType::f32);
+  // The same from zero gradients, returned on the host.
   LossAndGrads train_step(const TrainInputs& inputs, bool eager, bool with_grads = true,
                           DType autocast = DType::f32);
   // The weights in for_each_weight order: what an optimizer updates in place.

@@ -169,7 +169,8 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   Builder out(std::move(graph));
   size_t i = 0;
   for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {
-    out.output(tensor_parallel_grad(out, grads[i++], name, tp));
+    const ValueId grad = tensor_parallel_grad(out, grads[i++], name, tp);
+    out.accumulate(out.state("grad." + name, out.shape(grad), DType::f32), grad);
   });
   return out.finish();
 }

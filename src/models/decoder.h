@@ -71,8 +71,9 @@ graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeature
 // The training step for [batch, seq] token rows: inputs input_ids, position_ids, cache_slots
 // (0..seq-1), attention_mask [B, S], targets [B, S] (the labels shifted left by one, kIgnoreIndex
 // where no loss is taken) and loss_scale [1] (the gradient of the loss sum: 1 / number of
-// targets). Outputs: the summed cross-entropy [1], then (with_grads) the gradient of each weight
-// in for_each_weight order. `autocast` bf16: matrix products read bf16 copies of the f32 weights
+// targets). Output: the summed cross-entropy [1]. With grads, the gradient of each weight is
+// added into the state input "grad.NAME" that follows those six (one per weight, for_each_weight
+// order, f32 of the weight's shape), where the caller keeps it. `autocast` bf16: matrix products read bf16 copies of the f32 weights
 // and bf16-rounded inputs (Builder::autocast). Under tensor parallelism (`config` the rank's
 // local one) the gradients are of this rank's shards, and every rank gets the whole loss.
 graph::Graph build_decoder_training_graph(const ModelConfig& config,

@@ -37,6 +37,7 @@ FlatParameters::FlatParameters(CausalLMImpl& model) {
     Tensor view = values_.slice(e.offset, e.offset + t.numel()).view(e.shape);
     view.copy_from(t);
     t = view;
+    grad_blocks_.push_back(grads_.slice(e.offset, e.offset + t.numel()).view(e.shape));
   });
 }
 
@@ -49,17 +50,5 @@ std::vector<ParamSegment> FlatParameters::segments(bool decay_all) const {
 }
 
 void FlatParameters::zero_grads() { std::memset(grads_.data(), 0, grads_.nbytes()); }
-
-void FlatParameters::accumulate(const std::vector<Tensor>& step_grads) {
-  TFM_CHECK(step_grads.size() == entries_.size(), "[train] one gradient per parameter");
-  float* flat = grads_.data_as<float>();
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const auto* g = step_grads[i].data_as<float>();
-    float* dst = flat + entries_[i].offset;
-    const int64_t n = step_grads[i].numel();
-#pragma omp parallel for schedule(static) if (n > 1 << 16)
-    for (int64_t j = 0; j < n; ++j) dst[j] += g[j];
-  }
-}
 
 }  // namespace tfm::training

@@ -35,13 +35,15 @@ class FlatParameters {
   std::span<float> grads() { return {grads_.data_as<float>(), static_cast<size_t>(size())}; }
 
   void zero_grads();
-  // Adds one step's gradients, given in entries() order, into the flat gradient buffer.
-  void accumulate(const std::vector<Tensor>& step_grads);
+  // Each weight's block of the gradient buffer, in entries() order: where a training step adds
+  // its gradients (CausalLMImpl::train_step_into).
+  const std::vector<Tensor>& grad_blocks() const { return grad_blocks_; }
 
  private:
   std::vector<Entry> entries_;
   Tensor values_;  // f32 [size]
   Tensor grads_;   // f32 [size]
+  std::vector<Tensor> grad_blocks_;
 };
 
 }  // namespace tfm::training

@@ -80,9 +80,8 @@ double Trainer::train_window(int64_t* tokens) {
   for (const Batch& global : window) {
     const Batch b = distributed_.local_rows(global, args_.per_device_train_batch_size);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
-    LossAndGrads out = model_.impl().train_step(in, !args_.torch_compile, true, autocast());
-    params_.accumulate(out.grads);
-    loss_sum += out.loss_sum;
+    loss_sum += model_.impl().train_step_into(in, params_.grad_blocks(), !args_.torch_compile,
+                                              autocast());
     *tokens += global.input_ids.numel();
   }
   return distributed_.sum_over_data(loss_sum) / static_cast<double>(targets);
@@ -170,9 +169,7 @@ double Trainer::evaluate() {
     if (count == 0) continue;
     const Batch b = distributed_.local_rows(global, per_rank);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, count);
-    loss_sum += model_.impl()
-                    .train_step(in, !args_.torch_compile, /*with_grads=*/false, autocast())
-                    .loss_sum;
+    loss_sum += model_.impl().train_step_into(in, {}, !args_.torch_compile, autocast());
     targets += count;
   }
   if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");

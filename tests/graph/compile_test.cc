@@ -1,6 +1,7 @@
 // The compiler: elementwise fusion, arena planning, and compiled == eager.
 #include <gtest/gtest.h>
 
+#include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/cache.h"
 #include "graph/plan.h"
@@ -46,6 +47,27 @@ TEST(Compile, ArenaReusesDeadBuffers) {
   const graph::Plan plan = graph::plan_graph(b.finish(), {.fuse = false});
   const size_t one = 16 * 256 * sizeof(float);
   EXPECT_LE(plan.arena_bytes, 2 * one) << "a chain needs only two live buffers at a time";
+}
+
+// An accumulation runs for its effect on a state buffer: compiled and eager, each run adds
+// x * 3 into it, and only the declared output comes back.
+TEST(Compile, AccumulateAddsIntoTheStateBufferEachRun) {
+  graph::Builder b;
+  const auto x = b.input("x", {2, 3}, DType::f32);
+  const auto acc = b.state("acc", {2, 3}, DType::f32);
+  b.accumulate(acc, b.scale(x, 3.f));
+  b.output(b.reduce_rows(x));
+  const graph::Graph g = b.finish();
+  const Tensor in = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor sums = Tensor::zeros({2, 3}, DType::f32);
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const auto compiled = cpu.compile(graph::plan_graph(g));
+  compiled->run({in, sums});
+  const std::vector<Tensor> out = compiled->run({in, sums});
+  cpu.run_eager(g, {in, sums});
+  EXPECT_EQ(sums.to_f32_vector(), (std::vector<float>{9, 18, 27, 36, 45, 54}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].to_f32_vector(), (std::vector<float>{5, 7, 9}));
 }
 
 TEST(Compile, CompiledEqualsEagerBitForBit) {

@@ -36,6 +36,8 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
                int64_t kv_heads, int64_t head_dim, float scale, float* out);
+// acc[i] += x[i]
+void add_into(float* acc, const float* x, int64_t count);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out);
 // A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab).

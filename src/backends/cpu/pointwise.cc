@@ -24,6 +24,11 @@ void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidd
   }
 }
 
+void add_into(float* acc, const float* x, int64_t count) {
+#pragma omp parallel for schedule(static) if (count > kParallelMinElements)
+  for (int64_t i = 0; i < count; ++i) acc[i] += x[i];
+}
+
 void embedding_shard(const void* table, DType table_dtype, int64_t rows, int64_t hidden,
                      int64_t first_id, const int32_t* ids, int64_t count, float* out) {
   const size_t elem = dtype_size(table_dtype);

@@ -81,6 +81,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         cache_write(ptrs[args[0]], dt, f(args[1]), i32(args[2]), c[0], c[1], seq, c[2] * c[3]);
       };
     }
+    case Op::kAccumulate: {
+      const int64_t count = shape_numel(n.shape);
+      return [=, &ptrs] {
+        ptrs[out] = ptrs[args[0]];
+        add_into(f(args[0]), f(args[1]), count);
+      };
+    }
     case Op::kAttention: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;

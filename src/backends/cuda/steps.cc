@@ -141,6 +141,13 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
                     cs[2] * cs[3], c.stream);
       };
     }
+    case Op::kAccumulate: {
+      const int64_t count = shape_numel(n.shape);
+      return [=](StepContext& c) {
+        c.ptrs[out] = c.ptrs[args[0]];
+        add_bias(f(c, args[0]), f(c, args[1]), 1, count, c.stream);  // one row: acc += x
+      };
+    }
     case Op::kAttention: {
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
