@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the H200 machine (no package registry there): builds tfm with the CUDA backend for sm_90,
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
-# there with its transformers) against transformers + torch on the same GPU, and runs NCCL in a
-# world of one rank. Writes logs and JSON into OUTDIR (seven files; the NCCL figures go into
-# stages.log); each stage has its own time limit so the whole run stays inside 8 minutes.
+# there with its transformers) against transformers + torch on the same GPU, runs NCCL in a world
+# of one rank, and times a training step of that model against transformers. Writes logs and JSON
+# into OUTDIR (seven files; the NCCL and training figures go into stages.log). Each stage has its
+# own time limit and they run most important first, so a run cut at 8 minutes loses the least.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
 # on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
@@ -39,14 +40,15 @@ timeout 240 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
   > "$out/build.log" 2>&1 &&
   timeout 240 cmake --build "$build" --target tfm tfmrun tfm_backends_tests tfm_models_tests \
-    tfm_generation_tests tfm_core_tests generate_bench collectives_bench >> "$out/build.log" 2>&1
+    tfm_generation_tests tfm_core_tests tfm_training_tests generate_bench collectives_bench \
+    train_bench >> "$out/build.log" 2>&1
 echo "build exit $?" | tee -a "$out/stages.log"
 grep "tfm: " "$out/build.log" >> "$out/stages.log"
 wait $checkpoint
 
 stage tests
 export TFM_BIN=$PWD/$build/tfm
-for t in core backends models generation; do
+for t in core backends models generation training; do
   timeout 60 "$build/tests/tfm_${t}_tests" --gtest_filter='*Cuda*:*cuda*:Device*' \
     >> "$out/tests.log" 2>&1
   echo "tests $t exit $?" | tee -a "$out/stages.log"
@@ -67,4 +69,13 @@ stage transformers-bench
 timeout 170 python3 bench/anchor_transformers.py "$model" --device cuda --new-tokens 64 \
   --prefill 128,1024 --batches 1,16 > "$out/transformers.json" 2> "$out/transformers.log"
 echo "transformers bench exit $?" | tee -a "$out/stages.log"
+stage train-bench
+# Training a Qwen3-0.6B-shaped model from fresh weights, 8 x 1024 tokens, bf16 autocast; the
+# anchor eager (torch.compile's first step alone takes minutes there). JSON into stages.log.
+timeout 120 "$build/bench/train_bench" "$model/config.json" --device cuda --bf16 --batch 8 \
+  --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
+echo "tfm train bench exit $?" | tee -a "$out/stages.log"
+timeout 90 python3 bench/anchor_train.py "$model/config.json" --device cuda --bf16 --batch 8 \
+  --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
+echo "transformers train bench exit $?" | tee -a "$out/stages.log"
 stage done

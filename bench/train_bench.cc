@@ -1,7 +1,7 @@
 // Training throughput: a model from a config.json with fresh weights, trained on random token
 // rows (compiled step, clipping, AdamW), the same loop as the anchor (bench/anchor_train.py) runs
 // with transformers + PyTorch on the same config. Prints JSON.
-//   train_bench CONFIG_JSON [--batch 16] [--seq 256] [--steps 8]
+//   train_bench CONFIG_JSON [--batch 16] [--seq 256] [--steps 8] [--device cpu] [--bf16]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -39,24 +39,38 @@ tfm::training::TokenRows random_rows(int64_t rows, int64_t length, int64_t vocab
   return out;
 }
 
-int64_t flag(int argc, char** argv, const char* name, int64_t fallback) {
+const char* flag(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 2; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoll(argv[i + 1]);
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   }
   return fallback;
 }
+
+bool has_flag(int argc, char** argv, const char* name) {
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return true;
+  }
+  return false;
+}
+
+struct Setup {
+  int64_t batch, seq, steps;
+  std::string device;
+  tfm::DType autocast;  // bf16: TrainingArguments.bf16
+};
 
 struct Timing {
   double first_step_ms = 0, tokens_per_s = 0;
 };
 
 // The loop of the anchor: step 0 (compilation included) timed alone, then `steps` more.
-Timing run(const std::string& config, int64_t batch, int64_t seq, int64_t steps) {
+Timing run(const std::string& config, const Setup& setup) {
   using tfm::training::FlatParameters;
+  const int64_t batch = setup.batch, seq = setup.seq, steps = setup.steps;
   tfm::CausalLM model = tfm::AutoModelForCausalLM::from_config(
-      config, {.dtype = tfm::DType::f32, .device_map = "cpu"});
+      config, {.dtype = tfm::DType::f32, .device_map = setup.device});
   FlatParameters params(model.impl());
-  tfm::training::AdamW optimizer(params.segments(), params.size(), {.lr = 1e-3});
+  tfm::training::AdamW optimizer(params.segments(), params.size(), {.lr = 1e-3}, params.device());
   const tfm::training::TokenRows rows =
       random_rows(batch * (steps + 1), seq, model.config().vocab_size);
   const auto step = [&](int64_t i) {
@@ -69,8 +83,8 @@ Timing run(const std::string& config, int64_t batch, int64_t seq, int64_t steps)
     const tfm::TrainInputs in =
         tfm::training::make_train_inputs(ids, mask, ids, tfm::training::count_targets(ids));
     params.zero_grads();
-    model.impl().train_step_into(in, params.grad_blocks(), false);
-    tfm::training::clip_grad_norm(params.grads(), 1.0);
+    model.impl().train_step_into(in, params.grad_blocks(), false, setup.autocast);
+    tfm::training::clip_grad_norm(params.grads(), 1.0, params.device());
     optimizer.step(params.values(), params.grads());
   };
   using clock = std::chrono::steady_clock;
@@ -89,17 +103,22 @@ Timing run(const std::string& config, int64_t batch, int64_t seq, int64_t steps)
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: train_bench CONFIG_JSON [--batch N] [--seq N] [--steps N]\n");
+    std::fprintf(stderr,
+                 "usage: train_bench CONFIG_JSON [--batch N] [--seq N] [--steps N] "
+                 "[--device cpu|cuda] [--bf16]\n");
     return 2;
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
-  const int64_t batch = flag(argc, argv, "--batch", 16), seq = flag(argc, argv, "--seq", 256),
-                steps = flag(argc, argv, "--steps", 8);
-  const Timing t = run(argv[1], batch, seq, steps);
+  const Setup setup{std::atoll(flag(argc, argv, "--batch", "16")),
+                    std::atoll(flag(argc, argv, "--seq", "256")),
+                    std::atoll(flag(argc, argv, "--steps", "8")), flag(argc, argv, "--device", "cpu"),
+                    has_flag(argc, argv, "--bf16") ? tfm::DType::bf16 : tfm::DType::f32};
+  const Timing t = run(argv[1], setup);
   std::printf(
-      "{\"batch\": %ld, \"seq\": %ld, \"steps\": %ld, \"tokens_per_s\": %.1f, "
-      "\"first_step_ms\": %.1f, \"peak_rss_mib\": %.1f}\n",
-      static_cast<long>(batch), static_cast<long>(seq), static_cast<long>(steps), t.tokens_per_s,
-      t.first_step_ms, peak_rss_mib());
+      "{\"batch\": %ld, \"seq\": %ld, \"steps\": %ld, \"device\": \"%s\", \"bf16\": %s, "
+      "\"tokens_per_s\": %.1f, \"first_step_ms\": %.1f, \"peak_rss_mib\": %.1f}\n",
+      static_cast<long>(setup.batch), static_cast<long>(setup.seq), static_cast<long>(setup.steps),
+      setup.device.c_str(), setup.autocast == tfm::DType::bf16 ? "true" : "false",
+      t.tokens_per_s, t.first_step_ms, peak_rss_mib());
   return 0;
 }

@@ -37,6 +37,7 @@ struct DeviceProvider {
   // Device memory: allocate returns an owning pointer whose deleter frees it.
   std::function<std::shared_ptr<void>(int index, size_t bytes)> allocate;
   std::function<void(void* dst, const void* src, size_t bytes, int index, bool to_device)> copy;
+  std::function<void(void* data, size_t bytes, int index)> fill_zero;
 };
 
 void register_device_provider(DeviceProvider provider);

@@ -57,7 +57,9 @@ class Tensor {
   Tensor to(DType dtype) const;         // converted copy (or this tensor if already that dtype)
   Tensor to(Device device) const;       // copy across devices (or this tensor if already there)
   Tensor clone() const;                 // owning contiguous copy
-  void copy_from(const Tensor& other);  // same shape; converts dtype on the CPU
+  // Same shape; converts dtype on the CPU, copies the bytes as they are between devices.
+  void copy_from(const Tensor& other);
+  void fill_zero();
   std::vector<float> to_f32_vector() const;
 
  private:

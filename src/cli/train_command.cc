@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/distributed_options.h"
 #include "io/hub.h"
-#include "tfm/device.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -51,11 +50,6 @@ std::string tokenizer_dir(const Options& o) {
 
 void run(Options& o) {
   if (!prints_results()) set_log_level(LogLevel::kWarn);
-  if (o.device == "auto" && is_available("cuda")) {
-    // The step's graph runs on CUDA, but AdamW and the master weights do not yet.
-    log_info("training on the cpu: training on cuda is not supported yet");
-    o.device = "cpu";
-  }
   LoadOptions load{.dtype = DType::f32, .device_map = o.device, .distributed = o.distributed};
   CausalLM model = is_config_file(o.model)
                        ? AutoModelForCausalLM::from_config(o.model, load, o.init_seed)

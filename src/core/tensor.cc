@@ -156,9 +156,32 @@ void Tensor::copy_from(const Tensor& other) {
   if (other.shape_ != shape_) {
     throw Error("copy_from: shape " + shape_str(other.shape_) + " into " + shape_str(shape_));
   }
-  TFM_CHECK(device_ == kCpu && other.device_ == kCpu, "copy_from runs on host tensors");
   TFM_CHECK(is_contiguous() && other.is_contiguous(), "copy_from needs contiguous tensors");
-  convert_elements(other.data(), other.dtype_, data(), dtype_, static_cast<size_t>(numel()));
+  if (device_ == kCpu && other.device_ == kCpu) {
+    convert_elements(other.data(), other.dtype_, data(), dtype_, static_cast<size_t>(numel()));
+    return;
+  }
+  TFM_CHECK(dtype_ == other.dtype_, "copy_from between devices keeps the dtype");
+  if (device_ != kCpu && other.device_ != kCpu) {
+    copy_from(other.to(kCpu));  // rare (setting up training state): through the host
+    return;
+  }
+  const bool to_device = device_ != kCpu;
+  const Device accelerator = to_device ? device_ : other.device_;
+  const DeviceProvider* provider = find_device_provider(accelerator.type);
+  TFM_CHECK(provider != nullptr, "no backend for " + accelerator.str());
+  provider->copy(data(), other.data(), nbytes(), accelerator.index, to_device);
+}
+
+void Tensor::fill_zero() {
+  TFM_CHECK(is_contiguous(), "fill_zero needs a contiguous tensor");
+  if (device_ == kCpu) {
+    std::memset(data(), 0, nbytes());
+    return;
+  }
+  const DeviceProvider* provider = find_device_provider(device_.type);
+  TFM_CHECK(provider != nullptr, "no backend for " + device_.str());
+  provider->fill_zero(data(), nbytes(), device_.index);
 }
 
 std::vector<float> Tensor::to_f32_vector() const {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "graph/plan.h"
+#include "ops/adamw.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -26,6 +27,17 @@ class Backend {
   virtual std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
   // Weights in the layout and place this backend computes with (e.g. uploaded to the GPU once).
   virtual Tensor prepare_weight(const Tensor& weight, DType dtype) = 0;
+
+  // The optimizer's arithmetic, run eagerly after a compiled training step on flat f32 buffers
+  // that live on this backend's device (training state stays where the model computes).
+  // One AdamW update of n elements (ops::adamw_update each).
+  virtual void adamw_update(const ops::AdamWScalars& s, float decay, float* params,
+                            const float* grads, float* exp_avg, float* exp_avg_sq,
+                            int64_t n) = 0;
+  // The sum of squares of n elements, in double over fixed chunks added in order: the same bits
+  // for any thread count, so a re-run or resumed step clips identically.
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+  virtual void scale(float* x, float factor, int64_t n) = 0;
 };
 
 void register_backend(DeviceType type, Backend* backend);

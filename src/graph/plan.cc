@@ -6,11 +6,9 @@
 namespace tfm::graph {
 namespace {
 
-constexpr size_t kAlign = 64;
-
 size_t aligned_bytes(const Node& n) {
   const size_t bytes = static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
-  return (bytes + kAlign - 1) / kAlign * kAlign;
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
 // The node whose buffer a value lives in: aliases (reshape, in-place cache writes) resolve to

@@ -9,6 +9,10 @@
 
 namespace tfm::graph {
 
+// Where each intermediate starts in the arena: a multiple of this many bytes, what vendor matrix
+// libraries (cuBLASLt) assume of an operand by default.
+inline constexpr size_t kArenaAlignment = 256;
+
 struct Plan {
   Graph graph;
   std::vector<ValueId> schedule;  // nodes to run, in order (inputs and weights excluded)

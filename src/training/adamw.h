@@ -1,12 +1,16 @@
 // AdamW as torch.optim.AdamW computes it (decoupled weight decay, bias correction, eps added after
 // the square root), over flat f32 buffers: every parameter, gradient and moment lives in one array
-// each, so the update is one loop and sharding the optimizer later is offset arithmetic.
+// each, so the update is a few runs of one loop and sharding the optimizer is offset arithmetic.
+// The buffers live on the optimizer's device (where the model trains); the backend of that device
+// runs the update.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <span>
 #include <vector>
+
+#include "tfm/tensor.h"
 
 namespace tfm::training {
 
@@ -29,10 +33,11 @@ struct AdamWOptions {
 class AdamW {
  public:
   // `segments` may leave gaps: elements outside every segment are frozen (never updated).
-  AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options = {});
+  AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options = {},
+        Device device = kCpu);
 
-  // One update of `params` from `grads` (both `total` elements) at learning rate `lr`, which is
-  // options().lr times the schedule's multiplier for steps_taken().
+  // One update of `params` from `grads` (both `total` elements, on the optimizer's device) at
+  // learning rate `lr`, which is options().lr times the schedule's multiplier for steps_taken().
   void step(std::span<float> params, std::span<const float> grads, double lr);
   void step(std::span<float> params, std::span<const float> grads) {
     step(params, grads, options_.lr);
@@ -42,8 +47,9 @@ class AdamW {
   int64_t total() const { return total_; }
   const AdamWOptions& options() const { return options_; }
   const std::vector<ParamSegment>& segments() const { return segments_; }
-  std::span<const float> exp_avg() const { return exp_avg_; }
-  std::span<const float> exp_avg_sq() const { return exp_avg_sq_; }
+  // The moments, copied to the host.
+  std::vector<float> exp_avg() const { return exp_avg_.to_f32_vector(); }
+  std::vector<float> exp_avg_sq() const { return exp_avg_sq_.to_f32_vector(); }
 
   // The moments and the step count (which is also the schedule's position), so a resumed run
   // continues bit for bit. load() throws tfm::Error naming the file and what does not fit.
@@ -51,20 +57,14 @@ class AdamW {
   void load(const std::filesystem::path& file);
 
  private:
-  // A run of elements with one decay setting, at most a fixed size, so one parallel loop over
-  // chunks covers every segment however many small ones there are.
-  struct Chunk {
-    int64_t begin, end;
-    bool decay;
-  };
-
   std::vector<ParamSegment> segments_;
-  std::vector<Chunk> chunks_;
+  std::vector<ParamSegment> runs_;  // the segments, neighbours with one decay setting merged
   int64_t total_;
   AdamWOptions options_;
+  Device device_;
   int64_t steps_ = 0;
-  std::vector<float> exp_avg_;     // [total]
-  std::vector<float> exp_avg_sq_;  // [total]
+  Tensor exp_avg_;     // f32 [total] on device_
+  Tensor exp_avg_sq_;  // f32 [total] on device_
 };
 
 }  // namespace tfm::training

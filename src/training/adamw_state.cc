@@ -2,7 +2,6 @@
 // an I64 scalar. A learning-rate schedule is a function of the step count, so this file is also
 // the scheduler's state.
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "io/safetensors.h"
@@ -44,12 +43,10 @@ Tensor read(const SafetensorsFile& f, const TensorInfo& info) {
 }  // namespace
 
 void AdamW::save(const std::filesystem::path& file) const {
-  // Borrowed views: the state is written straight from the optimizer's own buffers.
-  const Shape shape = {total_};
-  save_safetensors(file,
-                   {{kExpAvg, Tensor::borrow(exp_avg_.data(), shape, DType::f32, nullptr)},
-                    {kExpAvgSq, Tensor::borrow(exp_avg_sq_.data(), shape, DType::f32, nullptr)},
-                    {kStep, Tensor::from_vector<int64_t>({steps_}, {})}});
+  // On the host the state is written straight from the optimizer's own buffers.
+  save_safetensors(file, {{kExpAvg, exp_avg_.to(kCpu)},
+                          {kExpAvgSq, exp_avg_sq_.to(kCpu)},
+                          {kStep, Tensor::from_vector<int64_t>({steps_}, {})}});
 }
 
 void AdamW::load(const std::filesystem::path& file) {
@@ -65,8 +62,8 @@ void AdamW::load(const std::filesystem::path& file) {
   const int64_t step = read(f, find(f, kStep, DType::i64, {}, file)).data_as<int64_t>()[0];
   if (step < 0) fail(file, "negative step count " + std::to_string(step));
   // Everything is checked before anything changes, so a failed load leaves the optimizer as it was.
-  std::memcpy(exp_avg_.data(), avg.data(), avg.nbytes());
-  std::memcpy(exp_avg_sq_.data(), avg_sq.data(), avg_sq.nbytes());
+  exp_avg_.copy_from(avg);
+  exp_avg_sq_.copy_from(avg_sq);
   steps_ = step;
 }
 

@@ -19,7 +19,8 @@ Tensor rows_padded(const Tensor& t, int64_t first, int64_t count, int64_t rows, 
 
 }  // namespace
 
-DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params) {
+DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params)
+    : device_(params.device()) {
   const DistributedConfig& config = model.distributed();
   const distributed::ParallelGroups& groups = distributed::parallel_groups(config);
   if (config.tp_size > 1) tp_ = groups.tp;
@@ -53,11 +54,11 @@ double DistributedTraining::sum_over_data(double value) const {
 }
 
 double DistributedTraining::grad_norm(std::span<const float> grads) const {
-  if (!active()) return training::grad_norm(grads);
+  if (!active()) return training::grad_norm(grads, device_);
   double sum_sq = 0;
   for (const ParamSegment& s : counted_) {
-    const double n = training::grad_norm(grads.subspan(static_cast<size_t>(s.offset),
-                                                       static_cast<size_t>(s.numel)));
+    const double n = training::grad_norm(
+        grads.subspan(static_cast<size_t>(s.offset), static_cast<size_t>(s.numel)), device_);
     sum_sq += n * n;
   }
   float total = static_cast<float>(sum_sq);

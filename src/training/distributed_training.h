@@ -41,6 +41,7 @@ class DistributedTraining {
   std::shared_ptr<distributed::ProcessGroup> tp_, fsdp_;  // null where that dimension is 1
   bool writes_files_ = true;
   int world_rank_ = 0;
+  Device device_;  // where the gradients are
   std::vector<ParamSegment> counted_;  // the gradient ranges this rank's norm counts
 };
 

@@ -1,6 +1,5 @@
 #include "training/flat_parameters.h"
 
-#include <cstring>
 #include <regex>
 
 #include "tfm/error.h"
@@ -20,12 +19,6 @@ FlatParameters::FlatParameters(CausalLMImpl& model) {
     throw Error("[train] weights must be flattened before the model compiles a graph");
   }
   int64_t total = 0;
-  if (model.device() != kCpu) {
-    // The step's graph runs there, but AdamW and the master weights live on the host for now.
-    throw Error("[train] training on " + model.device().str() +
-                " is not supported yet (its optimizer step runs on the host): train with "
-                "device_map=\"cpu\" (tfm train --device cpu)");
-  }
   model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
     if (t.dtype() != DType::f32) {
       throw Error("[train] weight '" + name + "' is " + std::string(dtype_name(t.dtype())) +
@@ -34,8 +27,8 @@ FlatParameters::FlatParameters(CausalLMImpl& model) {
     entries_.push_back({name, t.shape(), total, decays(name)});
     total += t.numel();
   });
-  values_ = Tensor::empty({total}, DType::f32);
-  grads_ = Tensor::zeros({total}, DType::f32);
+  values_ = Tensor::empty({total}, DType::f32, model.device());
+  grads_ = Tensor::zeros({total}, DType::f32, model.device());
   size_t i = 0;
   model.for_each_weight([&](const std::string&, Tensor& t, const Shape&) {
     const Entry& e = entries_[i++];
@@ -54,6 +47,6 @@ std::vector<ParamSegment> FlatParameters::segments(bool decay_all) const {
   return out;
 }
 
-void FlatParameters::zero_grads() { std::memset(grads_.data(), 0, grads_.nbytes()); }
+void FlatParameters::zero_grads() { grads_.fill_zero(); }
 
 }  // namespace tfm::training

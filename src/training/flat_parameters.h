@@ -1,5 +1,6 @@
 // The model's trainable weights moved into one flat f32 buffer (the master weights), with a flat
 // gradient buffer of the same layout: AdamW is one loop, clipping one norm, and a shard is a range.
+// Both live on the model's device, where the training step writes the gradients.
 #pragma once
 
 #include <span>
@@ -24,13 +25,15 @@ class FlatParameters {
   };
 
   // Rebinds every weight of `model` to a view of the flat buffer. The model must hold f32
-  // weights on the host and must not have compiled a graph yet (executables keep weight addresses).
+  // weights and must not have compiled a graph yet (executables keep weight addresses).
   explicit FlatParameters(CausalLMImpl& model);
 
   const std::vector<Entry>& entries() const { return entries_; }
   // `decay_all`: every parameter decays, as torch.optim.AdamW(model.parameters()) does.
   std::vector<ParamSegment> segments(bool decay_all = false) const;
   int64_t size() const { return values_.numel(); }
+  Device device() const { return values_.device(); }
+  // The buffers as spans: on device(), so only that device's backend may read them.
   std::span<float> values() { return {values_.data_as<float>(), static_cast<size_t>(size())}; }
   std::span<float> grads() { return {grads_.data_as<float>(), static_cast<size_t>(size())}; }
 

@@ -4,10 +4,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <iostream>
-#include <map>
 
 #include "io/checkpoint.h"
 #include "models/tensor_parallel.h"
@@ -58,7 +56,8 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                   .beta1 = args_.adam_beta1,
                   .beta2 = args_.adam_beta2,
                   .eps = args_.adam_epsilon,
-                  .weight_decay = args_.weight_decay}) {}
+                  .weight_decay = args_.weight_decay},
+                 params_.device()) {}
 
 DType Trainer::autocast() const { return args_.bf16 ? DType::bf16 : DType::f32; }
 
@@ -106,7 +105,7 @@ TrainOutput Trainer::train() {
     const double loss = train_window(&tokens);
     const std::span<float> grads = params_.grads();
     const double norm = distributed_.grad_norm(grads);
-    if (args_.max_grad_norm > 0) clip_to_norm(grads, norm, args_.max_grad_norm);
+    if (args_.max_grad_norm > 0) clip_to_norm(grads, norm, args_.max_grad_norm, params_.device());
     const double lr = schedule_.lr(args_.learning_rate, global_step_);
     optimizer_.step(params_.values(), grads, lr);
     ++global_step_;
@@ -219,22 +218,18 @@ void Trainer::resume(const fs::path& dir) {
                 std::to_string(layout.fsdp_size) +
                 "; each rank's optimizer state is its own shard, so resume with the same layout");
   }
-  std::map<std::string, Shape> whole_shapes;
-  model.for_each_weight(
-      [&](const std::string& name, Tensor&, const Shape& shape) { whole_shapes[name] = shape; });
   const Checkpoint weights = Checkpoint::open(dir);
-  for (const FlatParameters::Entry& e : params_.entries()) {
-    const Tensor saved = weights.tensor(e.name);
-    const Shape& whole = whole_shapes.at(e.name);
+  // The model's weights are the flat master buffer's blocks: written in place, on its device.
+  model.for_each_weight([&](const std::string& name, Tensor& weight, const Shape& whole) {
+    const Tensor saved = weights.tensor(name);
     if (saved.shape() != whole || saved.dtype() != DType::f32) {
-      throw Error("cannot resume from '" + dir.string() + "': '" + e.name + "' is " +
+      throw Error("cannot resume from '" + dir.string() + "': '" + name + "' is " +
                   shape_str(saved.shape()) + " " + std::string(dtype_name(saved.dtype())) +
                   ", the model needs " + shape_str(whole) + " f32");
     }
     // Under a DistributedConfig each rank takes its slice of the gathered checkpoint.
-    const Tensor mine = models::rank_slice(e.name, saved, model.config(), model.parallelism());
-    std::memcpy(params_.values().data() + e.offset, mine.data(), mine.nbytes());
-  }
+    weight.copy_from(models::rank_slice(name, saved, model.config(), model.parallelism()));
+  });
   optimizer_.load(dir / optimizer_file());
   train_.restore(DataLoaderState::from_json(state.data_loader));
   global_step_ = state.global_step;

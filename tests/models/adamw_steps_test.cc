@@ -1,9 +1,11 @@
 // Three AdamW steps on the fixtures against torch.optim.AdamW (the fixtures' adamw losses: the
-// loss after each update, on the same batch, every parameter decayed), compiled and eager.
+// loss after each update, on the same batch, every parameter decayed), compiled and eager, on the
+// CPU and, where a GPU is present, on CUDA (master weights, gradients and moments on the GPU).
 #include <gtest/gtest.h>
 
 #include "models/causal_lm.h"
 #include "support/fixtures.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "training/adamw.h"
 #include "training/causal_lm_batch.h"
@@ -12,13 +14,15 @@
 namespace tfm {
 namespace {
 
-class AdamWSteps : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+class AdamWSteps
+    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
 
 TEST_P(AdamWSteps, LossesMatchTorch) {
-  const auto& [arch, eager] = GetParam();
+  const auto& [arch, eager, device] = GetParam();
+  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   auto model =
-      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = "cpu"});
+      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
   training::FlatParameters params(*model);
   const nlohmann::json& ref = testing::reference(arch);
   const nlohmann::json& hp = ref["adamw"];
@@ -27,7 +31,8 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
                              .beta1 = hp["betas"][0].get<double>(),
                              .beta2 = hp["betas"][1].get<double>(),
                              .eps = hp["eps"].get<double>(),
-                             .weight_decay = hp["weight_decay"].get<double>()});
+                             .weight_decay = hp["weight_decay"].get<double>()},
+                            params.device());
   const testing::FixtureBatch batch = testing::fixture_batch(arch);
   const TrainInputs in = training::make_train_inputs(batch.input_ids, batch.attention_mask,
                                                      batch.input_ids, batch.targets);
@@ -43,9 +48,11 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, AdamWSteps,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
+                                            ::testing::Values("cpu", "cuda")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
+                           const std::string& device = std::get<2>(info.param);
+                           return (device == "cpu" ? "" : device + "_") + std::get<0>(info.param) +
                                   (std::get<1>(info.param) ? "_eager" : "_compiled");
                          });
 

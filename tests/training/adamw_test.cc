@@ -102,9 +102,8 @@ TEST(AdamWTest, MatchesTorchAdamW) {
     expect_close(params, expected["params"][step], "params after step " + std::to_string(step));
   }
   EXPECT_EQ(opt.steps_taken(), 5);
-  expect_close({opt.exp_avg().begin(), opt.exp_avg().end()}, expected["exp_avg"], "exp_avg");
-  expect_close({opt.exp_avg_sq().begin(), opt.exp_avg_sq().end()}, expected["exp_avg_sq"],
-               "exp_avg_sq");
+  expect_close(opt.exp_avg(), expected["exp_avg"], "exp_avg");
+  expect_close(opt.exp_avg_sq(), expected["exp_avg_sq"], "exp_avg_sq");
 }
 
 // Steps 1 and 3 have gradient norms far above 1 and are scaled; the others pass unchanged.
@@ -220,10 +219,8 @@ TEST(AdamWTest, SaveAndLoadResumesBitForBit) {
 
   EXPECT_EQ(resumed.steps_taken(), 5);
   EXPECT_EQ(std::memcmp(params.data(), straight_params.data(), params.size() * 4), 0);
-  EXPECT_TRUE(
-      std::equal(resumed.exp_avg().begin(), resumed.exp_avg().end(), straight.exp_avg().begin()));
-  EXPECT_TRUE(std::equal(resumed.exp_avg_sq().begin(), resumed.exp_avg_sq().end(),
-                         straight.exp_avg_sq().begin()));
+  EXPECT_EQ(resumed.exp_avg(), straight.exp_avg());
+  EXPECT_EQ(resumed.exp_avg_sq(), straight.exp_avg_sq());
 }
 
 TEST(AdamWTest, LoadRejectsStateOfAnotherSize) {

@@ -10,6 +10,7 @@
 
 #include "io/checkpoint.h"
 #include "support/fixtures.h"
+#include "tfm/device.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
 #include "training/trainer_checkpoint.h"
@@ -30,10 +31,10 @@ TokenRows random_rows(int64_t rows, int64_t length, uint32_t seed) {
   return out;
 }
 
-CausalLM fixture_model() {
+CausalLM fixture_model(const std::string& device = "cpu") {
   set_log_level(LogLevel::kWarn);
   return AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
-                                               {.dtype = DType::f32, .device_map = "cpu"});
+                                               {.dtype = DType::f32, .device_map = device});
 }
 
 TrainingArguments small_args(const std::string& name) {
@@ -85,6 +86,38 @@ TEST(Trainer, ResumeContinuesTheRunExactly) {
   EXPECT_EQ(b[1], a[3]);
   EXPECT_EQ(read_trainer_state(resumed.output_dir).log_history.size(),
             read_trainer_state(whole.output_dir).log_history.size());
+}
+
+// Where a GPU is present (skipped, and said so, where not): master weights, gradients and AdamW
+// state on the GPU give the CPU run's losses (the CPU's steps match torch: tests/models), with
+// clipping and weight decay, and a resumed GPU run continues its own exactly.
+TEST(Trainer, OnCudaFollowsTheCpuRunAndResumes) {
+  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped";
+  TrainingArguments on_cpu = small_args("cpu");
+  on_cpu.max_grad_norm = 1.0;
+  CausalLM cpu_model = fixture_model();
+  Trainer(cpu_model, on_cpu, random_rows(10, 12, 1)).train();
+
+  TrainingArguments whole = small_args("cuda_whole");
+  whole.max_grad_norm = 1.0;
+  whole.save_steps = 2;
+  CausalLM cuda_model = fixture_model("cuda");
+  Trainer(cuda_model, whole, random_rows(10, 12, 1)).train();
+  const std::vector<double> want = logged_losses(on_cpu.output_dir);
+  const std::vector<double> got = logged_losses(whole.output_dir);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << i;
+
+  TrainingArguments resumed = small_args("cuda_resumed");
+  resumed.max_grad_norm = 1.0;
+  resumed.resume_from_checkpoint = (fs::path(whole.output_dir) / "checkpoint-2").string();
+  CausalLM fresh = fixture_model("cuda");
+  Trainer(fresh, resumed, random_rows(10, 12, 1)).train();
+  const std::vector<double> continued = logged_losses(resumed.output_dir);
+  ASSERT_EQ(continued.size(), 2u);
+  EXPECT_EQ(continued[0], got[2]);
+  EXPECT_EQ(continued[1], got[3]);
+  EXPECT_EQ(weights_of(resumed.output_dir), weights_of(whole.output_dir));
 }
 
 TEST(Trainer, AccumulationEqualsTheLargerBatch) {

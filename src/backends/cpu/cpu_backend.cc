@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/steps.h"
 #include "tfm/error.h"
 
@@ -118,6 +119,13 @@ class CpuBackend : public graph::Backend {
     // 15-16 -> 18-20 tokens/s), and the loader can then release the mapping.
     return weight.dtype() == target ? weight.clone() : weight.to(target);
   }
+
+  void adamw_update(const ops::AdamWScalars& s, float decay, float* params, const float* grads,
+                    float* exp_avg, float* exp_avg_sq, int64_t n) override {
+    cpu::adamw_update(s, decay, params, grads, exp_avg, exp_avg_sq, n);
+  }
+  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
+  void scale(float* x, float factor, int64_t n) override { cpu::scale(x, factor, n); }
 };
 
 }  // namespace

@@ -107,7 +107,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// One warp per (batch, query, head). A query that sees no key gets zeros, as on the CPU.
+// One warp per (batch, query, head). A query that sees no key gets zeros, as on the CPU. Only
+// chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the output
+// as it does on the CPU instead of silently dropping its chunk.
 __global__ void attention_merge_kernel(const float* __restrict__ partials, int64_t rows,
                                        int64_t splits, int head_dim, float* __restrict__ out) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
@@ -117,19 +119,19 @@ __global__ void attention_merge_kernel(const float* __restrict__ partials, int64
   float m = -INFINITY;
   for (int64_t sp = 0; sp < splits; ++sp) {
     const float* p = first + sp * (head_dim + 2);
-    if (p[1] > 0.f) m = fmaxf(m, p[0]);
+    if (p[1] != 0.f) m = fmaxf(m, p[0]);
   }
   float denom = 0.f;
   for (int64_t sp = 0; sp < splits; ++sp) {
     const float* p = first + sp * (head_dim + 2);
-    if (p[1] > 0.f) denom += p[1] * expf(p[0] - m);
+    if (p[1] != 0.f) denom += p[1] * expf(p[0] - m);
   }
-  const float inv = denom > 0.f ? 1.f / denom : 0.f;
+  const float inv = denom != 0.f ? 1.f / denom : 0.f;
   for (int d = lane; d < head_dim; d += 32) {
     float sum = 0.f;
     for (int64_t sp = 0; sp < splits; ++sp) {
       const float* p = first + sp * (head_dim + 2);
-      if (p[1] > 0.f) sum += p[2 + d] * expf(p[0] - m);
+      if (p[1] != 0.f) sum += p[2 + d] * expf(p[0] - m);
     }
     out[row * head_dim + d] = sum * inv;
   }

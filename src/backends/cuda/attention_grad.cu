@@ -202,14 +202,20 @@ void launch(const Operands& o, const AttentionShape& s, float scale, float* out,
   float* dk = dq + q_rows * s.head_dim;
   float* dv = dk + kv_rows * s.head_dim;
   constexpr int kThreads = kWarps * 32;
-  row_stats_kernel<E><<<static_cast<unsigned>(q_rows), kThreads, 0, stream>>>(o, s, scale, stats);
-  check_launch("attention_grad_row_stats");
-  query_grad_kernel<E>
-      <<<static_cast<unsigned>(q_rows), kThreads, 0, stream>>>(o, s, scale, stats, dq);
-  check_launch("attention_grad_query");
-  key_grad_kernel<E>
-      <<<static_cast<unsigned>(kv_rows), kThreads, 0, stream>>>(o, s, scale, stats, dk, dv);
-  check_launch("attention_grad_key");
+  // A grid of no blocks fails to launch: no queries still leave zero dk and dv, and no keys a
+  // zero dq (the queries see nothing).
+  if (q_rows > 0) {
+    row_stats_kernel<E><<<static_cast<unsigned>(q_rows), kThreads, 0, stream>>>(o, s, scale, stats);
+    check_launch("attention_grad_row_stats");
+    query_grad_kernel<E>
+        <<<static_cast<unsigned>(q_rows), kThreads, 0, stream>>>(o, s, scale, stats, dq);
+    check_launch("attention_grad_query");
+  }
+  if (kv_rows > 0) {
+    key_grad_kernel<E>
+        <<<static_cast<unsigned>(kv_rows), kThreads, 0, stream>>>(o, s, scale, stats, dk, dv);
+    check_launch("attention_grad_key");
+  }
 }
 
 }  // namespace

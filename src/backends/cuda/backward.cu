@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(kSumThreads)
 
 template <typename Term>
 void column_sum(Term term, int64_t rows, int64_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return;  // a grid of no blocks fails to launch (no rows still write zeros)
   column_sum_kernel<<<blocks_for(n, kColumns), dim3(kColumns, kRowSlices), 0, stream>>>(term, rows,
                                                                                         n, out);
 }
@@ -121,6 +122,7 @@ void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, cudaStream
 
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
                          int64_t hidden, float eps, float* dx, cudaStream_t stream) {
+  if (rows == 0) return;  // a grid of no blocks fails to launch
   rms_norm_grad_input_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
       x, w, dy, rows, static_cast<int>(hidden), eps, dx);
   check_launch("rms_norm_grad_input");
@@ -133,9 +135,12 @@ size_t rms_norm_grad_weight_scratch_bytes(int64_t rows) {
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream) {
   auto* inv_rms = static_cast<float*>(scratch);
-  inv_rms_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
-      x, rows, static_cast<int>(hidden), eps, inv_rms);
-  check_launch("rms_norm_grad_weight_inv_rms");
+  // A grid of no blocks fails to launch; no rows still need dw's zeros from column_sum.
+  if (rows > 0) {
+    inv_rms_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
+        x, rows, static_cast<int>(hidden), eps, inv_rms);
+    check_launch("rms_norm_grad_weight_inv_rms");
+  }
   column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw, stream);
   check_launch("rms_norm_grad_weight");
 }
@@ -144,6 +149,7 @@ void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t 
                     int64_t hidden, float* d_table, cudaStream_t stream) {
   TFM_CUDA(
       cudaMemsetAsync(d_table, 0, static_cast<size_t>(vocab * hidden) * sizeof(float), stream));
+  if (hidden == 0) return;  // a grid of no blocks fails to launch
   embedding_grad_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(
       dy, ids, count, vocab, hidden, d_table);
   check_launch("embedding_grad");
@@ -160,6 +166,7 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
                void* scratch, cudaStream_t stream) {
   auto* negated = static_cast<float*>(scratch);
   const int64_t half = head_dim / 2;
+  if (batch * seq * heads * half == 0) return;  // nothing to rotate; no grid may be empty
   negate_kernel<<<blocks_for(half, kThreads), kThreads, 0, stream>>>(inv_freq, half, negated);
   check_launch("rope_grad_negate");
   rope(dy, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx, stream);

@@ -30,6 +30,7 @@ __global__ void sum_replica_block_kernel(const float* all, int64_t count, int64_
 
 void interleave_gathered(const float* gathered, int64_t rows, int64_t cols, int64_t ranks,
                          float* out, cudaStream_t stream) {
+  if (rows * cols * ranks == 0) return;  // a grid of 0 blocks is a launch error
   interleave_gathered_kernel<<<blocks_for(rows * cols * ranks, kThreads), kThreads, 0, stream>>>(
       gathered, rows, cols, ranks, out);
   check_launch("interleave_gathered");
@@ -37,6 +38,7 @@ void interleave_gathered(const float* gathered, int64_t rows, int64_t cols, int6
 
 void sum_replica_block(const float* all, int64_t count, int64_t first, int64_t block, float* out,
                        cudaStream_t stream) {
+  if (count == 0) return;  // a grid of 0 blocks is a launch error
   sum_replica_block_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(all, count, first,
                                                                                  block, out);
   check_launch("sum_replica_block");

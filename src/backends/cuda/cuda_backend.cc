@@ -12,6 +12,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/nccl_group.h"
+#include "backends/cuda/optimizer_kernels.h"
 #include "backends/cuda/steps.h"
 #include "graph/backend.h"
 #include "tfm/error.h"
@@ -224,7 +225,10 @@ class CudaExecutable : public graph::Executable {
     try {
       enqueue();
     } catch (...) {
+      // Ends the (invalidated) capture so the stream takes work again, and clears the error that
+      // reports it, which the next launch's check would otherwise take for its own.
       cudaStreamEndCapture(stream(), &captured);
+      cudaGetLastError();
       if (captured) cudaGraphDestroy(captured);
       throw;
     }
@@ -304,6 +308,15 @@ class CudaBackend : public graph::Backend {
     const Tensor host = weight.device() == kCpu ? weight : weight.to(kCpu);
     return host.to(target).to(kDevice);
   }
+
+  void adamw_update(const ops::AdamWScalars& s, float decay, float* params, const float* grads,
+                    float* exp_avg, float* exp_avg_sq, int64_t n) override {
+    cuda::adamw_update(s, decay, params, grads, exp_avg, exp_avg_sq, n, stream());
+  }
+  double sum_squares(const float* x, int64_t n) override {
+    return cuda::sum_squares(x, n, stream());
+  }
+  void scale(float* x, float factor, int64_t n) override { cuda::scale(x, factor, n, stream()); }
 };
 
 CudaBackend& backend() {
@@ -318,17 +331,31 @@ DeviceInfo describe(int index) {
           props.totalGlobalMem};
 }
 
+// Ordered with the kernels' stream as copy() is: the device is idle before and after.
+void fill_zero(void* data, size_t bytes, int index) {
+  TFM_CUDA(cudaSetDevice(index));
+  TFM_CUDA(cudaDeviceSynchronize());
+  TFM_CUDA(cudaMemset(data, 0, bytes));
+  TFM_CUDA(cudaDeviceSynchronize());
+}
+
 void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
   TFM_CUDA(cudaSetDevice(index));
+  // cudaMemcpy runs on the legacy stream, which the kernels' non-blocking stream is not ordered
+  // with either way, and from pageable memory it may return before its DMA lands. Waiting for the
+  // device before and after, a copy sees every launch before it and is whole for every launch
+  // after (a KV cache or gradient buffer uploaded and read by the next run).
+  TFM_CUDA(cudaDeviceSynchronize());
   TFM_CUDA(cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice
                                                  : cudaMemcpyDeviceToHost));
+  TFM_CUDA(cudaDeviceSynchronize());
 }
 
 // Linked in whole (an object library), so this runs before main and the CUDA device type is
 // known to device_map and to the graph compiler.
 [[maybe_unused]] const bool registered = [] {
   register_device_provider({DeviceType::cuda, "cuda", device_count, describe, device_allocate,
-                            copy});
+                            copy, fill_zero});
   graph::register_backend(DeviceType::cuda, &backend());
   return true;
 }();

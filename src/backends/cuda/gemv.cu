@@ -77,6 +77,7 @@ __global__ void gemv_any_kernel(const float* x, const W* w, const float* bias, i
 template <typename W>
 void launch(const float* x, const W* w, const float* bias, int m, int n, int k, float* y,
             cudaStream_t stream) {
+  if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
   const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
   const bool vectorized = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                           reinterpret_cast<uintptr_t>(w) % 16 == 0;

@@ -81,9 +81,12 @@ size_t cross_entropy_scratch_bytes(int64_t rows) {
 void cross_entropy(const float* logits, const int32_t* targets, int32_t ignore, int64_t rows,
                    int64_t vocab, float* loss_sum, void* scratch, cudaStream_t stream) {
   auto* per_row = static_cast<double*>(scratch);
-  row_loss_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, ignore,
-                                                                        vocab, per_row);
-  check_launch("cross_entropy_rows");
+  // A grid of no blocks fails to launch; no rows still need the loss 0 the sum writes.
+  if (rows > 0) {
+    row_loss_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, ignore,
+                                                                          vocab, per_row);
+    check_launch("cross_entropy_rows");
+  }
   sum_kernel<<<1, kThreads, 0, stream>>>(per_row, rows, loss_sum);
   check_launch("cross_entropy_sum");
 }
@@ -91,6 +94,7 @@ void cross_entropy(const float* logits, const int32_t* targets, int32_t ignore, 
 void cross_entropy_grad(const float* logits, const int32_t* targets, int32_t ignore,
                         const float* d_loss, int64_t rows, int64_t vocab, float* d_logits,
                         cudaStream_t stream) {
+  if (rows == 0) return;  // a grid of no blocks fails to launch
   cross_entropy_grad_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
       logits, targets, ignore, d_loss, vocab, d_logits);
   check_launch("cross_entropy_grad");

@@ -25,9 +25,6 @@ cudaDataType_t cuda_type(DType dtype) {
 
 }  // namespace
 
-Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype)
-    : Matmul(m, n, k, dtype, MatmulOperand{}, MatmulOperand{.transposed = true}) {}
-
 Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b) {
   const cudaDataType_t in = cuda_type(dtype);
   // cuBLASLt is column-major, where a row-major [r, c] matrix reads as its transpose [c, r]: the

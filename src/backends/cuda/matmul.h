@@ -25,9 +25,8 @@ struct MatmulOperand {
 
 class Matmul {
  public:
-  // A linear layer: run(x, w, y) gives y[m, n] = x[m, k] · w[n, k]^T.
-  Matmul(int64_t m, int64_t n, int64_t k, DType dtype);
-  // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n].
+  // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n]; a linear layer
+  // is a = x [m, k] as stored and b = w [n, k] transposed.
   Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b);
   ~Matmul();
   Matmul(const Matmul&) = delete;

@@ -59,8 +59,12 @@ class Nccl final : public NcclGroup {
     }
     return ncclGetErrorString(status);
   }
-  // Ends every operation still queued on the communicator, so the stream can drain.
-  void abort() { ncclCommAbort(comm_); }
+  // Ends every operation still queued on the communicator, so the stream can drain. The
+  // communicator is freed: later calls get a null one (an NCCL error), not freed memory.
+  void abort() {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
   int size() const { return size_; }
 
  private:
@@ -126,6 +130,9 @@ void synchronize_with_timeout(cudaStream_t stream) {
       TFM_CUDA(status);
       return;
     }
+    // "Not ready" is recorded as the thread's last error: left there, the next kernel launch's
+    // check would report it as that launch's failure.
+    cudaGetLastError();
     for (const Nccl* g : groups) {
       const std::string error = g->async_error();
       if (!error.empty()) abort_all(groups, "a collective over " + std::to_string(g->size()) +

@@ -109,8 +109,11 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     }
     __syncthreads();
   }
-  // A row of NaN or -inf only has no larger value: index 0, as std::max_element gives.
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(indices[0] < n ? indices[0] : 0);
+  // A row of NaN or -inf only has no larger value: index 0, as std::max_element gives. So does a
+  // NaN first element: std::max_element compares with `<`, so nothing ever replaces it.
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = static_cast<int32_t>(indices[0] < n && !isnan(row[0]) ? indices[0] : 0);
+  }
 }
 
 __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
@@ -165,6 +168,7 @@ void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t v
                int64_t hidden, const int32_t* ids, int64_t count, float* out,
                cudaStream_t stream) {
   check_float_kind(table_dtype, "embedding");
+  if (count * hidden == 0) return;  // a grid of 0 blocks is a launch error
   const int blocks = blocks_for(count * hidden, kThreads);
   if (table_dtype == DType::bf16) {
     embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table),
@@ -178,6 +182,7 @@ void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t v
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
               cudaStream_t stream) {
+  if (rows == 0) return;  // a grid of 0 blocks is a launch error
   rms_norm_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
       x, w, rows, static_cast<int>(hidden), eps, out);
   check_launch("rms_norm");
@@ -187,6 +192,7 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
           cudaStream_t stream) {
   const int half = static_cast<int>(head_dim / 2);
+  if (batch * seq * heads * half == 0) return;  // a grid of 0 blocks is a launch error
   rope_kernel<<<blocks_for(batch * seq * heads * half, kThreads), kThreads, 0, stream>>>(
       x, positions, inv_freq, batch * seq, heads, half, attention_scaling, out);
   check_launch("rope");
@@ -197,6 +203,7 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
                  cudaStream_t stream) {
   check_float_kind(cache_dtype, "cache_write");
   const int64_t total = batch * seq * row_elems;
+  if (total == 0) return;  // a grid of 0 blocks is a launch error
   const int blocks = blocks_for(total, kThreads);
   if (cache_dtype == DType::bf16) {
     cache_write_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(cache), update,
@@ -211,6 +218,7 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out, cudaStream_t stream) {
   const int64_t total = batch * length * inner;
+  if (total == 0) return;  // a grid of 0 blocks is a launch error
   slice_seq_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(x, seq, inner, start,
                                                                          length, total, out);
   check_launch("slice_seq");
@@ -219,6 +227,7 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream) {
   check_float_kind(from, "cast");
   check_float_kind(to, "cast");
+  if (count == 0) return;  // a grid of 0 blocks is a launch error
   const int blocks = blocks_for(count, kThreads);
   using bf16 = __nv_bfloat16;
   if (from == DType::f32 && to == DType::bf16) {
@@ -238,16 +247,19 @@ void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStr
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows * n == 0) return;  // a grid of 0 blocks is a launch error
   add_bias_kernel<<<blocks_for(rows * n, kThreads), kThreads, 0, stream>>>(y, bias, n, rows * n);
   check_launch("add_bias");
 }
 
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream) {
+  if (rows == 0) return;  // a grid of 0 blocks is a launch error
   argmax_kernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(x, n, out);
   check_launch("argmax");
 }
 
 void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream) {
+  if (count == 0) return;  // a grid of 0 blocks is a launch error
   elementwise_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(program, count, out);
   check_launch("elementwise");
 }

@@ -55,6 +55,19 @@ bool uses_matmul(const graph::Graph& graph, const Node& n) {
   return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
 }
 
+// What cuBLASLt may assume of the weights: an allocation's 256 bytes, unless they are a device
+// tensor used where it is, which may be a view into a larger buffer (training's flat parameters)
+// aligned only as its address and its rows are.
+MatmulOperand weight_operand(const Node& w) {
+  uint32_t alignment = 256;
+  if (w.op == Op::kWeight && w.constant.device().type == DeviceType::cuda) {
+    const uint64_t start = reinterpret_cast<uintptr_t>(w.constant.data()),
+                   row_bytes = static_cast<uint64_t>(w.shape.back()) * dtype_size(w.dtype);
+    while ((start | row_bytes) % alignment != 0) alignment /= 2;
+  }
+  return {.transposed = true, .alignment = alignment};
+}
+
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
   const DType dt = w.dtype;
@@ -69,7 +82,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  auto product = std::make_shared<const Matmul>(m, nn, k, dt);
+  auto product = std::make_shared<const Matmul>(m, nn, k, dt, MatmulOperand{}, weight_operand(w));
   return [=](StepContext& c) {
     const void* lhs = c.ptrs[x];
     if (dt != DType::f32) {
@@ -88,7 +101,8 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
-  if (n.op == Op::kLinear && uses_matmul(graph, n)) {
+  // Only bf16 weights need the activations cast (into scratch) before the product.
+  if (n.op == Op::kLinear && uses_matmul(graph, n) && input(graph, n, 1).dtype != DType::f32) {
     return static_cast<size_t>(shape_numel(input(graph, n, 0).shape)) *
            dtype_size(input(graph, n, 1).dtype);
   }

@@ -1,0 +1,105 @@
+// The optimizer's arithmetic on the GPU: AdamW's update through the same per-element function as
+// the CPU (ops::adamw_update), and the gradient norm's sum of squares in double over fixed
+// chunks, added in a fixed order (the same bits every run, so a resumed step clips identically).
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/optimizer_kernels.h"
+
+namespace tfm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kChunkElements = int64_t{1} << 15;  // one block's share of a sum
+constexpr int kMaxBlocks = 1 << 16;
+
+__global__ void adamw_kernel(ops::AdamWScalars s, float decay, float* __restrict__ p,
+                             const float* __restrict__ g, float* __restrict__ m,
+                             float* __restrict__ v, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    ops::adamw_update(s, decay, p[i], g[i], m[i], v[i]);
+  }
+}
+
+__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    x[i] *= factor;
+  }
+}
+
+// Block b sums chunk b into partial[b].
+__global__ void chunk_squares_kernel(const float* __restrict__ x, int64_t n,
+                                     double* __restrict__ partial) {
+  const int64_t begin = blockIdx.x * kChunkElements;
+  const int64_t end = min(n, begin + kChunkElements);
+  double sum = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) sum += double{x[i]} * x[i];
+  sum = block_reduce(sum, Sum{});
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+__global__ void sum_partials_kernel(const double* __restrict__ partial, int64_t count,
+                                    double* __restrict__ out) {
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];
+  sum = block_reduce(sum, Sum{});
+  if (threadIdx.x == 0) *out = sum;
+}
+
+int grid_for(int64_t n) {
+  return static_cast<int>(std::min<int64_t>(blocks_for(n, kThreads), kMaxBlocks));
+}
+
+// Partial sums and the result, grown as needed and kept: a training run asks every step.
+struct SumScratch {
+  std::mutex mutex;
+  std::shared_ptr<void> buffer;
+  int64_t capacity = 0;  // doubles, the last one the result
+};
+
+}  // namespace
+
+void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float* g, float* m,
+                  float* v, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;  // a grid of 0 blocks is a launch error
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(s, decay, p, g, m, v, n);
+  check_launch("adamw_update");
+}
+
+void scale(float* x, float factor, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, factor, n);
+  check_launch("scale");
+}
+
+double sum_squares(const float* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return 0.0;
+  static SumScratch scratch;
+  std::lock_guard<std::mutex> lock(scratch.mutex);
+  const int64_t chunks = (n + kChunkElements - 1) / kChunkElements;
+  if (scratch.capacity < chunks + 1) {
+    int device = 0;
+    TFM_CUDA(cudaGetDevice(&device));
+    scratch.buffer = device_allocate(device, static_cast<size_t>(chunks + 1) * sizeof(double));
+    scratch.capacity = chunks + 1;
+  }
+  auto* partial = static_cast<double*>(scratch.buffer.get());
+  chunk_squares_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(x, n, partial);
+  check_launch("sum_squares_chunks");
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(partial, chunks, partial + chunks);
+  check_launch("sum_squares_total");
+  double total = 0;
+  TFM_CUDA(cudaMemcpyAsync(&total, partial + chunks, sizeof total, cudaMemcpyDeviceToHost, stream));
+  TFM_CUDA(cudaStreamSynchronize(stream));
+  return total;
+}
+
+}  // namespace tfm::cuda
