@@ -80,9 +80,10 @@ int main(int argc, char** argv) {
       results += entry;
     }
     if (group->rank() == 0) {
-      std::printf("{\"device\": \"%s\", \"world_size\": %d, \"op\": \"all_reduce\", \"iters\": %d, "
-                  "\"results\": [%s]}\n",
-                  device.str().c_str(), group->size(), iters, results.c_str());
+      std::printf(
+          "{\"device\": \"%s\", \"world_size\": %d, \"op\": \"all_reduce\", \"iters\": %d, "
+          "\"results\": [%s]}\n",
+          device.str().c_str(), group->size(), iters, results.c_str());
     }
     return 0;
   } catch (const tfm::Error& e) {

@@ -109,16 +109,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
-  const Setup setup{std::atoll(flag(argc, argv, "--batch", "16")),
-                    std::atoll(flag(argc, argv, "--seq", "256")),
-                    std::atoll(flag(argc, argv, "--steps", "8")), flag(argc, argv, "--device", "cpu"),
-                    has_flag(argc, argv, "--bf16") ? tfm::DType::bf16 : tfm::DType::f32};
+  const Setup setup{
+      std::atoll(flag(argc, argv, "--batch", "16")), std::atoll(flag(argc, argv, "--seq", "256")),
+      std::atoll(flag(argc, argv, "--steps", "8")), flag(argc, argv, "--device", "cpu"),
+      has_flag(argc, argv, "--bf16") ? tfm::DType::bf16 : tfm::DType::f32};
   const Timing t = run(argv[1], setup);
   std::printf(
       "{\"batch\": %ld, \"seq\": %ld, \"steps\": %ld, \"device\": \"%s\", \"bf16\": %s, "
       "\"tokens_per_s\": %.1f, \"first_step_ms\": %.1f, \"peak_rss_mib\": %.1f}\n",
       static_cast<long>(setup.batch), static_cast<long>(setup.seq), static_cast<long>(setup.steps),
-      setup.device.c_str(), setup.autocast == tfm::DType::bf16 ? "true" : "false",
-      t.tokens_per_s, t.first_step_ms, peak_rss_mib());
+      setup.device.c_str(), setup.autocast == tfm::DType::bf16 ? "true" : "false", t.tokens_per_s,
+      t.first_step_ms, peak_rss_mib());
   return 0;
 }

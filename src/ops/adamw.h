@@ -16,11 +16,11 @@ namespace tfm::ops {
 // The per-step scalars, formed in double and rounded to f32 once, as torch does with Python
 // floats applied to f32 tensors.
 struct AdamWScalars {
-  float decay;         // 1 - lr * weight_decay, for the elements that decay
-  float lerp_coeff;    // see adamw_update()
-  bool small_weight;   // |1 - beta1| < 0.5
+  float decay;        // 1 - lr * weight_decay, for the elements that decay
+  float lerp_coeff;   // see adamw_update()
+  bool small_weight;  // |1 - beta1| < 0.5
   float beta2;
-  float sq_weight;     // 1 - beta2
+  float sq_weight;  // 1 - beta2
   float bias_correction2_sqrt;
   float eps;
   float neg_step_size;  // -lr / bias_correction1

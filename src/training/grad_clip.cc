@@ -7,8 +7,8 @@
 namespace tfm::training {
 
 double grad_norm(std::span<const float> grads, Device device) {
-  return std::sqrt(graph::backend_for(device).sum_squares(
-      grads.data(), static_cast<int64_t>(grads.size())));
+  return std::sqrt(
+      graph::backend_for(device).sum_squares(grads.data(), static_cast<int64_t>(grads.size())));
 }
 
 double clip_grad_norm(std::span<float> grads, double max_norm, Device device) {

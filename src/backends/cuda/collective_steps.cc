@@ -51,7 +51,8 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
   const size_t in_count = count_of(in_shape), out_count = count_of(n.shape);
   switch (n.op) {
     case Op::kAllReduce:
-      return [=](StepContext& c) { group->all_reduce_sum(f(c, x), f(c, out), out_count, c.stream); };
+      return
+          [=](StepContext& c) { group->all_reduce_sum(f(c, x), f(c, out), out_count, c.stream); };
     case Op::kGatherShards:
       return [=](StepContext& c) { group->all_gather(f(c, x), in_count, f(c, out), c.stream); };
     case Op::kReduceScatter:

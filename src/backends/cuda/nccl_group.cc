@@ -44,8 +44,7 @@ class Nccl final : public NcclGroup {
   void all_gather(const float* in, size_t count, float* out, cudaStream_t stream) override {
     TFM_NCCL_CALL(ncclAllGather(in, out, count, ncclFloat, comm_, stream));
   }
-  void reduce_scatter_sum(const float* in, size_t count, float* out,
-                          cudaStream_t stream) override {
+  void reduce_scatter_sum(const float* in, size_t count, float* out, cudaStream_t stream) override {
     TFM_NCCL_CALL(ncclReduceScatter(in, out, count, ncclFloat, ncclSum, comm_, stream));
   }
 
@@ -135,8 +134,9 @@ void synchronize_with_timeout(cudaStream_t stream) {
     cudaGetLastError();
     for (const Nccl* g : groups) {
       const std::string error = g->async_error();
-      if (!error.empty()) abort_all(groups, "a collective over " + std::to_string(g->size()) +
-                                                " ranks failed (" + error + ")");
+      if (!error.empty())
+        abort_all(groups, "a collective over " + std::to_string(g->size()) + " ranks failed (" +
+                              error + ")");
     }
     const auto waited = std::chrono::steady_clock::now() - start;
     if (waited > limit) {

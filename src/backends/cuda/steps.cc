@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/training_steps.h"
+#include "graph/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -14,6 +15,54 @@ int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); 
 
 const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i) {
   return graph.nodes[static_cast<size_t>(n.inputs[i])];
+}
+
+namespace {
+
+// The alignment in bytes (a power of two, at most 256) a value's start is sure to have on every
+// run. A computed value owns an arena offset, which graph::Plan aligns to kArenaAlignment (an
+// eager run's own buffers are allocations, aligned as much); a weight already on the device is
+// used where it is (a view into training's flat parameters, say), any other is uploaded into an
+// allocation (256-aligned); an input may be the caller's device tensor used where it is (a state
+// buffer, or any input of an eager run), so only its element alignment is sure; a view starts
+// `start` elements into its input.
+uint32_t known_alignment(const graph::Graph& graph, graph::ValueId id) {
+  uint64_t offset = 0;
+  auto alignment = static_cast<uint32_t>(graph::kArenaAlignment);
+  for (;;) {
+    const graph::Node& n = graph.nodes[static_cast<size_t>(id)];
+    if (n.op == graph::Op::kView) {
+      offset += static_cast<uint64_t>(n.start) * dtype_size(n.dtype);
+    } else if (n.op == graph::Op::kWeight) {
+      if (n.constant.device().type == DeviceType::cuda) {
+        offset += reinterpret_cast<uintptr_t>(n.constant.data());
+      }
+      alignment = 256;
+      break;
+    } else if (n.op == graph::Op::kInput) {
+      alignment = static_cast<uint32_t>(dtype_size(n.dtype));
+      break;
+    } else if (!graph::aliases_input(n)) {
+      break;
+    }
+    id = n.inputs[0];
+  }
+  while (offset % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+}  // namespace
+
+MatmulOperand matmul_operand(uint32_t start_alignment, uint64_t row_bytes, bool transposed) {
+  uint32_t alignment = start_alignment;
+  while (row_bytes % alignment != 0) alignment /= 2;
+  return {transposed, alignment};
+}
+
+MatmulOperand matmul_operand(const graph::Graph& graph, graph::ValueId id, bool transposed) {
+  const graph::Node& n = graph.nodes[static_cast<size_t>(id)];
+  return matmul_operand(known_alignment(graph, id),
+                        static_cast<uint64_t>(n.shape.back()) * dtype_size(n.dtype), transposed);
 }
 
 AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n) {
@@ -55,19 +104,6 @@ bool uses_matmul(const graph::Graph& graph, const Node& n) {
   return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
 }
 
-// What cuBLASLt may assume of the weights: an allocation's 256 bytes, unless they are a device
-// tensor used where it is, which may be a view into a larger buffer (training's flat parameters)
-// aligned only as its address and its rows are.
-MatmulOperand weight_operand(const Node& w) {
-  uint32_t alignment = 256;
-  if (w.op == Op::kWeight && w.constant.device().type == DeviceType::cuda) {
-    const uint64_t start = reinterpret_cast<uintptr_t>(w.constant.data()),
-                   row_bytes = static_cast<uint64_t>(w.shape.back()) * dtype_size(w.dtype);
-    while ((start | row_bytes) % alignment != 0) alignment /= 2;
-  }
-  return {.transposed = true, .alignment = alignment};
-}
-
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
   const DType dt = w.dtype;
@@ -82,7 +118,12 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  auto product = std::make_shared<const Matmul>(m, nn, k, dt, MatmulOperand{}, weight_operand(w));
+  // bf16 weights meet the activations cast into scratch (an allocation of its own).
+  const MatmulOperand lhs_operand =
+      dt == DType::f32 ? matmul_operand(graph, n.inputs[0], false)
+                       : matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false);
+  auto product = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+                                                matmul_operand(graph, n.inputs[1], true));
   return [=](StepContext& c) {
     const void* lhs = c.ptrs[x];
     if (dt != DType::f32) {
@@ -123,8 +164,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
                     count = shape_numel(in(1).shape), first_id = n.shard ? n.start : 0;
       return [=](StepContext& c) {
-        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32(c, args[1]), count,
-                  f(c, out), c.stream);
+        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32(c, args[1]), count, f(c, out),
+                  c.stream);
       };
     }
     case Op::kLinear:
@@ -182,9 +223,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       return [=](StepContext& c) { c.ptrs[out] = c.ptrs[args[0]]; };
     case Op::kView: {
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
-      return [=](StepContext& c) {
-        c.ptrs[out] = static_cast<char*>(c.ptrs[args[0]]) + byte_offset;
-      };
+      return
+          [=](StepContext& c) { c.ptrs[out] = static_cast<char*>(c.ptrs[args[0]]) + byte_offset; };
     }
     case Op::kElementwise: {
       const EwKernelProgram program = to_kernel_program(n.program, args.size());
@@ -198,9 +238,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
     case Op::kCast: {
       const DType from = in(0).dtype, to = n.dtype;
       const int64_t count = shape_numel(n.shape);
-      return [=](StepContext& c) {
-        cast(c.ptrs[args[0]], from, c.ptrs[out], to, count, c.stream);
-      };
+      return [=](StepContext& c) { cast(c.ptrs[args[0]], from, c.ptrs[out], to, count, c.stream); };
     }
     case Op::kArgmax: {
       const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/matmul.h"
 #include "graph/graph.h"
 
 namespace tfm::cuda {
@@ -27,6 +28,10 @@ using Step = std::function<void(StepContext&)>;
 int64_t rows_of(const Shape& shape);
 const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i);
 AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n);
+// What cuBLASLt may assume of a matrix operand (matmul.h): the value's start alignment on every
+// run and its rows' (or one starting `start_alignment`-aligned with rows of `row_bytes`).
+MatmulOperand matmul_operand(const graph::Graph& graph, graph::ValueId id, bool transposed);
+MatmulOperand matmul_operand(uint32_t start_alignment, uint64_t row_bytes, bool transposed);
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
 // Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.

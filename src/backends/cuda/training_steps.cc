@@ -8,7 +8,6 @@
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
-#include "graph/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -16,50 +15,6 @@ namespace {
 
 using graph::Node;
 using graph::Op;
-
-// The alignment in bytes (a power of two, at most 256) a value's start is sure to have on every
-// run. A computed value owns an arena offset, which graph::Plan aligns to kArenaAlignment (an
-// eager run's own buffers are allocations, aligned as much); a weight already on the device is used
-// where it is, any other is uploaded into an allocation (256-aligned); an input may be the
-// caller's device tensor used where it is (a state buffer, or any input of an eager run), so only
-// its element alignment is sure; a view starts `start` elements into its input.
-uint32_t known_alignment(const graph::Graph& graph, graph::ValueId id) {
-  uint64_t offset = 0;
-  uint32_t alignment = static_cast<uint32_t>(graph::kArenaAlignment);
-  for (;;) {
-    const Node& n = graph.nodes[static_cast<size_t>(id)];
-    if (n.op == Op::kView) {
-      offset += static_cast<uint64_t>(n.start) * dtype_size(n.dtype);
-    } else if (n.op == Op::kWeight) {
-      if (n.constant.device().type == DeviceType::cuda) {
-        offset += reinterpret_cast<uintptr_t>(n.constant.data());
-      }
-      alignment = 256;
-      break;
-    } else if (n.op == Op::kInput) {
-      alignment = static_cast<uint32_t>(dtype_size(n.dtype));
-      break;
-    } else if (!graph::aliases_input(n)) {
-      break;
-    }
-    id = n.inputs[0];
-  }
-  while (offset % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
-// What cuBLASLt may assume of an operand (matmul.h): its start and every row's.
-MatmulOperand operand(uint32_t start_alignment, uint64_t row_bytes, bool transposed) {
-  uint32_t alignment = start_alignment;
-  while (row_bytes % alignment != 0) alignment /= 2;
-  return {transposed, alignment};
-}
-
-MatmulOperand operand(const graph::Graph& graph, graph::ValueId id, bool transposed) {
-  const Node& n = graph.nodes[static_cast<size_t>(id)];
-  return operand(known_alignment(graph, id),
-                 static_cast<uint64_t>(n.shape.back()) * dtype_size(n.dtype), transposed);
-}
 
 // dx [m, k] = dy [m, n] · w [n, k]. bf16 weights (autocast) are widened into scratch first, so the
 // product is f32 as on the cpu.
@@ -72,11 +27,11 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
   }
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t dy = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
-  const MatmulOperand weights = dt == DType::f32
-                                    ? operand(graph, n.inputs[1], false)
-                                    : operand(256, static_cast<uint64_t>(k) * sizeof(float), false);
+  const MatmulOperand weights =
+      dt == DType::f32 ? matmul_operand(graph, n.inputs[1], false)
+                       : matmul_operand(256, static_cast<uint64_t>(k) * sizeof(float), false);
   auto product = std::make_shared<const Matmul>(m, k, nn, DType::f32,
-                                                operand(graph, n.inputs[0], false), weights);
+                                                matmul_operand(graph, n.inputs[0], false), weights);
   return [=](StepContext& c) {
     const void* rhs = c.ptrs[wi];
     if (dt != DType::f32) {
@@ -91,8 +46,9 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
 Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = n.shape[0], k = n.shape[1];
   const size_t dy = static_cast<size_t>(n.inputs[0]), x = static_cast<size_t>(n.inputs[1]);
-  auto product = std::make_shared<const Matmul>(
-      nn, k, m, DType::f32, operand(graph, n.inputs[0], true), operand(graph, n.inputs[1], false));
+  auto product =
+      std::make_shared<const Matmul>(nn, k, m, DType::f32, matmul_operand(graph, n.inputs[0], true),
+                                     matmul_operand(graph, n.inputs[1], false));
   return [=](StepContext& c) {
     product->run(c.ptrs[dy], c.ptrs[x], static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
   };
