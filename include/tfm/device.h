@@ -49,6 +49,11 @@ int device_count(const std::string& type_name);
 
 // Parses "cpu", "cuda", "cuda:N" or "auto" and checks the device is present. "auto" picks the
 // best accelerator present, else the cpu; `chosen_reason` (if given) says which and why.
+// "cuda" (and "auto" choosing it) under tfmrun or torchrun means cuda:LOCAL_RANK (modulo the
+// devices present), as torchrun scripts choose with torch.cuda.set_device(local_rank). A process
+// computes on one CUDA device: the first it resolves; asking for another is an error.
 Device resolve_device(const std::string& spec, std::string* chosen_reason = nullptr);
+// That device's index (0 before any is resolved).
+int process_accelerator_index();
 
 }  // namespace tfm

@@ -1,6 +1,9 @@
 #include "tfm/device.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "tfm/error.h"
@@ -59,14 +62,47 @@ int device_count(const std::string& type_name) {
 
 bool is_available(const std::string& type_name) { return device_count(type_name) > 0; }
 
+namespace {
+
+int claimed_accelerator = -1;  // the accelerator index this process computes on, once chosen
+
+// Without an index: the one already chosen, else under a launcher LOCAL_RANK's (modulo the
+// count, as torchrun scripts pick with torch.cuda.set_device), else the first.
+int default_accelerator(int count) {
+  if (claimed_accelerator >= 0) return claimed_accelerator;
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  int rank = 0;
+  if (local_rank != nullptr) {
+    const char* last = local_rank + std::strlen(local_rank);
+    auto [end, ec] = std::from_chars(local_rank, last, rank);
+    if (ec != std::errc() || end != last || rank < 0) rank = 0;
+  }
+  return rank % count;
+}
+
+Device claim_accelerator(DeviceType type, int index) {
+  if (claimed_accelerator >= 0 && claimed_accelerator != index) {
+    throw Error("device cuda:" + std::to_string(index) + " requested, but this process computes " +
+                "on cuda:" + std::to_string(claimed_accelerator) +
+                " (one CUDA device per process: start one process per device with tfmrun)");
+  }
+  claimed_accelerator = index;
+  return Device{type, index};
+}
+
+}  // namespace
+
+int process_accelerator_index() { return std::max(claimed_accelerator, 0); }
+
 Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   if (spec == "auto") {
     for (const DeviceProvider& p : providers()) {
       if (p.count() > 0) {
+        const int index = default_accelerator(p.count());
         if (chosen_reason)
-          *chosen_reason =
-              "device_map=auto chose " + p.name + ":0 (" + p.describe(0).description + ")";
-        return Device{p.type, 0};
+          *chosen_reason = "device_map=auto chose " + p.name + ":" + std::to_string(index) +
+                           " (" + p.describe(index).description + ")";
+        return claim_accelerator(p.type, index);
       }
     }
     if (chosen_reason) *chosen_reason = "device_map=auto chose cpu (no accelerator present)";
@@ -74,7 +110,7 @@ Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   }
   if (spec == "cpu") return kCpu;
   const std::string type_name = spec.substr(0, spec.find(':'));
-  int index = 0;
+  int index = -1;
   if (type_name.size() < spec.size()) {
     const char* first = spec.data() + type_name.size() + 1;
     const char* last = spec.data() + spec.size();
@@ -97,7 +133,7 @@ Device resolve_device(const std::string& spec, std::string* chosen_reason) {
     throw Error("device '" + spec + "' requested but only " + std::to_string(count) +
                 " CUDA device(s) are present");
   }
-  return Device{DeviceType::cuda, index};
+  return claim_accelerator(DeviceType::cuda, index < 0 ? default_accelerator(count) : index);
 }
 
 }  // namespace tfm

@@ -26,7 +26,8 @@ using graph::Op;
 using graph::ValueId;
 
 constexpr size_t kAlign = 256;
-const Device kDevice{DeviceType::cuda, 0};
+// The one device this process computes on (tfm::resolve_device chose it).
+Device device() { return Device{DeviceType::cuda, process_accelerator_index()}; }
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 size_t node_bytes(const Node& n) {
@@ -36,7 +37,7 @@ size_t node_bytes(const Node& n) {
 cudaStream_t stream() {
   static cudaStream_t s = [] {
     cudaStream_t created = nullptr;
-    TFM_CUDA(cudaSetDevice(kDevice.index));
+    TFM_CUDA(cudaSetDevice(device().index));
     TFM_CUDA(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
     return created;
   }();
@@ -49,7 +50,7 @@ void check_input(const Node& node, const Tensor& tensor) {
                 std::string(dtype_name(node.dtype)) + ", got " + shape_str(tensor.shape()) + " " +
                 std::string(dtype_name(tensor.dtype())));
   }
-  const Device want = node.is_state ? kDevice : kCpu;
+  const Device want = node.is_state ? device() : kCpu;
   if (tensor.device() != want || !tensor.is_contiguous()) {
     throw Error("graph input '" + node.name + "' must be a contiguous tensor on " + want.str() +
                 ", got one on " + tensor.device().str());
@@ -100,10 +101,10 @@ void bind_weights(const Graph& graph, std::vector<void*>& ptrs, std::vector<Tens
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
     if (n.op != Op::kWeight) continue;
-    if (n.constant.device() == kDevice) {
+    if (n.constant.device() == device()) {
       ptrs[i] = const_cast<void*>(n.constant.data());
     } else {
-      uploads.push_back(n.constant.clone().to(kDevice));
+      uploads.push_back(n.constant.clone().to(device()));
       ptrs[i] = uploads.back().data();
     }
   }
@@ -125,7 +126,7 @@ class CudaExecutable : public graph::Executable {
   explicit CudaExecutable(graph::Plan plan) : plan_(std::move(plan)) {
     const Graph& graph = plan_.graph;
     ptrs_.assign(graph.nodes.size(), nullptr);
-    arena_ = device_allocate(kDevice.index, plan_.arena_bytes);
+    arena_ = device_allocate(device().index, plan_.arena_bytes);
     for (size_t i = 0; i < ptrs_.size(); ++i) {
       if (plan_.offset[i] >= 0) ptrs_[i] = static_cast<char*>(arena_.get()) + plan_.offset[i];
     }
@@ -136,8 +137,8 @@ class CudaExecutable : public graph::Executable {
       steps_.push_back(make_step(graph, id));
       scratch = std::max(scratch, scratch_bytes(graph, id));
     }
-    scratch_ = device_allocate(kDevice.index, scratch);
-    workspace_ = device_allocate(kDevice.index, kMatmulWorkspaceBytes);
+    scratch_ = device_allocate(device().index, scratch);
+    workspace_ = device_allocate(device().index, kMatmulWorkspaceBytes);
     size_t out_bytes = 0;
     for (ValueId id : graph.outputs) {
       output_offsets_.push_back(out_bytes);
@@ -193,7 +194,7 @@ class CudaExecutable : public graph::Executable {
     }
     input_bytes_ = bytes;
     host_inputs_ = pinned_allocate(bytes);
-    device_inputs_ = device_allocate(kDevice.index, bytes);
+    device_inputs_ = device_allocate(device().index, bytes);
     for (size_t i = 0; i < input_ids_.size(); ++i) {
       if (graph.nodes[static_cast<size_t>(input_ids_[i])].is_state) continue;
       ptrs_[static_cast<size_t>(input_ids_[i])] =
@@ -271,7 +272,7 @@ class CudaBackend : public graph::Backend {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Node& node = graph.nodes[static_cast<size_t>(input_ids[i])];
       check_input(node, inputs[i]);
-      keep.push_back(node.is_state ? inputs[i] : inputs[i].to(kDevice));
+      keep.push_back(node.is_state ? inputs[i] : inputs[i].to(device()));
       ptrs[static_cast<size_t>(input_ids[i])] = keep.back().data();
     }
     check_ids(id_checks(graph, input_ids), inputs);
@@ -279,14 +280,14 @@ class CudaBackend : public graph::Backend {
     size_t scratch = 0;
     for (size_t i = 0; i < graph.nodes.size(); ++i)
       scratch = std::max(scratch, scratch_bytes(graph, static_cast<ValueId>(i)));
-    const std::shared_ptr<void> scratch_buffer = device_allocate(kDevice.index, scratch);
-    const std::shared_ptr<void> workspace = device_allocate(kDevice.index, kMatmulWorkspaceBytes);
+    const std::shared_ptr<void> scratch_buffer = device_allocate(device().index, scratch);
+    const std::shared_ptr<void> workspace = device_allocate(device().index, kMatmulWorkspaceBytes);
     StepContext context{ptrs, scratch_buffer.get(), workspace.get(), stream()};
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const Node& node = graph.nodes[i];
       if (node.op == Op::kInput || node.op == Op::kWeight) continue;
       if (!graph::aliases_input(node)) {
-        keep.push_back(Tensor::empty(node.shape, node.dtype, kDevice));
+        keep.push_back(Tensor::empty(node.shape, node.dtype, device()));
         ptrs[i] = keep.back().data();
       }
       make_step(graph, static_cast<ValueId>(i))(context);
@@ -306,7 +307,7 @@ class CudaBackend : public graph::Backend {
     // Vectors (norms, biases) are tiny and read as f32 by every kernel.
     const DType target = weight.ndim() == 1 ? DType::f32 : dtype;
     const Tensor host = weight.device() == kCpu ? weight : weight.to(kCpu);
-    return host.to(target).to(kDevice);
+    return host.to(target).to(device());
   }
 
   void adamw_update(const ops::AdamWScalars& s, float decay, float* params, const float* grads,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_status.h"
+#include "tfm/device.h"
 #include "tfm/error.h"
 
 #if TFM_NCCL
@@ -35,6 +36,8 @@ class Nccl final : public NcclGroup {
     if (host.rank() == 0) TFM_NCCL_CALL(ncclGetUniqueId(&id));
     // The host group's rendezvous has a timeout: every rank is alive and here once this returns.
     host.broadcast_bytes(&id, sizeof id, 0);
+    // NCCL binds the communicator to the current device: this process's.
+    TFM_CUDA(cudaSetDevice(process_accelerator_index()));
     TFM_NCCL_CALL(ncclCommInitRank(&comm_, host.size(), id, host.rank()));
   }
 
