@@ -46,34 +46,37 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
   }
   NcclGroup* group = &nccl_group(*n.group);
   const auto x = static_cast<size_t>(n.inputs[0]), out = static_cast<size_t>(id);
-  const auto f = [](StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); };
   const Shape& in_shape = input(graph, n, 0).shape;
   const size_t in_count = count_of(in_shape), out_count = count_of(n.shape);
   switch (n.op) {
     case Op::kAllReduce:
-      return
-          [=](StepContext& c) { group->all_reduce_sum(f(c, x), f(c, out), out_count, c.stream); };
+      return [=](StepContext& c) {
+        group->all_reduce_sum(f32_at(c, x), f32_at(c, out), out_count, c.stream);
+      };
     case Op::kGatherShards:
-      return [=](StepContext& c) { group->all_gather(f(c, x), in_count, f(c, out), c.stream); };
+      return [=](StepContext& c) {
+        group->all_gather(f32_at(c, x), in_count, f32_at(c, out), c.stream);
+      };
     case Op::kReduceScatter:
       return [=](StepContext& c) {
-        group->reduce_scatter_sum(f(c, x), out_count, f(c, out), c.stream);
+        group->reduce_scatter_sum(f32_at(c, x), out_count, f32_at(c, out), c.stream);
       };
     case Op::kAllGather: {
       const int64_t cols = in_shape.back(), rows = shape_numel(in_shape) / cols,
                     ranks = n.group->size();
       return [=](StepContext& c) {
         auto* gathered = static_cast<float*>(c.scratch);
-        group->all_gather(f(c, x), in_count, gathered, c.stream);
-        interleave_gathered(gathered, rows, cols, ranks, f(c, out), c.stream);
+        group->all_gather(f32_at(c, x), in_count, gathered, c.stream);
+        interleave_gathered(gathered, rows, cols, ranks, f32_at(c, out), c.stream);
       };
     }
     default: {  // kSumOverReplicas: the block of `start` neighbouring ranks this rank is in
       const int64_t block = n.start, first = n.group->rank() / block * block;
       return [=](StepContext& c) {
         auto* all = static_cast<float*>(c.scratch);
-        group->all_gather(f(c, x), in_count, all, c.stream);
-        sum_replica_block(all, static_cast<int64_t>(in_count), first, block, f(c, out), c.stream);
+        group->all_gather(f32_at(c, x), in_count, all, c.stream);
+        sum_replica_block(all, static_cast<int64_t>(in_count), first, block, f32_at(c, out),
+                          c.stream);
       };
     }
   }

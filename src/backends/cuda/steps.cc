@@ -155,8 +155,6 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
   const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   const auto out = static_cast<size_t>(id);
-  const auto f = [](StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); };
-  const auto i32 = [](StepContext& c, size_t i) { return static_cast<const int32_t*>(c.ptrs[i]); };
 
   switch (n.op) {
     case Op::kEmbedding: {
@@ -164,8 +162,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
                     count = shape_numel(in(1).shape), first_id = n.shard ? n.start : 0;
       return [=](StepContext& c) {
-        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32(c, args[1]), count, f(c, out),
-                  c.stream);
+        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32_at(c, args[1]), count,
+                  f32_at(c, out), c.stream);
       };
     }
     case Op::kLinear:
@@ -174,15 +172,16 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
       return [=](StepContext& c) {
-        rms_norm(f(c, args[0]), f(c, args[1]), rows, hidden, eps, f(c, out), c.stream);
+        rms_norm(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps, f32_at(c, out),
+                 c.stream);
       };
     }
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale;
       return [=](StepContext& c) {
-        rope(f(c, args[0]), i32(c, args[1]), f(c, args[2]), s[0], s[1], s[2], s[3], scaling,
-             f(c, out), c.stream);
+        rope(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2], s[3],
+             scaling, f32_at(c, out), c.stream);
       };
     }
     case Op::kCacheWrite: {
@@ -192,7 +191,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       return [=](StepContext& c) {
         // The output aliases the cache: the same buffer, now holding the new rows too.
         c.ptrs[out] = c.ptrs[args[0]];
-        cache_write(c.ptrs[args[0]], dt, f(c, args[1]), i32(c, args[2]), cs[0], cs[1], seq,
+        cache_write(c.ptrs[args[0]], dt, f32_at(c, args[1]), i32_at(c, args[2]), cs[0], cs[1], seq,
                     cs[2] * cs[3], c.stream);
       };
     }
@@ -200,7 +199,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const int64_t count = shape_numel(n.shape);
       return [=](StepContext& c) {
         c.ptrs[out] = c.ptrs[args[0]];
-        add_bias(f(c, args[0]), f(c, args[1]), 1, count, c.stream);  // one row: acc += x
+        add_bias(f32_at(c, args[0]), f32_at(c, args[1]), 1, count, c.stream);  // one row: acc += x
       };
     }
     case Op::kAttention: {
@@ -208,15 +207,16 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;
       return [=](StepContext& c) {
-        attention(f(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32(c, args[3]),
-                  i32(c, args[4]), shape, scale, f(c, out), c.scratch, c.stream);
+        attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
+                  i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
+                  c.stream);
       };
     }
     case Op::kSliceSeq: {
       const Shape x = in(0).shape;
       const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
       return [=](StepContext& c) {
-        slice_seq(f(c, args[0]), x[0], x[1], inner, start, length, f(c, out), c.stream);
+        slice_seq(f32_at(c, args[0]), x[0], x[1], inner, start, length, f32_at(c, out), c.stream);
       };
     }
     case Op::kReshape:
@@ -231,8 +231,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const int64_t count = shape_numel(n.shape);
       return [=](StepContext& c) {
         EwKernelProgram bound = program;
-        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = f(c, args[i]);
-        elementwise(bound, count, f(c, out), c.stream);
+        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = f32_at(c, args[i]);
+        elementwise(bound, count, f32_at(c, out), c.stream);
       };
     }
     case Op::kCast: {
@@ -243,7 +243,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
     case Op::kArgmax: {
       const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
       return [=](StepContext& c) {
-        argmax_rows(f(c, args[0]), rows, cols, static_cast<int32_t*>(c.ptrs[out]), c.stream);
+        argmax_rows(f32_at(c, args[0]), rows, cols, static_cast<int32_t*>(c.ptrs[out]), c.stream);
       };
     }
     default:

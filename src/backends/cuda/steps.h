@@ -23,6 +23,12 @@ struct StepContext {
 
 using Step = std::function<void(StepContext&)>;
 
+// A value's device buffer as the step reads it, looked up when the step runs.
+inline float* f32_at(StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); }
+inline const int32_t* i32_at(StepContext& c, size_t i) {
+  return static_cast<const int32_t*>(c.ptrs[i]);
+}
+
 // Shapes the step builders read off a node: the product of every axis but the last; the node's
 // i-th input; an attention (or attention gradient) node's sizes from its q and k inputs.
 int64_t rows_of(const Shape& shape);

@@ -83,32 +83,33 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
   const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   const auto out = static_cast<size_t>(id);
-  const auto f = [](StepContext& c, size_t i) { return static_cast<float*>(c.ptrs[i]); };
-  const auto i32 = [](StepContext& c, size_t i) { return static_cast<const int32_t*>(c.ptrs[i]); };
 
   switch (n.op) {
     case Op::kReduceRows: {
       const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
-      return [=](StepContext& c) { reduce_rows(f(c, args[0]), rows, cols, f(c, out), c.stream); };
+      return [=](StepContext& c) {
+        reduce_rows(f32_at(c, args[0]), rows, cols, f32_at(c, out), c.stream);
+      };
     }
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       return [=](StepContext& c) {
-        cross_entropy(f(c, args[0]), i32(c, args[1]), graph::kIgnoreIndex, rows, vocab, f(c, out),
-                      c.scratch, c.stream);
+        cross_entropy(f32_at(c, args[0]), i32_at(c, args[1]), graph::kIgnoreIndex, rows, vocab,
+                      f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       return [=](StepContext& c) {
-        cross_entropy_grad(f(c, args[0]), i32(c, args[1]), graph::kIgnoreIndex, f(c, args[2]), rows,
-                           vocab, f(c, out), c.stream);
+        cross_entropy_grad(f32_at(c, args[0]), i32_at(c, args[1]), graph::kIgnoreIndex,
+                           f32_at(c, args[2]), rows, vocab, f32_at(c, out), c.stream);
       };
     }
     case Op::kEmbeddingGrad: {
       const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
       return [=](StepContext& c) {
-        embedding_grad(f(c, args[0]), i32(c, args[1]), count, vocab, hidden, f(c, out), c.stream);
+        embedding_grad(f32_at(c, args[0]), i32_at(c, args[1]), count, vocab, hidden, f32_at(c, out),
+                       c.stream);
       };
     }
     case Op::kLinearGradInput:
@@ -119,24 +120,24 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
       return [=](StepContext& c) {
-        rms_norm_grad_input(f(c, args[0]), f(c, args[1]), f(c, args[2]), rows, hidden, eps,
-                            f(c, out), c.stream);
+        rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]), rows,
+                            hidden, eps, f32_at(c, out), c.stream);
       };
     }
     case Op::kRmsNormGradWeight: {
       const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];
       const float eps = n.eps;
       return [=](StepContext& c) {
-        rms_norm_grad_weight(f(c, args[0]), f(c, args[1]), rows, hidden, eps, f(c, out), c.scratch,
-                             c.stream);
+        rms_norm_grad_weight(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps,
+                             f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kRopeGrad: {
       const Shape s = n.shape;
       const float scaling = n.scale;
       return [=](StepContext& c) {
-        rope_grad(f(c, args[0]), i32(c, args[1]), f(c, args[2]), s[0], s[1], s[2], s[3], scaling,
-                  f(c, out), c.scratch, c.stream);
+        rope_grad(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2],
+                  s[3], scaling, f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kAttentionGrad: {
@@ -148,9 +149,9 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       return [=](StepContext& c) {
-        attention_grad(f(c, args[0]), f(c, args[1]), f(c, args[2]), i32(c, args[3]),
-                       i32(c, args[4]), f(c, args[5]), shape, scale, f(c, out), c.scratch,
-                       c.stream);
+        attention_grad(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
+                       i32_at(c, args[3]), i32_at(c, args[4]), f32_at(c, args[5]), shape, scale,
+                       f32_at(c, out), c.scratch, c.stream);
       };
     }
     default:
