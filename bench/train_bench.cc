@@ -12,6 +12,7 @@
 #include <string>
 
 #include "models/causal_lm.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 #include "training/adamw.h"
@@ -51,6 +52,13 @@ bool has_flag(int argc, char** argv, const char* name) {
     if (std::strcmp(argv[i], name) == 0) return true;
   }
   return false;
+}
+
+// As the anchor's torch.cuda.max_memory_allocated: "null" on the CPU.
+std::string peak_device_mib(const std::string& device) {
+  const tfm::DeviceProvider* cuda = tfm::find_device_provider(tfm::DeviceType::cuda);
+  if (device == "cpu" || cuda == nullptr) return "null";
+  return std::to_string(static_cast<double>(cuda->peak_allocated(0)) / (1 << 20));
 }
 
 struct Setup {
@@ -116,9 +124,10 @@ int main(int argc, char** argv) {
   const Timing t = run(argv[1], setup);
   std::printf(
       "{\"batch\": %ld, \"seq\": %ld, \"steps\": %ld, \"device\": \"%s\", \"bf16\": %s, "
-      "\"tokens_per_s\": %.1f, \"first_step_ms\": %.1f, \"peak_rss_mib\": %.1f}\n",
+      "\"tokens_per_s\": %.1f, \"first_step_ms\": %.1f, \"peak_rss_mib\": %.1f, "
+      "\"peak_device_mib\": %s}\n",
       static_cast<long>(setup.batch), static_cast<long>(setup.seq), static_cast<long>(setup.steps),
       setup.device.c_str(), setup.autocast == tfm::DType::bf16 ? "true" : "false", t.tokens_per_s,
-      t.first_step_ms, peak_rss_mib());
+      t.first_step_ms, peak_rss_mib(), peak_device_mib(setup.device).c_str());
   return 0;
 }

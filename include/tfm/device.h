@@ -38,6 +38,9 @@ struct DeviceProvider {
   std::function<std::shared_ptr<void>(int index, size_t bytes)> allocate;
   std::function<void(void* dst, const void* src, size_t bytes, int index, bool to_device)> copy;
   std::function<void(void* data, size_t bytes, int index)> fill_zero;
+  // The most device memory this process's allocations held at once (what benchmarks compare with
+  // torch.cuda.max_memory_allocated).
+  std::function<size_t(int index)> peak_allocated;
 };
 
 void register_device_provider(DeviceProvider provider);

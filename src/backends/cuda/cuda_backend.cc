@@ -356,7 +356,7 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
 // known to device_map and to the graph compiler.
 [[maybe_unused]] const bool registered = [] {
   register_device_provider({DeviceType::cuda, "cuda", device_count, describe, device_allocate,
-                            copy, fill_zero});
+                            copy, fill_zero, [](int) { return device_peak_bytes(); }});
   graph::register_backend(DeviceType::cuda, &backend());
   return true;
 }();

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "backends/cuda/cuda_status.h"
@@ -23,6 +24,21 @@ int device_count() {
   return count;
 }
 
+namespace {
+
+std::atomic<size_t> in_use{0}, peak{0};
+
+void count_allocation(size_t bytes) {
+  const size_t now = in_use.fetch_add(bytes) + bytes;
+  size_t seen = peak.load();
+  while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+  }
+}
+
+}  // namespace
+
+size_t device_peak_bytes() { return peak.load(); }
+
 std::shared_ptr<void> device_allocate(int index, size_t bytes) {
   TFM_CUDA(cudaSetDevice(index));
   // Never empty: an empty tensor still needs storage that compares unequal to null.
@@ -37,7 +53,11 @@ std::shared_ptr<void> device_allocate(int index, size_t bytes) {
                 ", " + gib(free) + " free of " + gib(total));
   }
   TFM_CUDA(status);
-  return {p, [](void* q) { cudaFree(q); }};
+  count_allocation(bytes);
+  return {p, [bytes](void* q) {
+            cudaFree(q);
+            in_use.fetch_sub(bytes);
+          }};
 }
 
 std::shared_ptr<void> pinned_allocate(size_t bytes) {
