@@ -37,7 +37,14 @@ ValueId Builder::weight(std::string name, Tensor tensor) {
   graph_.nodes.back().dtype = tensor.dtype();
   graph_.nodes.back().constant = std::move(tensor);
   const bool autocast = matrix && autocast_ != DType::f32 && node(id).dtype == DType::f32;
-  if (weight_shards_) id = gather_shards(id, weight_shards_);
+  if (weight_shards_) {
+    id = gather_shards(id, weight_shards_);
+    if (const auto rows = unpadded_rows_.find(node(id).name); rows != unpadded_rows_.end()) {
+      Shape shape = node(id).shape;
+      shape[0] = rows->second;
+      id = view(id, 0, std::move(shape));
+    }
+  }
   return autocast ? cast(id, autocast_) : id;
 }
 
@@ -165,8 +172,18 @@ ValueId Builder::round_bf16(ValueId x) {
 }
 
 ValueId Builder::view(ValueId x, int64_t start, Shape shape) {
+  const DType dtype = node(x).dtype;
   const ValueId id = add_node(Op::kView, {x}, ops::view_shape(node(x).shape, start, shape));
   graph_.nodes.back().start = start;
+  graph_.nodes.back().dtype = dtype;
+  return id;
+}
+
+ValueId Builder::pad(ValueId x, int64_t start, Shape shape) {
+  const DType dtype = node(x).dtype;
+  const ValueId id = add_node(Op::kPad, {x}, ops::pad_shape(node(x).shape, start, shape));
+  graph_.nodes.back().start = start;
+  graph_.nodes.back().dtype = dtype;
   return id;
 }
 

@@ -2,6 +2,7 @@
 // one node; nothing runs until a backend compiles the graph.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "graph/graph.h"
@@ -35,6 +36,7 @@ class Builder {
   ValueId silu(ValueId x);
   ValueId scale(ValueId x, float factor);
   ValueId view(ValueId x, int64_t start, Shape shape);
+  ValueId pad(ValueId x, int64_t start, Shape shape);
   ValueId reduce_rows(ValueId x);
   ValueId argmax(ValueId x);
   ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);
@@ -57,8 +59,13 @@ class Builder {
   // activations and all gradients stay f32 (bf16 training: f32 master weights, bf16 compute).
   void autocast(DType dtype) { autocast_ = dtype; }
   // FSDP: from here on, every weight is this rank's block of rows of the parameter, gathered over
-  // `group` where it is used (and again where the backward pass uses it).
-  void shard_weights(std::shared_ptr<Communicator> group) { weight_shards_ = std::move(group); }
+  // `group` where it is used (and again where the backward pass uses it); the weights named in
+  // `unpadded_rows` are cut to that many rows after the gather (their last blocks are padded).
+  void shard_weights(std::shared_ptr<Communicator> group,
+                     std::map<std::string, int64_t> unpadded_rows = {}) {
+    weight_shards_ = std::move(group);
+    unpadded_rows_ = std::move(unpadded_rows);
+  }
 
   // The backward ops autodiff emits (see Op).
   ValueId silu_grad(ValueId x, ValueId dy);
@@ -88,6 +95,7 @@ class Builder {
   Graph graph_;
   DType autocast_ = DType::f32;
   std::shared_ptr<Communicator> weight_shards_;
+  std::map<std::string, int64_t> unpadded_rows_;
 };
 
 }  // namespace tfm::graph

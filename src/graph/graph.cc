@@ -32,6 +32,8 @@ const char* op_name(Op op) {
       return "elementwise";
     case Op::kView:
       return "view";
+    case Op::kPad:
+      return "pad";
     case Op::kReduceRows:
       return "reduce_rows";
     case Op::kCrossEntropy:

@@ -33,6 +33,8 @@ enum class Op : uint8_t {
   kReshape,       // same data, new shape (an alias of its input)
   kElementwise,   // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
   kView,          // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
+  kPad,           // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
+                  //   (the gradient of a view)
   kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                   //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are

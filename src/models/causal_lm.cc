@@ -28,9 +28,13 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       dtype_(dtype),
       name_(std::move(name)),
       graphs_(name_, device) {
-  models::for_each_weight(
-      *config_, features_, weights_,
-      [this](const std::string&, Tensor& t, const Shape&) { weight_bytes_ += t.nbytes(); });
+  models::for_each_weight(*config_, features_, weights_,
+                          [this](const std::string& name, Tensor& t, const Shape& full) {
+                            weight_bytes_ += t.nbytes();
+                            const int64_t rows =
+                                models::tensor_parallel_rows(name, full, *config_, tp_);
+                            if (rows % tp_.fsdp_size != 0) tp_.unpadded_rows[name] = rows;
+                          });
 }
 
 KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
@@ -217,7 +221,7 @@ void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType
       Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
       tp.fsdp_group->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
                                 gathered.data_as<float>());
-      host = models::fsdp_unshard(gathered, host.shape(), tp);
+      host = models::fsdp_unshard(name, gathered, host.shape(), tp);
     }
     if (tp.size > 1) {
       // Every rank takes part in the gather; one of them writes.

@@ -119,7 +119,8 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   const int64_t batch = sig.batch, seq = sig.seq, len = sig.cache_len;
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, len);
-  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group);  // every weight after the RoPE table
+  // Every weight after the RoPE table is sharded.
+  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group, tp.unpadded_rows);
   std::vector<ValueId> caches;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const Shape cache_shape{batch, len, c.num_key_value_heads, c.head_dim};
@@ -142,7 +143,8 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, seq);
-  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group);  // every weight after the RoPE table
+  // Every weight after the RoPE table is sharded.
+  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group, tp.unpadded_rows);
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);

@@ -119,25 +119,38 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
 
 Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p) {
   if (p.fsdp_size == 1) return slice;
-  const int64_t rows = slice.dim(0);
-  if (rows % p.fsdp_size != 0) {
-    throw Error("fsdp_size=" + std::to_string(p.fsdp_size) + " does not divide the " +
-                std::to_string(rows) + " rows of '" + name + "' (shape " +
-                shape_str(slice.shape()) + ")");
+  TFM_CHECK(slice.ndim() >= 1, "fsdp_shard: '" + name + "' has no rows");
+  const int64_t rows = slice.dim(0), block = (rows + p.fsdp_size - 1) / p.fsdp_size;
+  const int64_t first = std::min(rows, p.fsdp_rank * block),
+                end = std::min(rows, (p.fsdp_rank + 1) * block);
+  if (end - first == block) return slice.slice(first, end);
+  Shape shape = slice.shape();
+  shape[0] = block;
+  Tensor padded = Tensor::zeros(shape, slice.dtype());
+  if (end > first) {
+    const Tensor mine = slice.slice(first, end);
+    std::memcpy(padded.data(), mine.data(), mine.nbytes());
   }
-  const int64_t block = rows / p.fsdp_size;
-  return slice.slice(p.fsdp_rank * block, (p.fsdp_rank + 1) * block);
+  return padded;
 }
 
 Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
                   const Parallelism& p) {
+  // A row-parallel weight keeps every row on each tensor-parallel rank: taking the FSDP block
+  // first copies only that block's columns.
+  if (p.size > 1 && split_of(name) == Split::kColumns) {
+    return tensor_parallel_shard(name, fsdp_shard(name, full, p), config, p);
+  }
   return fsdp_shard(name, tensor_parallel_shard(name, full, config, p), p);
 }
 
-Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p) {
+Tensor fsdp_unshard(const std::string& name, const Tensor& gathered, const Shape& block_shape,
+                    const Parallelism& p) {
   Shape whole = block_shape;
   whole[0] *= p.fsdp_size;
-  return gathered.view(whole);
+  const auto unpadded = p.unpadded_rows.find(name);
+  const Tensor all = gathered.view(whole);
+  return unpadded == p.unpadded_rows.end() ? all : all.slice(0, unpadded->second);
 }
 
 bool holds_first_copy(const std::string& name, const Parallelism& tp) {
@@ -156,6 +169,13 @@ graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
   }
   if (split_of(name) == Split::kFirstRank && tp.rank != 0) return b.scale(grad, 0.f);
   return grad;
+}
+
+int64_t tensor_parallel_rows(const std::string& name, const Shape& full, const ModelConfig& c,
+                             const Parallelism& tp) {
+  if (tp.size == 1 || split_of(name) != Split::kRows) return full.at(0);
+  if (is_kv(name) && c.num_key_value_heads < tp.size) return c.head_dim;
+  return full.at(0) / tp.size;
 }
 
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const ModelConfig& c,

@@ -4,6 +4,7 @@
 // Each rank holds only its slices.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,9 @@ struct Parallelism {
   std::shared_ptr<graph::Communicator> fsdp_group;  // null when fsdp_size == 1
   bool writes_files = true;                         // rank 0 of the whole job saves checkpoints
   int kv_replicas = 1;  // ranks that hold each KV head (more than 1 when KV heads < size)
+  // FSDP blocks all have ceil(rows / fsdp_size) rows, the last ones padded with zero rows; this
+  // maps each weight whose slice does not split evenly to its true number of rows.
+  std::map<std::string, int64_t> unpadded_rows;
 };
 
 // Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
@@ -36,6 +40,9 @@ void check_tensor_parallel(const ModelConfig& config, const Parallelism& tp,
 ModelConfig local_config(const ModelConfig& config, const Parallelism& tp);
 // `tp` with kv_replicas set for `config`.
 Parallelism with_kv_replicas(Parallelism tp, const ModelConfig& config);
+// The rows of this rank's tensor-parallel slice of `name`, whose whole shape is `full`.
+int64_t tensor_parallel_rows(const std::string& name, const Shape& full, const ModelConfig& config,
+                             const Parallelism& tp);
 // This rank's slice of the checkpoint tensor `name` (its full value `full`); a view of `full`
 // where the slice is whole rows, a copy otherwise.
 Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
@@ -45,14 +52,17 @@ Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
 Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
                                const Shape& shard_shape, const ModelConfig& config,
                                const Parallelism& tp);
-// FSDP: this rank's block of rows of `slice` (its tensor-parallel slice of `name`); throws when
-// the rows do not split evenly over the FSDP ranks.
+// FSDP: this rank's block of ceil(rows / fsdp_size) rows of `slice` (its tensor-parallel slice
+// of `name`), padded with zero rows where the slice ends inside or before it. Padding rows get
+// zero gradients, so they stay zero through AdamW and add nothing to a gradient norm.
 Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p);
 // What this rank holds of `name`: its FSDP block of its tensor-parallel slice of `full`.
 Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
                   const Parallelism& p);
-// The tensor-parallel slice from every FSDP rank's block, `gathered` holding them in rank order.
-Tensor fsdp_unshard(const Tensor& gathered, const Shape& block_shape, const Parallelism& p);
+// The tensor-parallel slice of `name` from every FSDP rank's block, `gathered` holding them in
+// rank order (padding dropped).
+Tensor fsdp_unshard(const std::string& name, const Tensor& gathered, const Shape& block_shape,
+                    const Parallelism& p);
 // Does this rank hold the first copy of its part of `name`? False where another tensor-parallel
 // rank holds the same values: norm weights (whole on every rank) and replicated KV heads. A sum
 // over the ranks (a gradient norm) counts each value once by counting first copies.

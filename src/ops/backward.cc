@@ -28,6 +28,8 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
       return reshape_backward(b, n, dy);
     case Op::kCast:
       return cast_backward(b, n, dy);
+    case Op::kView:
+      return {b.pad(dy, n.start, b.shape(n.inputs[0]))};
     // Megatron-LM's pair: what follows an all_reduce runs on every rank alike, so its gradient
     // passes through; a value copied into a split layer gets the sum of every rank's gradient.
     case Op::kAllReduce:
@@ -47,10 +49,12 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
 graph::ValueId regathered(graph::Builder& b, graph::ValueId w) {
   const graph::Node n = b.node(w);
   if (n.op == Op::kGatherShards) return b.gather_shards(n.inputs[0], n.group);
-  if (n.op == Op::kCast && b.node(n.inputs[0]).op == Op::kGatherShards) {
-    return b.cast(regathered(b, n.inputs[0]), n.dtype);
-  }
-  return w;
+  // What the weight passes through on its way from the gather: a cut to its unpadded rows, and
+  // autocast's cast.
+  if (n.op != Op::kCast && n.op != Op::kView) return w;
+  const graph::ValueId from = regathered(b, n.inputs[0]);
+  if (from == n.inputs[0]) return w;
+  return n.op == Op::kCast ? b.cast(from, n.dtype) : b.view(from, n.start, n.shape);
 }
 
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {

@@ -16,8 +16,8 @@ using InputGrads = std::vector<graph::ValueId>;
 InputGrads backward(graph::Builder& b, graph::ValueId node, graph::ValueId dy);
 
 // What a backward rule reads for a weight operand `w`: a weight gathered from FSDP shards (perhaps
-// then cast) is gathered again here, so the forward's whole copy is freed after its last forward
-// use and only about one layer's parameters are whole at a time.
+// then cut to its unpadded rows, or cast) is gathered again here, so the forward's whole copy is
+// freed after its last forward use and only about one layer's parameters are whole at a time.
 graph::ValueId regathered(graph::Builder& b, graph::ValueId w);
 
 InputGrads embedding_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);

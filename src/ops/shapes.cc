@@ -92,6 +92,14 @@ Shape view_shape(const Shape& x, int64_t start, const Shape& shape) {
   return shape;
 }
 
+Shape pad_shape(const Shape& x, int64_t start, const Shape& shape) {
+  if (start < 0 || start + shape_numel(x) > shape_numel(shape)) {
+    fail("pad", shape_str(x) + " at element " + std::to_string(start) + " does not fit in " +
+                    shape_str(shape));
+  }
+  return shape;
+}
+
 Shape reduce_rows_shape(const Shape& x) {
   if (x.empty()) fail("reduce_rows", "needs at least one axis");
   return {x.back()};

@@ -56,11 +56,11 @@ std::vector<nlohmann::json> log_lines(const fs::path& dir, const std::string& ke
   return lines;
 }
 
-// `tfm train ARGS` under tfmrun with four processes split tp x fsdp.
-std::optional<testing::Run> run_four(const std::vector<std::string>& train, int tp,
-                                                int fsdp, int port_offset) {
-  std::vector<std::string> args{"--nproc_per_node", "4", "--master_port", port(port_offset),
-                                std::getenv("TFM_BIN")};
+// `tfm train ARGS` under tfmrun with tp x fsdp processes.
+std::optional<testing::Run> run_split(const std::vector<std::string>& train, int tp, int fsdp,
+                                      int port_offset) {
+  std::vector<std::string> args{"--nproc_per_node", std::to_string(tp * fsdp), "--master_port",
+                                port(port_offset), std::getenv("TFM_BIN")};
   args.insert(args.end(), train.begin(), train.end());
   args.insert(args.end(), {"--tp-size", std::to_string(tp), "--fsdp-size", std::to_string(fsdp)});
   return testing::run_binary("tfmrun", args);
@@ -87,11 +87,11 @@ class DistributedTrainerTest : public ::testing::TestWithParam<Layout> {};
 TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   const Layout l = GetParam();
   if (std::getenv("TFM_BIN") == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
-  const fs::path dir = fresh_dir(std::to_string(l.tp));
+  const fs::path dir = fresh_dir(std::to_string(l.tp) + "x" + std::to_string(l.fsdp));
   const fs::path data = write_rows(dir);
-  const int global_batch = 4;
+  const int global_batch = l.fsdp == 3 ? 3 : 4;
   // Eval batches of 2 rows per rank: with 4 FSDP ranks the last global batch (2 of 10 rows)
-  // leaves two ranks without a target.
+  // leaves two ranks without a target, with 3 one rank.
   const std::vector<std::string> eval{"--validation_file", data.string(), "--eval_steps", "5",
                                       "--per_device_eval_batch_size", "2"};
   std::vector<std::string> one_args = train_args(data, dir / "one", global_batch);
@@ -100,7 +100,7 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   ASSERT_EQ(one->status, 0) << one->err;
   std::vector<std::string> four_args = train_args(data, dir / "four", global_batch / l.fsdp);
   four_args.insert(four_args.end(), eval.begin(), eval.end());
-  const auto four = run_four(four_args, l.tp, l.fsdp, l.tp);
+  const auto four = run_split(four_args, l.tp, l.fsdp, 10 * l.tp + l.fsdp);
   ASSERT_EQ(four->status, 0) << four->out << four->err;
 
   const auto want = log_lines(dir / "one"), got = log_lines(dir / "four");
@@ -143,13 +143,13 @@ TEST(DistributedTrainerResume, ContinuesTheLossCurve) {
   const fs::path data = write_rows(dir);
   std::vector<std::string> first = train_args(data, dir / "first", 2);
   *std::next(std::find(first.begin(), first.end(), "--save_steps")) = "3";
-  const auto uninterrupted = run_four(first, 2, 2, 5);
+  const auto uninterrupted = run_split(first, 2, 2, 5);
   ASSERT_EQ(uninterrupted->status, 0) << uninterrupted->out << uninterrupted->err;
   ASSERT_TRUE(fs::exists(dir / "first/checkpoint-3/optimizer-rank3.safetensors"));
 
   std::vector<std::string> again = train_args(data, dir / "again", 2);
   again.insert(again.end(), {"--resume_from_checkpoint", (dir / "first/checkpoint-3").string()});
-  const auto resumed = run_four(again, 2, 2, 6);
+  const auto resumed = run_split(again, 2, 2, 6);
   ASSERT_EQ(resumed->status, 0) << resumed->out << resumed->err;
   const auto want = log_lines(dir / "first"), got = log_lines(dir / "again");
   ASSERT_EQ(want.size(), 5u);
@@ -162,7 +162,7 @@ TEST(DistributedTrainerResume, ContinuesTheLossCurve) {
 
   std::vector<std::string> other = train_args(data, dir / "other", 4);
   other.insert(other.end(), {"--resume_from_checkpoint", (dir / "first/checkpoint-3").string()});
-  const auto refused = run_four(other, 4, 1, 7);
+  const auto refused = run_split(other, 4, 1, 7);
   EXPECT_NE(refused->status, 0);
   EXPECT_THAT(refused->out + refused->err,
               ::testing::HasSubstr("saved with tp_size=2 fsdp_size=2 and this run has "
@@ -171,7 +171,8 @@ TEST(DistributedTrainerResume, ContinuesTheLossCurve) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DistributedTrainerTest,
-                         ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4}),
+                         ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4},
+                                           Layout{1, 3}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp) + "_fsdp" +
                                   std::to_string(info.param.fsdp);

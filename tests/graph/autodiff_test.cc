@@ -103,6 +103,16 @@ TEST(Autodiff, LinearWithBiasAndReshape) {
        }});
 }
 
+// A view of part of a value (FSDP's cut of a padded gathered weight): the elements outside it get
+// a zero gradient.
+TEST(Autodiff, ViewInsideALargerValue) {
+  std::mt19937 rng(11);
+  check_gradients({{random_tensor({7, 4}, rng), random_tensor({3, 4}, rng)},
+                   [](Builder& b, const std::vector<ValueId>& p) {
+                     return b.linear(b.view(p[0], 2, {2, 3, 4}), p[1]);
+                   }});
+}
+
 TEST(Autodiff, EmbeddingWithRepeatedIds) {
   std::mt19937 rng(2);
   const Tensor ids = ints({1, 4, 1, 6, 0, 4}, {2, 3});

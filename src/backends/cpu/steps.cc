@@ -122,6 +122,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
       return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptrs[args[0]]) + byte_offset; };
     }
+    case Op::kPad: {
+      const size_t elem = dtype_size(n.dtype), offset = static_cast<size_t>(n.start) * elem,
+                   bytes = static_cast<size_t>(shape_numel(in(0).shape)) * elem,
+                   total = static_cast<size_t>(shape_numel(n.shape)) * elem;
+      return [=, &ptrs] {
+        auto* dst = static_cast<char*>(ptrs[out]);
+        std::memset(dst, 0, total);
+        std::memcpy(dst + offset, ptrs[args[0]], bytes);
+      };
+    }
     case Op::kReduceRows: {
       const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
       return [=] { reduce_rows(f(args[0]), rows, cols, f(out)); };

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "backends/cuda/collective_steps.h"
+#include "backends/cuda/cuda_status.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/training_steps.h"
@@ -225,6 +226,19 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
       return
           [=](StepContext& c) { c.ptrs[out] = static_cast<char*>(c.ptrs[args[0]]) + byte_offset; };
+    }
+    case Op::kPad: {
+      const size_t elem = dtype_size(n.dtype), offset = static_cast<size_t>(n.start) * elem,
+                   bytes = static_cast<size_t>(shape_numel(in(0).shape)) * elem,
+                   total = static_cast<size_t>(shape_numel(n.shape)) * elem;
+      return [=](StepContext& c) {
+        auto* dst = static_cast<char*>(c.ptrs[out]);
+        TFM_CUDA(cudaMemsetAsync(dst, 0, total, c.stream));
+        if (bytes > 0) {
+          TFM_CUDA(cudaMemcpyAsync(dst + offset, c.ptrs[args[0]], bytes, cudaMemcpyDeviceToDevice,
+                                   c.stream));
+        }
+      };
     }
     case Op::kElementwise: {
       const EwKernelProgram program = to_kernel_program(n.program, args.size());
