@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "distributed/parallel_groups.h"
+#include "graph/backend.h"
 #include "models/tensor_parallel.h"
 #include "training/grad_clip.h"
 
@@ -28,7 +29,11 @@ DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatPa
   world_rank_ = groups.world ? groups.world->rank() : 0;
   writes_files_ = world_rank_ == 0;
   for (const FlatParameters::Entry& e : params.entries()) {
-    if (models::holds_first_copy(e.name, model.parallelism())) {
+    if (!models::holds_first_copy(e.name, model.parallelism())) continue;
+    // Neighbours merged: on a GPU each run's sum is one synchronizing call.
+    if (!counted_.empty() && counted_.back().offset + counted_.back().numel == e.offset) {
+      counted_.back().numel += shape_numel(e.shape);
+    } else {
       counted_.push_back({e.offset, shape_numel(e.shape), true});
     }
   }
@@ -55,12 +60,10 @@ double DistributedTraining::sum_over_data(double value) const {
 
 double DistributedTraining::grad_norm(std::span<const float> grads) const {
   if (!active()) return training::grad_norm(grads, device_);
+  graph::Backend& backend = graph::backend_for(device_);
   double sum_sq = 0;
-  for (const ParamSegment& s : counted_) {
-    const double n = training::grad_norm(
-        grads.subspan(static_cast<size_t>(s.offset), static_cast<size_t>(s.numel)), device_);
-    sum_sq += n * n;
-  }
+  for (const ParamSegment& s : counted_)
+    sum_sq += backend.sum_squares(grads.data() + s.offset, s.numel);
   float total = static_cast<float>(sum_sq);
   if (tp_) tp_->all_reduce_sum(&total, 1);
   if (fsdp_) fsdp_->all_reduce_sum(&total, 1);
