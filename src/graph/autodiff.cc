@@ -1,5 +1,8 @@
 #include "graph/autodiff.h"
 
+#include <functional>
+#include <map>
+
 #include "graph/builder.h"
 #include "ops/backward.h"
 #include "tfm/error.h"
@@ -26,29 +29,45 @@ std::vector<bool> on_path(const Graph& graph, ValueId y, const std::vector<Value
   return path;
 }
 
-}  // namespace
+// Ops cheap enough to run again in the backward pass instead of keeping their outputs alive from
+// the forward pass: norms, RoPE, casts, elementwise chains, aliases and FSDP's gathers (whose
+// whole weights then exist only around their uses, about one layer at a time).
+bool cheap(Op op) {
+  switch (op) {
+    case Op::kRmsNorm:
+    case Op::kRope:
+    case Op::kCast:
+    case Op::kElementwise:
+    case Op::kReshape:
+    case Op::kView:
+    case Op::kGatherShards:
+      return true;
+    default:
+      return false;
+  }
+}
 
-std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
-                                     const std::vector<ValueId>& wrt) {
-  const std::vector<bool> path = on_path(graph, y, wrt);
-  const auto forward_size = static_cast<ValueId>(graph.nodes.size());
-  Builder b(std::move(graph));
+// The backward pass of `y` as `b` has it, each rule reading the forward values through `reads`.
+std::vector<ValueId> gradients(Builder& b, ValueId y, ValueId dy, const std::vector<ValueId>& wrt,
+                               const std::function<ValueId(Builder&, ValueId)>& reads) {
   if (b.shape(dy) != b.shape(y)) {
     throw Error("[autodiff] the seed gradient " + shape_str(b.shape(dy)) + " must match " +
                 shape_str(b.shape(y)));
   }
-  std::vector<ValueId> grad(static_cast<size_t>(forward_size), -1);
+  const std::vector<bool> path = on_path(b.graph(), y, wrt);
+  std::vector<ValueId> grad(static_cast<size_t>(y) + 1, -1);
   grad[static_cast<size_t>(y)] = dy;
   // Creation order is topological, so walking it backwards visits every consumer of a value
   // before the value itself: its gradient is complete when its turn comes.
   for (ValueId id = y; id >= 0; --id) {
-    const Node& node = b.node(id);
+    graph::Node node = b.node(id);
     if (!path[static_cast<size_t>(id)] || grad[static_cast<size_t>(id)] < 0 ||
         node.op == Op::kInput || node.op == Op::kWeight) {
       continue;
     }
     const std::vector<ValueId> inputs = node.inputs;
-    const ops::InputGrads input_grads = ops::backward(b, id, grad[static_cast<size_t>(id)]);
+    for (ValueId& in : node.inputs) in = reads(b, in);
+    const ops::InputGrads input_grads = ops::backward(b, node, grad[static_cast<size_t>(id)]);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto in = static_cast<size_t>(inputs[i]);
       if (input_grads[i] < 0 || !path[in]) continue;
@@ -65,6 +84,60 @@ std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
     }
     result.push_back(grad[static_cast<size_t>(id)]);
   }
+  return result;
+}
+
+// The forward values the backward rules read when nothing is recomputed.
+std::vector<bool> read_by_backward(const Graph& graph, ValueId y, ValueId dy,
+                                   const std::vector<ValueId>& wrt) {
+  const size_t forward_size = graph.nodes.size();
+  Builder b(graph);
+  gradients(b, y, dy, wrt, [](Builder&, ValueId v) { return v; });
+  std::vector<bool> read(forward_size, false);
+  const Graph& all = b.graph();
+  for (size_t i = forward_size; i < all.nodes.size(); ++i) {
+    for (ValueId in : all.nodes[i].inputs) {
+      if (static_cast<size_t>(in) < forward_size) read[static_cast<size_t>(in)] = true;
+    }
+  }
+  return read;
+}
+
+// Which forward values the backward pass computes again: those of cheap ops whose inputs are
+// there anyway (inputs, weights, values the backward pass keeps, or values computed again
+// themselves). Recomputing such a value keeps nothing alive that was not already.
+std::vector<bool> recomputed_values(const Graph& graph, const std::vector<bool>& kept) {
+  std::vector<bool> again(graph.nodes.size(), false);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    if (!cheap(n.op)) continue;
+    bool available = true;
+    for (ValueId in : n.inputs) {
+      const auto u = static_cast<size_t>(in);
+      const Op op = graph.nodes[u].op;
+      available = available && (op == Op::kInput || op == Op::kWeight || kept[u] || again[u]);
+    }
+    again[i] = available;
+  }
+  return again;
+}
+
+}  // namespace
+
+std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
+                                     const std::vector<ValueId>& wrt) {
+  const std::vector<bool> again = recomputed_values(graph, read_by_backward(graph, y, dy, wrt));
+  std::map<ValueId, ValueId> copies;  // forward value -> its recomputation
+  std::function<ValueId(Builder&, ValueId)> reads = [&](Builder& b, ValueId v) {
+    if (static_cast<size_t>(v) >= again.size() || !again[static_cast<size_t>(v)]) return v;
+    if (const auto it = copies.find(v); it != copies.end()) return it->second;
+    const Node like = b.node(v);
+    std::vector<ValueId> inputs;
+    for (ValueId in : like.inputs) inputs.push_back(reads(b, in));
+    return copies[v] = b.recompute(like, std::move(inputs));
+  };
+  Builder b(std::move(graph));
+  std::vector<ValueId> result = gradients(b, y, dy, wrt, reads);
   graph = b.finish();
   return result;
 }

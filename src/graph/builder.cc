@@ -10,6 +10,13 @@ const Node& Builder::node(ValueId id) const {
   return graph_.nodes[static_cast<size_t>(id)];
 }
 
+ValueId Builder::recompute(const Node& like, std::vector<ValueId> inputs) {
+  TFM_CHECK(inputs.size() == like.inputs.size(), "recompute: another number of inputs");
+  Node n = like;
+  n.inputs = std::move(inputs);
+  return graph_.add(std::move(n));
+}
+
 ValueId Builder::add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name) {
   Node n;
   n.op = op;
@@ -305,12 +312,20 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
   return id;
 }
 
-ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss) {
+ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
+                                    bool in_place) {
   ops::cross_entropy_shape(node(logits).shape, node(targets).shape);
   if (node(d_loss).shape != Shape{1}) {
     throw Error("[cross_entropy_grad] d loss must be [1], got " + shape_str(node(d_loss).shape));
   }
-  return add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
+  if (in_place && (aliases_input(node(logits)) || node(logits).op == Op::kInput ||
+                   node(logits).op == Op::kWeight)) {
+    throw Error("[cross_entropy_grad] can only write over logits that own their buffer");
+  }
+  const ValueId id =
+      add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
+  graph_.nodes.back().in_place = in_place;
+  return id;
 }
 
 }  // namespace tfm::graph

@@ -77,7 +77,12 @@ class Builder {
   ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
                          float scale);
-  ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss);
+  // `in_place`: written over `logits`, which nothing may read afterwards.
+  ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
+                             bool in_place = false);
+  // A node computing what `like` computes, from `inputs` (values equal to like's own inputs): a
+  // forward value computed again in the backward pass.
+  ValueId recompute(const Node& like, std::vector<ValueId> inputs);
   // Marks a just-made node as working on `like`'s vocabulary shard (start, group).
   ValueId as_vocab_shard(ValueId id, const Node& like);
 

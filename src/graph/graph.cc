@@ -105,8 +105,8 @@ int program_depth(const ElementwiseProgram& program) {
 
 bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kAccumulate ||
-         node.op == Op::kView ||
-         node.op == Op::kCopyToGroup;
+         node.op == Op::kView || node.op == Op::kCopyToGroup ||
+         (node.op == Op::kCrossEntropyGrad && node.in_place);
 }
 
 }  // namespace tfm::graph

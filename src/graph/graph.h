@@ -92,6 +92,7 @@ struct Node {
   float eps = 0.f;             // kRmsNorm and its gradients
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
+  bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                // of the vocabulary, starting at id `start`
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over

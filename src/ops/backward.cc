@@ -6,9 +6,7 @@ namespace tfm::ops {
 
 using graph::Op;
 
-InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
-  // A copy: the rules add nodes, which may move the graph's node storage.
-  const graph::Node n = b.node(id);
+InputGrads backward(graph::Builder& b, graph::Node n, graph::ValueId dy) {
   switch (n.op) {
     case Op::kEmbedding:
       return embedding_backward(b, n, dy);
@@ -44,17 +42,6 @@ InputGrads backward(graph::Builder& b, graph::ValueId id, graph::ValueId dy) {
   }
   throw Error(std::string("[autodiff] no backward rule for ") + graph::op_name(n.op) +
               (n.name.empty() ? "" : " '" + n.name + "'"));
-}
-
-graph::ValueId regathered(graph::Builder& b, graph::ValueId w) {
-  const graph::Node n = b.node(w);
-  if (n.op == Op::kGatherShards) return b.gather_shards(n.inputs[0], n.group);
-  // What the weight passes through on its way from the gather: a cut to its unpadded rows, and
-  // autocast's cast.
-  if (n.op != Op::kCast && n.op != Op::kView) return w;
-  const graph::ValueId from = regathered(b, n.inputs[0]);
-  if (from == n.inputs[0]) return w;
-  return n.op == Op::kCast ? b.cast(from, n.dtype) : b.view(from, n.start, n.shape);
 }
 
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {

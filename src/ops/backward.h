@@ -13,12 +13,9 @@ namespace tfm::ops {
 // positions, masks, RoPE tables).
 using InputGrads = std::vector<graph::ValueId>;
 
-InputGrads backward(graph::Builder& b, graph::ValueId node, graph::ValueId dy);
-
-// What a backward rule reads for a weight operand `w`: a weight gathered from FSDP shards (perhaps
-// then cut to its unpadded rows, or cast) is gathered again here, so the forward's whole copy is
-// freed after its last forward use and only about one layer's parameters are whole at a time.
-graph::ValueId regathered(graph::Builder& b, graph::ValueId w);
+// `node` is a copy of the forward node whose inputs may name recomputed values (graph/autodiff);
+// it is taken by value because the rules add nodes, which may move the graph's node storage.
+InputGrads backward(graph::Builder& b, graph::Node node, graph::ValueId dy);
 
 InputGrads embedding_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);

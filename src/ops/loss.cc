@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "ops/backward.h"
@@ -24,8 +25,30 @@ double cross_entropy(const float* logits, const int32_t* targets, int64_t rows, 
 
 namespace tfm::ops {
 
+namespace {
+
+// Are the logits read by the loss alone? Then their gradient may be written over them: logits are
+// the largest value of a training step (tokens x vocabulary), and this halves what they take.
+bool only_the_loss_reads(const graph::Graph& graph, graph::ValueId logits) {
+  const graph::Node& n = graph.nodes[static_cast<size_t>(logits)];
+  if (graph::aliases_input(n) || n.op == graph::Op::kInput || n.op == graph::Op::kWeight) {
+    return false;
+  }
+  if (std::find(graph.outputs.begin(), graph.outputs.end(), logits) != graph.outputs.end()) {
+    return false;
+  }
+  int readers = 0;
+  for (const graph::Node& node : graph.nodes) {
+    readers += static_cast<int>(std::count(node.inputs.begin(), node.inputs.end(), logits));
+  }
+  return readers <= 1;
+}
+
+}  // namespace
+
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::ValueId d_logits = b.cross_entropy_grad(n.inputs[0], n.inputs[1], dy);
+  const graph::ValueId d_logits = b.cross_entropy_grad(n.inputs[0], n.inputs[1], dy,
+                                                       only_the_loss_reads(b.graph(), n.inputs[0]));
   return {n.shard ? b.as_vocab_shard(d_logits, n) : d_logits, -1};
 }
 

@@ -20,7 +20,7 @@ namespace tfm::ops {
 
 // y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  InputGrads grads{b.linear_grad_input(dy, regathered(b, n.inputs[1])),
+  InputGrads grads{b.linear_grad_input(dy, n.inputs[1]),
                    b.linear_grad_weight(dy, n.inputs[0])};
   if (n.inputs.size() > 2) grads.push_back(b.reduce_rows(dy));
   return grads;

@@ -21,7 +21,7 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
 namespace tfm::ops {
 
 InputGrads rms_norm_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::ValueId x = n.inputs[0], w = regathered(b, n.inputs[1]);
+  const graph::ValueId x = n.inputs[0], w = n.inputs[1];
   return {b.rms_norm_grad_input(x, w, dy, n.eps), b.rms_norm_grad_weight(x, dy, n.eps)};
 }
 

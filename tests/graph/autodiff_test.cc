@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 
 #include "graph/backend.h"
@@ -187,6 +188,40 @@ TEST(Autodiff, CrossEntropyIgnoresMinus100) {
       {{random_tensor({2, 3, 6}, rng, 2.f)}, [=](Builder& b, const std::vector<ValueId>& p) {
          return b.cross_entropy(p[0], b.weight("targets", targets));
        }});
+}
+
+// The training graph's memory savers: the gradient of logits read by the loss alone is written
+// over them, and cheap values the backward pass reads (a norm, an elementwise op, a weight passed
+// through one) are computed again there instead of being kept from the forward pass. Gradients as
+// finite differences say.
+TEST(Autodiff, RecomputesCheapValuesAndWritesTheLossGradientOverTheLogits) {
+  std::mt19937 rng(12);
+  const Tensor targets = ints({2, graph::kIgnoreIndex, 5, 0, 3, 3}, {2, 3});
+  const GradCase c{
+      {random_tensor({2, 3, 8}, rng), random_tensor({8}, rng), random_tensor({6, 8}, rng)},
+      [=](Builder& b, const std::vector<ValueId>& p) {
+        const ValueId h = b.silu(b.rms_norm(p[0], p[1], 1e-6f));
+        return b.cross_entropy(b.linear(h, b.scale(p[2], 2.f)), b.weight("targets", targets));
+      }};
+  check_gradients(c);
+
+  ValueId y = -1;
+  graph::Graph g = forward_graph(c, &y);
+  Builder extend(std::move(g));
+  const ValueId seed = extend.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
+  g = extend.finish();
+  graph::append_backward(g, y, seed, {0, 1, 2});
+  std::map<graph::Op, int> count;
+  const graph::Node* loss_grad = nullptr;
+  for (const graph::Node& n : g.nodes) {
+    ++count[n.op];
+    if (n.op == graph::Op::kCrossEntropyGrad) loss_grad = &n;
+  }
+  EXPECT_EQ(count[graph::Op::kRmsNorm], 2) << "the norm is computed again for the backward pass";
+  EXPECT_EQ(count[graph::Op::kLinear], 1) << "a product is kept, not computed again";
+  ASSERT_NE(loss_grad, nullptr);
+  EXPECT_TRUE(loss_grad->in_place);
+  EXPECT_TRUE(graph::aliases_input(*loss_grad));
 }
 
 TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {

@@ -51,10 +51,12 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *out = static_cast<float>(sum);
 }
 
+// `d_logits` may be `logits` itself: each thread reads an element before writing it, and the
+// reductions that read the whole row finish (block_reduce synchronizes) before any write.
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_grad_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+    cross_entropy_grad_kernel(const float* logits, const int32_t* __restrict__ targets,
                               int32_t ignore, const float* __restrict__ d_loss, int64_t vocab,
-                              float* __restrict__ d_logits) {
+                              float* d_logits) {
   const int64_t r = blockIdx.x;
   const int32_t target = targets[r];
   float* out = d_logits + r * vocab;
