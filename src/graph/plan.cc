@@ -20,8 +20,26 @@ ValueId storage_owner(const Graph& graph, ValueId id) {
   return id;
 }
 
+// Effects nothing else depends on: nodes no other node reads, writing into a state input that no
+// other node reads either (a gradient added into where it is kept). They may run as soon as their
+// inputs exist, which frees those inputs early.
+std::vector<bool> free_effects(const Graph& graph) {
+  std::vector<int> readers(graph.nodes.size(), 0);
+  for (const Node& n : graph.nodes) {
+    for (ValueId in : n.inputs) ++readers[static_cast<size_t>(in)];
+  }
+  std::vector<bool> free(graph.nodes.size(), false);
+  for (ValueId id : graph.effects) {
+    const Node& n = graph.nodes[static_cast<size_t>(id)];
+    const auto target = static_cast<size_t>(n.inputs.at(0));
+    free[static_cast<size_t>(id)] = readers[static_cast<size_t>(id)] == 0 && readers[target] == 1 &&
+                                    graph.nodes[target].op == Op::kInput;
+  }
+  return free;
+}
+
 // Nodes reachable backwards from the outputs and effects, in creation order (which is
-// topological).
+// topological), except that an effect nothing depends on runs right after its last input.
 std::vector<ValueId> live_schedule(const Graph& graph) {
   std::vector<bool> needed(graph.nodes.size(), false);
   std::vector<ValueId> stack(graph.outputs.begin(), graph.outputs.end());
@@ -33,11 +51,26 @@ std::vector<ValueId> live_schedule(const Graph& graph) {
     needed[static_cast<size_t>(id)] = true;
     for (ValueId in : graph.nodes[static_cast<size_t>(id)].inputs) stack.push_back(in);
   }
-  std::vector<ValueId> schedule;
+  const std::vector<bool> early = free_effects(graph);
+  // after[i]: the early effects whose last computed input is node i (-1: none is computed).
+  std::map<ValueId, std::vector<ValueId>> after;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (!early[i]) continue;
+    ValueId last = -1;
+    for (ValueId in : graph.nodes[i].inputs) {
+      const Op op = graph.nodes[static_cast<size_t>(in)].op;
+      if (op != Op::kInput && op != Op::kWeight) last = std::max(last, in);
+    }
+    after[last].push_back(static_cast<ValueId>(i));
+  }
+  std::vector<ValueId> schedule = after[-1];
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Op op = graph.nodes[i].op;
-    if (needed[i] && op != Op::kInput && op != Op::kWeight)
-      schedule.push_back(static_cast<ValueId>(i));
+    if (!needed[i] || early[i] || op == Op::kInput || op == Op::kWeight) continue;
+    schedule.push_back(static_cast<ValueId>(i));
+    if (const auto it = after.find(static_cast<ValueId>(i)); it != after.end()) {
+      schedule.insert(schedule.end(), it->second.begin(), it->second.end());
+    }
   }
   return schedule;
 }

@@ -49,6 +49,21 @@ TEST(Compile, ArenaReusesDeadBuffers) {
   EXPECT_LE(plan.arena_bytes, 2 * one) << "a chain needs only two live buffers at a time";
 }
 
+// Gradients added into where they are kept (effects nothing reads) run as soon as each is made,
+// so only one of the ten is alive at a time, not all ten until the end.
+TEST(Compile, EffectsRunAsSoonAsTheirInputsExist) {
+  graph::Builder b;
+  auto x = b.input("x", {16, 256}, DType::f32);
+  for (int i = 0; i < 10; ++i) {
+    x = b.silu(x);
+    b.accumulate(b.state("acc" + std::to_string(i), {16, 256}, DType::f32), b.scale(x, 2.f));
+  }
+  b.output(b.reduce_rows(x));
+  const graph::Plan plan = graph::plan_graph(b.finish(), {.fuse = false});
+  const size_t one = 16 * 256 * sizeof(float);
+  EXPECT_LE(plan.arena_bytes, 4 * one);
+}
+
 // An accumulation runs for its effect on a state buffer: compiled and eager, each run adds
 // x * 3 into it, and only the declared output comes back.
 TEST(Compile, AccumulateAddsIntoTheStateBufferEachRun) {
