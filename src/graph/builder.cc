@@ -67,7 +67,7 @@ ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
 }
 
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
-  if (autocast_ == DType::bf16) x = round_bf16(x);
+  if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
   std::vector<ValueId> inputs{x, w};
   if (bias >= 0) inputs.push_back(bias);
@@ -172,10 +172,6 @@ ValueId Builder::cast(ValueId x, DType dtype) {
   const ValueId id = add_node(Op::kCast, {x}, node(x).shape, node(x).name);
   graph_.nodes.back().dtype = dtype;
   return id;
-}
-
-ValueId Builder::round_bf16(ValueId x) {
-  return elementwise("round_bf16", {x}, {{{EwCode::kLoad, 0}, {EwCode::kRoundBf16}}});
 }
 
 ValueId Builder::view(ValueId x, int64_t start, Shape shape) {

@@ -52,11 +52,11 @@ class Builder {
                               std::shared_ptr<Communicator> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
-  ValueId round_bf16(ValueId x);
 
-  // torch.autocast for matrix products: from here on, every matrix weight is read through a cast
-  // to `dtype` and every linear's input is rounded to it, while the weights themselves, the
-  // activations and all gradients stay f32 (bf16 training: f32 master weights, bf16 compute).
+  // torch.autocast for matrix products: from here on, every matrix weight and every linear's input
+  // is read through a cast to `dtype` (and so are the gradients the backward products read), while
+  // the weights themselves, the other activations and all gradients stay f32 (bf16 training: f32
+  // master weights, bf16 products accumulated in f32).
   void autocast(DType dtype) { autocast_ = dtype; }
   // FSDP: from here on, every weight is this rank's block of rows of the parameter, gathered over
   // `group` where it is used (and again where the backward pass uses it); the weights named in

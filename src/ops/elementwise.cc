@@ -35,9 +35,6 @@ void elementwise(const graph::ElementwiseProgram& program, const float* const* i
         case graph::EwCode::kScale:
           stack.back() *= instr.scalar;
           break;
-        case graph::EwCode::kRoundBf16:
-          stack.back() = bf16_bits_to_f32(f32_to_bf16_bits(static_cast<float>(stack.back())));
-          break;
         case graph::EwCode::kSiluGrad: {
           const double dy = stack.back();
           stack.pop_back();
@@ -70,8 +67,6 @@ InputGrads elementwise_backward(graph::Builder& b, const graph::Node& n, graph::
       return {b.silu_grad(n.inputs[0], dy)};
     case graph::EwCode::kScale:
       return {b.scale(dy, n.program.instrs.back().scalar)};
-    case graph::EwCode::kRoundBf16:
-      return {dy};  // straight through, as autocast's cast
     default:
       break;
   }

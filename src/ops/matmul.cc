@@ -18,10 +18,13 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 
 namespace tfm::ops {
 
-// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows.
+// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows. Products of bf16
+// operands (autocast) take dy in bf16 too, as torch's autocast backward does.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  InputGrads grads{b.linear_grad_input(dy, n.inputs[1]),
-                   b.linear_grad_weight(dy, n.inputs[0])};
+  const DType operands = b.node(n.inputs[0]).dtype;
+  const graph::ValueId dy_operand = operands == DType::f32 ? dy : b.cast(dy, operands);
+  InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1]),
+                   b.linear_grad_weight(dy_operand, n.inputs[0])};
   if (n.inputs.size() > 2) grads.push_back(b.reduce_rows(dy));
   return grads;
 }

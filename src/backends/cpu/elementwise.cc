@@ -40,10 +40,6 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
       case graph::EwCode::kScale:
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= instr.scalar;
         break;
-      case graph::EwCode::kRoundBf16:
-        for (int64_t i = 0; i < len; ++i)
-          stack[top][i] = bf16_bits_to_f32(f32_to_bf16_bits(stack[top][i]));
-        break;
       case graph::EwCode::kSiluGrad:
         --top;
         simd::map2(stack[top], stack[top + 1], stack[top], len, [](simd::Vec x, simd::Vec dy) {

@@ -20,6 +20,15 @@ void check_f32(const Node& n, const char* op) {
   }
 }
 
+// An operand of a matrix product as f32: itself, or (bf16 under autocast) widened into `widened`.
+// The products of bf16 values are exact in f32, so this matches a bf16 product accumulated in f32.
+const float* f32_operand(const void* data, DType dtype, int64_t count, std::vector<float>& widened) {
+  if (dtype == DType::f32) return static_cast<const float*>(data);
+  widened.resize(static_cast<size_t>(count));
+  cast(data, dtype, widened.data(), DType::f32, static_cast<size_t>(count));
+  return widened.data();
+}
+
 }  // namespace
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
@@ -55,8 +64,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
       const bool has_bias = args.size() > 2;
+      const DType x_dtype = in(0).dtype;
       return [=, &ptrs] {
-        linear(f(args[0]), ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
+        std::vector<float> widened;
+        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        linear(x, ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
       };
     }
     case Op::kRmsNorm: {
@@ -204,11 +216,22 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Node& w = in(1);
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
-      return [=, &ptrs] { linear_grad_input(f(args[0]), ptrs[args[1]], dt, m, nn, k, f(out)); };
+      const DType dy_dtype = in(0).dtype;
+      return [=, &ptrs] {
+        std::vector<float> widened;
+        const float* dy = f32_operand(ptrs[args[0]], dy_dtype, m * nn, widened);
+        linear_grad_input(dy, ptrs[args[1]], dt, m, nn, k, f(out));
+      };
     }
     case Op::kLinearGradWeight: {
       const int64_t m = rows_of(in(0).shape), nn = n.shape[0], k = n.shape[1];
-      return [=] { linear_grad_weight(f(args[0]), f(args[1]), m, nn, k, f(out)); };
+      const DType dy_dtype = in(0).dtype, x_dtype = in(1).dtype;
+      return [=, &ptrs] {
+        std::vector<float> dy_widened, x_widened;
+        const float* dy = f32_operand(ptrs[args[0]], dy_dtype, m * nn, dy_widened);
+        const float* x = f32_operand(ptrs[args[1]], x_dtype, m * k, x_widened);
+        linear_grad_weight(dy, x, m, nn, k, f(out));
+      };
     }
     case Op::kRmsNormGradInput: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();

@@ -140,9 +140,6 @@ __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count,
       case graph::EwCode::kScale:
         stack[top] *= program.scalar[p];
         break;
-      case graph::EwCode::kRoundBf16:
-        stack[top] = __bfloat162float(__float2bfloat16_rn(stack[top]));
-        break;
       case graph::EwCode::kSiluGrad: {
         --top;
         const float x = stack[top], dy = stack[top + 1];

@@ -105,6 +105,17 @@ bool uses_matmul(const graph::Graph& graph, const Node& n) {
   return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
 }
 
+// Scratch a linear needs to bring its activations to its weights' dtype: f32 activations cast to
+// bf16 for a cuBLASLt product with bf16 weights, or bf16 activations (autocast) widened to f32 for
+// the GEMV, which reads f32 rows.
+size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
+  const Node& x = input(graph, n, 0);
+  const DType w = input(graph, n, 1).dtype;
+  const auto count = static_cast<size_t>(shape_numel(x.shape));
+  if (!uses_matmul(graph, n)) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
+  return w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0;
+}
+
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
   const DType dt = w.dtype;
@@ -112,22 +123,34 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const size_t x = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
   const bool has_bias = n.inputs.size() > 2;
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
+  const DType x_dtype = input(graph, n, 0).dtype;
+  if (x_dtype != DType::f32 && x_dtype != dt) {
+    throw Error("[cuda linear] " + std::string(dtype_name(x_dtype)) + " activations with " +
+                std::string(dtype_name(dt)) + " weights are not supported");
+  }
   if (!uses_matmul(graph, n)) {
     return [=](StepContext& c) {
-      gemv(static_cast<const float*>(c.ptrs[x]), c.ptrs[wi], dt,
+      const void* rows = c.ptrs[x];
+      if (x_dtype != DType::f32) {
+        cast(rows, x_dtype, c.scratch, DType::f32, m * k, c.stream);
+        rows = c.scratch;
+      }
+      gemv(static_cast<const float*>(rows), c.ptrs[wi], dt,
            has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr, m, nn, k,
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  // bf16 weights meet the activations cast into scratch (an allocation of its own).
+  // f32 activations meet bf16 weights cast into scratch (an allocation of its own); autocast's
+  // are bf16 already.
+  const bool cast_rows = dt != DType::f32 && x_dtype == DType::f32;
   const MatmulOperand lhs_operand =
-      dt == DType::f32 ? matmul_operand(graph, n.inputs[0], false)
-                       : matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false);
+      cast_rows ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false)
+                : matmul_operand(graph, n.inputs[0], false);
   auto product = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
                                                 matmul_operand(graph, n.inputs[1], true));
   return [=](StepContext& c) {
     const void* lhs = c.ptrs[x];
-    if (dt != DType::f32) {
+    if (cast_rows) {
       cast(lhs, DType::f32, c.scratch, dt, m * k, c.stream);
       lhs = c.scratch;
     }
@@ -143,11 +166,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
-  // Only bf16 weights need the activations cast (into scratch) before the product.
-  if (n.op == Op::kLinear && uses_matmul(graph, n) && input(graph, n, 1).dtype != DType::f32) {
-    return static_cast<size_t>(shape_numel(input(graph, n, 0).shape)) *
-           dtype_size(input(graph, n, 1).dtype);
-  }
+  if (n.op == Op::kLinear) return linear_scratch_bytes(graph, n);
   return training_scratch_bytes(graph, id);
 }
 

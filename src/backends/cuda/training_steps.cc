@@ -16,25 +16,32 @@ namespace {
 using graph::Node;
 using graph::Op;
 
-// dx [m, k] = dy [m, n] · w [n, k]. bf16 weights (autocast) are widened into scratch first, so the
-// product is f32 as on the cpu.
+// Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product. (Under
+// autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
+bool widens_weights(const graph::Graph& graph, const Node& n) {
+  return input(graph, n, 1).dtype != DType::f32 && input(graph, n, 0).dtype == DType::f32;
+}
+
+// dx [m, k] = dy [m, n] · w [n, k].
 Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
-  const DType dt = w.dtype;
-  if (dt != DType::f32 && dt != DType::bf16) {
-    throw Error("[cuda linear_grad_input] weights of dtype " + std::string(dtype_name(dt)) +
-                " are not supported (f32, bf16)");
+  const DType dt = w.dtype, dy_dtype = input(graph, n, 0).dtype;
+  if ((dt != DType::f32 && dt != DType::bf16) || (dy_dtype != DType::f32 && dy_dtype != dt)) {
+    throw Error("[cuda linear_grad_input] dy of dtype " + std::string(dtype_name(dy_dtype)) +
+                " with weights of dtype " + std::string(dtype_name(dt)) +
+                " is not supported (f32 with f32 or bf16, bf16 with bf16)");
   }
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t dy = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
+  const bool widen = widens_weights(graph, n);
   const MatmulOperand weights =
-      dt == DType::f32 ? matmul_operand(graph, n.inputs[1], false)
-                       : matmul_operand(256, static_cast<uint64_t>(k) * sizeof(float), false);
-  auto product = std::make_shared<const Matmul>(m, k, nn, DType::f32,
+      widen ? matmul_operand(256, static_cast<uint64_t>(k) * sizeof(float), false)
+            : matmul_operand(graph, n.inputs[1], false);
+  auto product = std::make_shared<const Matmul>(m, k, nn, dy_dtype,
                                                 matmul_operand(graph, n.inputs[0], false), weights);
   return [=](StepContext& c) {
     const void* rhs = c.ptrs[wi];
-    if (dt != DType::f32) {
+    if (widen) {
       cast(rhs, dt, c.scratch, DType::f32, nn * k, c.stream);
       rhs = c.scratch;
     }
@@ -42,12 +49,18 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
   };
 }
 
-// dw [n, k] = dy [m, n]^T · x [m, k], over every row.
+// dw [n, k] = dy [m, n]^T · x [m, k], over every row; dy and x both f32, or both bf16 (autocast).
 Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = n.shape[0], k = n.shape[1];
   const size_t dy = static_cast<size_t>(n.inputs[0]), x = static_cast<size_t>(n.inputs[1]);
+  const DType dtype = input(graph, n, 0).dtype;
+  if ((dtype != DType::f32 && dtype != DType::bf16) || input(graph, n, 1).dtype != dtype) {
+    throw Error("[cuda linear_grad_weight] dy of dtype " + std::string(dtype_name(dtype)) +
+                " with x of dtype " + std::string(dtype_name(input(graph, n, 1).dtype)) +
+                " is not supported (both f32 or both bf16)");
+  }
   auto product =
-      std::make_shared<const Matmul>(nn, k, m, DType::f32, matmul_operand(graph, n.inputs[0], true),
+      std::make_shared<const Matmul>(nn, k, m, dtype, matmul_operand(graph, n.inputs[0], true),
                                      matmul_operand(graph, n.inputs[1], false));
   return [=](StepContext& c) {
     product->run(c.ptrs[dy], c.ptrs[x], static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
@@ -69,7 +82,8 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
       return attention_grad_scratch_bytes(attention_shape(graph, n));
     case Op::kLinearGradInput: {
       const Node& w = input(graph, n, 1);
-      return w.dtype == DType::f32 ? 0 : static_cast<size_t>(shape_numel(w.shape)) * sizeof(float);
+      return widens_weights(graph, n) ? static_cast<size_t>(shape_numel(w.shape)) * sizeof(float)
+                                      : 0;
     }
     default:
       return 0;
