@@ -1,5 +1,6 @@
 #include "graph/autodiff.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -10,8 +11,10 @@
 namespace tfm::graph {
 namespace {
 
-// Nodes that lie on a path from some `wrt` value to `y`: only their gradients are needed.
-std::vector<bool> on_path(const Graph& graph, ValueId y, const std::vector<ValueId>& wrt) {
+// Nodes that lie on a path from some `wrt` value to a seeded value: only their gradients are
+// needed.
+std::vector<bool> on_path(const Graph& graph, const std::vector<Seed>& seeds,
+                          const std::vector<ValueId>& wrt) {
   const size_t n = graph.nodes.size();
   std::vector<bool> from_wrt(n, false), to_y(n, false);
   for (ValueId id : wrt) from_wrt[static_cast<size_t>(id)] = true;
@@ -19,7 +22,7 @@ std::vector<bool> on_path(const Graph& graph, ValueId y, const std::vector<Value
     for (ValueId in : graph.nodes[i].inputs)
       from_wrt[i] = from_wrt[i] || from_wrt[static_cast<size_t>(in)];
   }
-  to_y[static_cast<size_t>(y)] = true;
+  for (const Seed& s : seeds) to_y[static_cast<size_t>(s.value)] = true;
   for (size_t i = n; i-- > 0;) {
     if (!to_y[i]) continue;
     for (ValueId in : graph.nodes[i].inputs) to_y[static_cast<size_t>(in)] = true;
@@ -47,19 +50,28 @@ bool cheap(Op op) {
   }
 }
 
-// The backward pass of `y` as `b` has it, each rule reading the forward values through `reads`.
-std::vector<ValueId> gradients(Builder& b, ValueId y, ValueId dy, const std::vector<ValueId>& wrt,
+// The backward pass from `seeds` as `b` has it, each rule reading the forward values through
+// `reads`.
+std::vector<ValueId> gradients(Builder& b, const std::vector<Seed>& seeds,
+                               const std::vector<ValueId>& wrt,
                                const std::function<ValueId(Builder&, ValueId)>& reads) {
-  if (b.shape(dy) != b.shape(y)) {
-    throw Error("[autodiff] the seed gradient " + shape_str(b.shape(dy)) + " must match " +
-                shape_str(b.shape(y)));
+  ValueId last = -1;
+  for (const Seed& s : seeds) {
+    if (b.shape(s.grad) != b.shape(s.value)) {
+      throw Error("[autodiff] the seed gradient " + shape_str(b.shape(s.grad)) + " must match " +
+                  shape_str(b.shape(s.value)));
+    }
+    last = std::max(last, s.value);
   }
-  const std::vector<bool> path = on_path(b.graph(), y, wrt);
-  std::vector<ValueId> grad(static_cast<size_t>(y) + 1, -1);
-  grad[static_cast<size_t>(y)] = dy;
+  const std::vector<bool> path = on_path(b.graph(), seeds, wrt);
+  std::vector<ValueId> grad(static_cast<size_t>(last) + 1, -1);
+  for (const Seed& s : seeds) {
+    ValueId& g = grad[static_cast<size_t>(s.value)];
+    g = g < 0 ? s.grad : b.add(g, s.grad);
+  }
   // Creation order is topological, so walking it backwards visits every consumer of a value
   // before the value itself: its gradient is complete when its turn comes.
-  for (ValueId id = y; id >= 0; --id) {
+  for (ValueId id = last; id >= 0; --id) {
     graph::Node node = b.node(id);
     if (!path[static_cast<size_t>(id)] || grad[static_cast<size_t>(id)] < 0 ||
         node.op == Op::kInput || node.op == Op::kWeight) {
@@ -88,11 +100,11 @@ std::vector<ValueId> gradients(Builder& b, ValueId y, ValueId dy, const std::vec
 }
 
 // The forward values the backward rules read when nothing is recomputed.
-std::vector<bool> read_by_backward(const Graph& graph, ValueId y, ValueId dy,
+std::vector<bool> read_by_backward(const Graph& graph, const std::vector<Seed>& seeds,
                                    const std::vector<ValueId>& wrt) {
   const size_t forward_size = graph.nodes.size();
   Builder b(graph);
-  gradients(b, y, dy, wrt, [](Builder&, ValueId v) { return v; });
+  gradients(b, seeds, wrt, [](Builder&, ValueId v) { return v; });
   std::vector<bool> read(forward_size, false);
   const Graph& all = b.graph();
   for (size_t i = forward_size; i < all.nodes.size(); ++i) {
@@ -126,7 +138,12 @@ std::vector<bool> recomputed_values(const Graph& graph, const std::vector<bool>&
 
 std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
                                      const std::vector<ValueId>& wrt) {
-  const std::vector<bool> again = recomputed_values(graph, read_by_backward(graph, y, dy, wrt));
+  return append_backward(graph, {{y, dy}}, wrt);
+}
+
+std::vector<ValueId> append_backward(Graph& graph, const std::vector<Seed>& seeds,
+                                     const std::vector<ValueId>& wrt) {
+  const std::vector<bool> again = recomputed_values(graph, read_by_backward(graph, seeds, wrt));
   std::map<ValueId, ValueId> copies;  // forward value -> its recomputation
   std::function<ValueId(Builder&, ValueId)> reads = [&](Builder& b, ValueId v) {
     if (static_cast<size_t>(v) >= again.size() || !again[static_cast<size_t>(v)]) return v;
@@ -137,7 +154,7 @@ std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
     return copies[v] = b.recompute(like, std::move(inputs));
   };
   Builder b(std::move(graph));
-  std::vector<ValueId> result = gradients(b, y, dy, wrt, reads);
+  std::vector<ValueId> result = gradients(b, seeds, wrt, reads);
   graph = b.finish();
   return result;
 }

@@ -15,4 +15,12 @@ namespace tfm::graph {
 std::vector<ValueId> append_backward(Graph& graph, ValueId y, ValueId dy,
                                      const std::vector<ValueId>& wrt);
 
+// The same from several values at once, each given the gradient flowing into it (a loss whose
+// gradient is already partly known: the output layer's, computed with the loss in chunks).
+struct Seed {
+  ValueId value, grad;
+};
+std::vector<ValueId> append_backward(Graph& graph, const std::vector<Seed>& seeds,
+                                     const std::vector<ValueId>& wrt);
+
 }  // namespace tfm::graph

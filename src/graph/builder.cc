@@ -101,7 +101,11 @@ ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
 }
 
 ValueId Builder::accumulate(ValueId acc, ValueId x) {
-  TFM_CHECK(node(acc).is_state, "[accumulate] the accumulator must be a state input");
+  const Node& into = node(acc);
+  const bool computed = into.op != Op::kInput && into.op != Op::kWeight &&
+                        (into.op == Op::kAccumulate || !aliases_input(into));
+  TFM_CHECK(into.is_state || computed,
+            "[accumulate] the accumulator must be a state input or a computed value");
   if (node(acc).shape != node(x).shape || node(acc).dtype != DType::f32 ||
       node(x).dtype != DType::f32) {
     const auto describe = [&](ValueId id) {
@@ -110,8 +114,9 @@ ValueId Builder::accumulate(ValueId acc, ValueId x) {
     throw Error("[accumulate] '" + node(acc).name + "' is " + describe(acc) +
                 ", the value added is " + describe(x) + ": both must be f32 of one shape");
   }
+  const bool is_state = into.is_state;
   const ValueId id = add_node(Op::kAccumulate, {acc, x}, node(acc).shape, node(acc).name);
-  graph_.effects.push_back(id);
+  if (is_state) graph_.effects.push_back(id);
   return id;
 }
 
@@ -186,6 +191,18 @@ ValueId Builder::pad(ValueId x, int64_t start, Shape shape) {
   const DType dtype = node(x).dtype;
   const ValueId id = add_node(Op::kPad, {x}, ops::pad_shape(node(x).shape, start, shape));
   graph_.nodes.back().start = start;
+  graph_.nodes.back().dtype = dtype;
+  return id;
+}
+
+ValueId Builder::concat_rows(const std::vector<ValueId>& parts) {
+  std::vector<Shape> shapes;
+  for (ValueId p : parts) shapes.push_back(node(p).shape);
+  const DType dtype = parts.empty() ? DType::f32 : node(parts[0]).dtype;
+  for (ValueId p : parts) {
+    if (node(p).dtype != dtype) throw Error("[concat_rows] parts of different dtypes");
+  }
+  const ValueId id = add_node(Op::kConcatRows, parts, ops::concat_rows_shape(shapes));
   graph_.nodes.back().dtype = dtype;
   return id;
 }

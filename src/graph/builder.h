@@ -25,8 +25,9 @@ class Builder {
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId cache_write(ValueId cache, ValueId update, ValueId slots);
-  // acc += x, in place (acc: an f32 state input of x's shape); the node is one of the graph's
-  // effects, so it runs though nothing reads it.
+  // acc += x, in place (acc: an f32 value of x's shape, a state input or one that nothing reads
+  // after this); on a state input the node is one of the graph's effects, so it runs though
+  // nothing reads it.
   ValueId accumulate(ValueId acc, ValueId x);
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
@@ -37,6 +38,7 @@ class Builder {
   ValueId scale(ValueId x, float factor);
   ValueId view(ValueId x, int64_t start, Shape shape);
   ValueId pad(ValueId x, int64_t start, Shape shape);
+  ValueId concat_rows(const std::vector<ValueId>& parts);
   ValueId reduce_rows(ValueId x);
   ValueId argmax(ValueId x);
   ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);

@@ -11,7 +11,8 @@ std::string Signature::str() const {
   if (pass != Pass::kInfer) {
     return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
            (pass == Pass::kTrain ? " train" : " eval") +
-           (autocast != DType::f32 ? " autocast=" + std::string(dtype_name(autocast)) : "");
+           (autocast != DType::f32 ? " autocast=" + std::string(dtype_name(autocast)) : "") +
+           (loss_chunk_rows > 0 ? " loss-chunk=" + std::to_string(loss_chunk_rows) : "");
   }
   return "batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) +
          " cache=" + std::to_string(cache_len) + (all_logits ? " all-logits" : " last-logits") +

@@ -25,6 +25,7 @@ struct Signature {
   Pass pass = Pass::kInfer;
   DType autocast = DType::f32;  // training: the dtype matrix products compute in
   bool argmax = false;          // the output is each row's greedy token id instead of its logits
+  int64_t loss_chunk_rows = 0;  // training: token rows per chunk of the loss (0: automatic)
 
   std::string str() const;  // "batch=1 seq=64 cache=256 last-logits"
   auto operator<=>(const Signature&) const = default;

@@ -34,6 +34,8 @@ const char* op_name(Op op) {
       return "view";
     case Op::kPad:
       return "pad";
+    case Op::kConcatRows:
+      return "concat_rows";
     case Op::kReduceRows:
       return "reduce_rows";
     case Op::kCrossEntropy:

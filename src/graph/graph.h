@@ -35,6 +35,7 @@ enum class Op : uint8_t {
   kView,          // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
   kPad,           // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
                   //   (the gradient of a view)
+  kConcatRows,    // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
   kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                   //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are

@@ -84,12 +84,13 @@ double CausalLMImpl::train_step_into(const TrainInputs& in, const std::vector<Te
   check_ids(in.input_ids);
   const bool with_grads = !grads.empty();
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
-  const graph::Signature signature{
+  graph::Signature signature{
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
+  signature.loss_chunk_rows = loss_chunk_rows_;
   const auto build = [&] {
     return models::build_decoder_training_graph(local_config_, features_, weights_,
                                                 models::rope_tables(*config_, seq), batch, seq,
-                                                with_grads, autocast, tp_);
+                                                with_grads, autocast, tp_, loss_chunk_rows_);
   };
   std::vector<Tensor> inputs{in.input_ids,
                              arange_rows(batch, 0, seq),

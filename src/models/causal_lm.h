@@ -75,6 +75,9 @@ class CausalLMImpl {
                           DType autocast = DType::f32);
   // The weights in for_each_weight order: what an optimizer updates in place.
   void for_each_weight(const models::WeightVisitor& visit);
+  // Token rows the training step's output layer and loss take at a time (0, the default: as many
+  // as make models::kLossChunkBytes of logits). The result is the same either way.
+  void set_loss_chunk_rows(int64_t rows) { loss_chunk_rows_ = rows; }
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
   const models::Parallelism& parallelism() const { return tp_; }
@@ -97,6 +100,7 @@ class CausalLMImpl {
   DType dtype_;
   std::string name_;
   size_t weight_bytes_ = 0;
+  int64_t loss_chunk_rows_ = 0;
   graph::GraphCache graphs_;
   KvCache cache_;
 };

@@ -1,10 +1,12 @@
 #include "models/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "ops/backward.h"
 
 namespace tfm::models {
 namespace {
@@ -100,6 +102,45 @@ ValueId lm_head(Builder& b, const DecoderWeights& w, ValueId embed) {
   return w.lm_head.defined() ? b.weight("lm_head.weight", w.lm_head) : embed;
 }
 
+// Summed cross-entropy of `logits` against `targets`; under tensor parallelism each rank holds a
+// slice of the vocabulary's logits and the loss combines them.
+ValueId loss_of(Builder& b, ValueId logits, ValueId targets, const Parallelism& tp) {
+  return tp.size > 1 ? b.cross_entropy_shard(logits, targets, tp.rank * b.shape(logits).back(),
+                                             tp.group)
+                     : b.cross_entropy(logits, targets);
+}
+
+// The output layer and the loss, with their gradients, in chunks of rows: the logits (tokens x
+// vocabulary, the largest value of a step) and their gradient then exist one chunk at a time.
+struct LossHead {
+  ValueId loss;  // [1], summed over the targets
+  ValueId dx;    // the gradient flowing into x
+  ValueId dw;    // the gradient flowing into the output layer's weight, as the layer reads it
+};
+
+LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets,
+                           ValueId loss_scale, int64_t chunk_rows, const Parallelism& tp) {
+  const Shape shape = b.shape(x);
+  const int64_t hidden = shape.back(), rows = shape_numel(shape) / hidden;
+  const ValueId flat_x = b.reshape(x, {rows, hidden});
+  const ValueId flat_targets = b.reshape(targets, {rows});
+  ValueId loss = -1, dw = -1;
+  std::vector<ValueId> dx;
+  for (int64_t first = 0; first < rows; first += chunk_rows) {
+    const int64_t count = std::min(chunk_rows, rows - first);
+    const ValueId logits = b.linear(b.view(flat_x, first * hidden, {count, hidden}), head);
+    const ValueId chunk_loss = loss_of(b, logits, b.view(flat_targets, first, {count}), tp);
+    // What autodiff does for these two nodes, done while this chunk's logits exist.
+    const ops::InputGrads d_logits = ops::backward(b, b.node(chunk_loss), loss_scale);
+    const ops::InputGrads d_inputs = ops::backward(b, b.node(logits), d_logits[0]);
+    loss = loss < 0 ? chunk_loss : b.add(loss, chunk_loss);
+    // Added in place: an elementwise sum would be fused into one node reading every chunk's.
+    dw = dw < 0 ? d_inputs[1] : b.accumulate(dw, d_inputs[1]);
+    dx.push_back(d_inputs[0]);
+  }
+  return {loss, b.reshape(dx.size() == 1 ? dx[0] : b.concat_rows(dx), shape), dw};
+}
+
 Inputs common_inputs(Builder& b, const RopeTables& rope, int64_t batch, int64_t seq, int64_t len) {
   Inputs in;
   in.positions = b.input("position_ids", {batch, seq}, DType::i32);
@@ -138,7 +179,7 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
                                           int64_t seq, bool with_grads, DType autocast,
-                                          const Parallelism& tp) {
+                                          const Parallelism& tp, int64_t loss_chunk_rows) {
   Builder b;
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -149,13 +190,18 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
-  const ValueId logits = b.linear(x, lm_head(b, w, embed));
-  // Each rank holds a slice of the vocabulary's logits; the loss combines them.
-  const ValueId loss = tp.size > 1 ? b.cross_entropy_shard(logits, targets,
-                                                           tp.rank * b.shape(logits).back(), tp.group)
-                                   : b.cross_entropy(logits, targets);
-  b.output(loss);
-  if (!with_grads) return b.finish();
+  const ValueId head = lm_head(b, w, embed);
+  if (!with_grads) {
+    b.output(loss_of(b, b.linear(x, head), targets, tp));
+    return b.finish();
+  }
+  const int64_t vocab = b.shape(head)[0];
+  const int64_t rows =
+      loss_chunk_rows > 0
+          ? loss_chunk_rows
+          : std::max<int64_t>(1, kLossChunkBytes / (vocab * static_cast<int64_t>(sizeof(float))));
+  const LossHead loss = chunked_loss_head(b, x, head, targets, loss_scale, rows, tp);
+  b.output(loss.loss);
 
   std::map<std::string, ValueId> by_name;
   for (size_t i = 0; i < b.graph().nodes.size(); ++i) {
@@ -167,7 +213,8 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
     params.push_back(by_name.at(name));
   });
   graph::Graph graph = b.finish();
-  const std::vector<ValueId> grads = graph::append_backward(graph, loss, loss_scale, params);
+  const std::vector<ValueId> grads =
+      graph::append_backward(graph, {{x, loss.dx}, {head, loss.dw}}, params);
   Builder out(std::move(graph));
   size_t i = 0;
   for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {

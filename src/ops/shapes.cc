@@ -1,5 +1,7 @@
 #include "ops/shapes.h"
 
+#include <algorithm>
+
 #include "tfm/error.h"
 
 namespace tfm::ops {
@@ -98,6 +100,20 @@ Shape pad_shape(const Shape& x, int64_t start, const Shape& shape) {
                     shape_str(shape));
   }
   return shape;
+}
+
+Shape concat_rows_shape(const std::vector<Shape>& parts) {
+  if (parts.empty()) fail("concat_rows", "needs at least one part");
+  Shape out = parts[0];
+  if (out.empty()) fail("concat_rows", "parts need a row axis");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Shape& p = parts[i];
+    if (p.size() != out.size() || !std::equal(p.begin() + 1, p.end(), out.begin() + 1)) {
+      fail("concat_rows", shape_str(p) + " does not stack under " + shape_str(parts[0]));
+    }
+    out[0] += p[0];
+  }
+  return out;
 }
 
 Shape reduce_rows_shape(const Shape& x) {

@@ -17,6 +17,7 @@ Shape slice_seq_shape(const Shape& x, int64_t start, int64_t length);
 Shape elementwise_shape(const char* op, const Shape& a, const Shape& b);
 Shape view_shape(const Shape& x, int64_t start, const Shape& shape);
 Shape pad_shape(const Shape& x, int64_t start, const Shape& shape);
+Shape concat_rows_shape(const std::vector<Shape>& parts);
 Shape reduce_rows_shape(const Shape& x);
 Shape argmax_shape(const Shape& x);
 Shape all_gather_shape(const Shape& x, int group_size);

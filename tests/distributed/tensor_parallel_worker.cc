@@ -3,7 +3,8 @@
 //   infer: the split model's logits must equal the whole model's within 1e-5, its greedy ids
 //          transformers' (the fixture's reference.json), and its weights take about 1/tp;
 //   train: 5 AdamW steps on one global batch (its rows split over the FSDP ranks, each updating
-//          its shard of the parameters) must give the whole model's losses within 1e-5 relative.
+//          its shard of the parameters, the loss taken in chunks of rows) must give the whole
+//          model's losses within 1e-5 relative.
 // Prints "rank R: ok" or the failure, and exits non-zero on failure.
 //   kill:  the last rank kills itself after loading; the others run `infer` into the dead peer.
 //   tfm_tensor_parallel_worker infer|train|kill FIXTURE_DIR TP_SIZE FSDP_SIZE
@@ -100,6 +101,8 @@ int check_training(tfm::CausalLM& whole, tfm::CausalLM& parts, const nlohmann::j
   const tfm::Tensor batch =
       global_batch(int_matrix(ref["input_ids"]), split.fsdp_size == 3 ? 3 : 4);
   const std::vector<double> want = train(whole, batch, nullptr);
+  // The split model's loss also runs in chunks of 5 token rows (the whole model's in one).
+  parts.impl().set_loss_chunk_rows(5);
   tfm::distributed::ProcessGroup* fsdp =
       split.fsdp_size > 1 ? tfm::distributed::parallel_groups(split).fsdp.get() : nullptr;
   const std::vector<double> got = train(parts, batch, fsdp);

@@ -27,14 +27,18 @@ TrainInputs train_inputs(const testing::FixtureBatch& b) {
 // Test names: "qwen3_eager" on the cpu, "cuda_qwen3_eager" on CUDA.
 std::string device_prefix(const std::string& device) { return device == "cpu" ? "" : device + "_"; }
 
-class TrainStep : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
+// Parameters: architecture, eager, device, and the token rows the loss takes at a time (0: all
+// of the fixture's at once; 5: five chunks, the last a short one).
+class TrainStep
+    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string, int64_t>> {};
 
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
-  const auto& [arch, eager, device] = GetParam();
+  const auto& [arch, eager, device, chunk_rows] = GetParam();
   if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   auto model =
       load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
+  model->set_loss_chunk_rows(chunk_rows);
   const nlohmann::json& ref = testing::reference(arch);
   const testing::FixtureBatch batch = testing::fixture_batch(arch);
   const LossAndGrads out = model->train_step(train_inputs(batch), eager);
@@ -58,10 +62,12 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
                          ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
-                                            ::testing::Values("cpu", "cuda")),
+                                            ::testing::Values("cpu", "cuda"),
+                                            ::testing::Values(int64_t{0}, int64_t{5})),
                          [](const auto& info) {
                            return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
+                                  (std::get<1>(info.param) ? "_eager" : "_compiled") +
+                                  (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
                          });
 
 // bf16 autocast: the same step with matrix products in bf16 stays within bf16's precision of the

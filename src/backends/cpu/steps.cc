@@ -144,6 +144,19 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         std::memcpy(dst + offset, ptrs[args[0]], bytes);
       };
     }
+    case Op::kConcatRows: {
+      std::vector<size_t> bytes;
+      for (size_t i = 0; i < args.size(); ++i) {
+        bytes.push_back(static_cast<size_t>(shape_numel(in(i).shape)) * dtype_size(n.dtype));
+      }
+      return [=, &ptrs] {
+        auto* dst = static_cast<char*>(ptrs[out]);
+        for (size_t i = 0; i < args.size(); ++i) {
+          std::memcpy(dst, ptrs[args[i]], bytes[i]);
+          dst += bytes[i];
+        }
+      };
+    }
     case Op::kReduceRows: {
       const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
       return [=] { reduce_rows(f(args[0]), rows, cols, f(out)); };

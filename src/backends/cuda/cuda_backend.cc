@@ -71,7 +71,12 @@ std::vector<IdCheck> id_checks(const Graph& graph, const std::vector<ValueId>& i
     // A vocabulary shard reads other ranks' ids as zero rows; the model checks them.
     const bool is_target = n.op == Op::kCrossEntropy || n.op == Op::kCrossEntropyGrad;
     if ((n.op != Op::kEmbedding && !is_target) || n.shard) continue;
-    const auto at = std::find(input_ids.begin(), input_ids.end(), n.inputs[1]);
+    // Through reshapes and views (a chunk of the targets) to the input that holds them all.
+    ValueId source = n.inputs[1];
+    while (graph::aliases_input(graph.nodes[static_cast<size_t>(source)])) {
+      source = graph.nodes[static_cast<size_t>(source)].inputs[0];
+    }
+    const auto at = std::find(input_ids.begin(), input_ids.end(), source);
     if (at == input_ids.end()) continue;
     const Shape& table = graph.nodes[static_cast<size_t>(n.inputs[0])].shape;
     checks.push_back({static_cast<size_t>(at - input_ids.begin()),

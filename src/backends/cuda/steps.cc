@@ -259,6 +259,22 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
         }
       };
     }
+    case Op::kConcatRows: {
+      std::vector<size_t> bytes;
+      for (size_t i = 0; i < args.size(); ++i) {
+        bytes.push_back(static_cast<size_t>(shape_numel(in(i).shape)) * dtype_size(n.dtype));
+      }
+      return [=](StepContext& c) {
+        auto* dst = static_cast<char*>(c.ptrs[out]);
+        for (size_t i = 0; i < args.size(); ++i) {
+          if (bytes[i] > 0) {
+            TFM_CUDA(cudaMemcpyAsync(dst, c.ptrs[args[i]], bytes[i], cudaMemcpyDeviceToDevice,
+                                     c.stream));
+          }
+          dst += bytes[i];
+        }
+      };
+    }
     case Op::kElementwise: {
       const EwKernelProgram program = to_kernel_program(n.program, args.size());
       const int64_t count = shape_numel(n.shape);
