@@ -100,7 +100,7 @@ EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size
   return k;
 }
 
-// Large row counts go to cuBLASLt; bf16 weights then need bf16 activations (rounded once).
+// Large row counts go to cuBLASLt; bf16 weights then need bf16 activations.
 bool uses_matmul(const graph::Graph& graph, const Node& n) {
   return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
 }
