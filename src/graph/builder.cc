@@ -179,20 +179,20 @@ ValueId Builder::cast(ValueId x, DType dtype) {
   return id;
 }
 
-ValueId Builder::view(ValueId x, int64_t start, Shape shape) {
+ValueId Builder::at_offset(Op op, ValueId x, int64_t start, Shape shape) {
   const DType dtype = node(x).dtype;
-  const ValueId id = add_node(Op::kView, {x}, ops::view_shape(node(x).shape, start, shape));
+  const ValueId id = add_node(op, {x}, std::move(shape));
   graph_.nodes.back().start = start;
   graph_.nodes.back().dtype = dtype;
   return id;
 }
 
+ValueId Builder::view(ValueId x, int64_t start, Shape shape) {
+  return at_offset(Op::kView, x, start, ops::view_shape(node(x).shape, start, shape));
+}
+
 ValueId Builder::pad(ValueId x, int64_t start, Shape shape) {
-  const DType dtype = node(x).dtype;
-  const ValueId id = add_node(Op::kPad, {x}, ops::pad_shape(node(x).shape, start, shape));
-  graph_.nodes.back().start = start;
-  graph_.nodes.back().dtype = dtype;
-  return id;
+  return at_offset(Op::kPad, x, start, ops::pad_shape(node(x).shape, start, shape));
 }
 
 ValueId Builder::concat_rows(const std::vector<ValueId>& parts) {

@@ -98,6 +98,8 @@ class Builder {
   ValueId add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name = {});
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
   ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
+  // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.
+  ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
 
   Graph graph_;
   DType autocast_ = DType::f32;
