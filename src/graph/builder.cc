@@ -101,9 +101,11 @@ ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
 }
 
 ValueId Builder::accumulate(ValueId acc, ValueId x) {
-  const Node& into = node(acc);
-  const bool computed = into.op != Op::kInput && into.op != Op::kWeight &&
-                        (into.op == Op::kAccumulate || !aliases_input(into));
+  // The buffer added into: through earlier accumulations into it, to the value that owns it.
+  ValueId owner = acc;
+  while (node(owner).op == Op::kAccumulate) owner = node(owner).inputs[0];
+  const Node& into = node(owner);
+  const bool computed = into.op != Op::kInput && into.op != Op::kWeight && !aliases_input(into);
   TFM_CHECK(into.is_state || computed,
             "[accumulate] the accumulator must be a state input or a computed value");
   if (node(acc).shape != node(x).shape || node(acc).dtype != DType::f32 ||

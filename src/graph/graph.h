@@ -25,8 +25,9 @@ enum class Op : uint8_t {
   kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
   kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
   kCacheWrite,    // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
-  kAccumulate,    // (acc, x) -> acc + x written into acc, a state input (gradients summed over
-                  //   micro-batches where they live); run for its effect (Graph::effects)
+  kAccumulate,    // (acc, x) -> acc + x written into acc: a state input (gradients summed over
+                  //   micro-batches where they live), run for its effect (Graph::effects), or a
+                  //   computed value nothing reads after
   kAttention,     // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
                   //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
   kSliceSeq,      // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1

@@ -79,8 +79,13 @@ std::vector<IdCheck> id_checks(const Graph& graph, const std::vector<ValueId>& i
     const auto at = std::find(input_ids.begin(), input_ids.end(), source);
     if (at == input_ids.end()) continue;
     const Shape& table = graph.nodes[static_cast<size_t>(n.inputs[0])].shape;
-    checks.push_back({static_cast<size_t>(at - input_ids.begin()),
-                      is_target ? table.back() : table[0], is_target});
+    const IdCheck check{static_cast<size_t>(at - input_ids.begin()),
+                        is_target ? table.back() : table[0], is_target};
+    // Each chunk of the loss (and its gradient) reads the same targets: check them once.
+    const bool known = std::any_of(checks.begin(), checks.end(), [&](const IdCheck& c) {
+      return c.input == check.input && c.vocab == check.vocab && c.is_target == check.is_target;
+    });
+    if (!known) checks.push_back(check);
   }
   return checks;
 }

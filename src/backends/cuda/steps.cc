@@ -252,7 +252,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
                    total = static_cast<size_t>(shape_numel(n.shape)) * elem;
       return [=](StepContext& c) {
         auto* dst = static_cast<char*>(c.ptrs[out]);
-        TFM_CUDA(cudaMemsetAsync(dst, 0, total, c.stream));
+        if (total > 0) TFM_CUDA(cudaMemsetAsync(dst, 0, total, c.stream));
         if (bytes > 0) {
           TFM_CUDA(cudaMemcpyAsync(dst + offset, c.ptrs[args[0]], bytes, cudaMemcpyDeviceToDevice,
                                    c.stream));
