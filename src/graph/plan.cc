@@ -117,6 +117,61 @@ class ArenaAllocator {
   size_t size_ = 0;
 };
 
+// A buffer to place: its bytes and the steps it is alive for, first to last inclusive.
+struct Lifetime {
+  ValueId id;
+  size_t bytes, first, last;
+};
+
+// Offsets for `buffers` as they are allocated and freed in schedule order, each into the
+// best-fitting free block. Returns the arena size.
+size_t place_in_order(const std::vector<Lifetime>& buffers, size_t steps,
+                      std::vector<int64_t>& offset) {
+  std::vector<std::vector<const Lifetime*>> made(steps), freed(steps);
+  for (const Lifetime& b : buffers) {
+    made[b.first].push_back(&b);
+    if (b.last < steps) freed[b.last].push_back(&b);
+  }
+  ArenaAllocator arena;
+  for (size_t step = 0; step < steps; ++step) {
+    for (const Lifetime* b : made[step])
+      offset[static_cast<size_t>(b->id)] = arena.allocate(b->bytes);
+    // Buffers whose last reader ran at this step are free for the nodes after it.
+    for (const Lifetime* b : freed[step]) {
+      arena.release(static_cast<size_t>(offset[static_cast<size_t>(b->id)]), b->bytes);
+    }
+  }
+  return arena.size();
+}
+
+// Offsets for `buffers` placed largest first, each at the lowest offset where it overlaps no
+// placed buffer alive at the same time: knowing every lifetime up front, this packs the large
+// buffers that decide the arena's size better than allocating in order. Returns the arena size.
+size_t place_largest_first(std::vector<Lifetime> buffers, std::vector<int64_t>& offset) {
+  std::sort(buffers.begin(), buffers.end(), [](const Lifetime& a, const Lifetime& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
+  });
+  std::vector<std::pair<size_t, const Lifetime*>> placed;  // offset, buffer
+  size_t size = 0;
+  for (const Lifetime& b : buffers) {
+    std::vector<std::pair<size_t, size_t>> taken;  // [begin, end) of overlapping buffers
+    for (const auto& [at, other] : placed) {
+      if (other->first <= b.last && b.first <= other->last)
+        taken.emplace_back(at, at + other->bytes);
+    }
+    std::sort(taken.begin(), taken.end());
+    size_t at = 0;
+    for (const auto& [begin, end] : taken) {
+      if (at + b.bytes <= begin) break;
+      at = std::max(at, end);
+    }
+    offset[static_cast<size_t>(b.id)] = static_cast<int64_t>(at);
+    placed.emplace_back(at, &b);
+    size = std::max(size, at + b.bytes);
+  }
+  return size;
+}
+
 }  // namespace
 
 Plan plan_graph(Graph graph, const CompileOptions& options) {
@@ -135,23 +190,23 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
   for (ValueId out : graph.outputs)
     last_use[static_cast<size_t>(storage_owner(graph, out))] = SIZE_MAX;
 
-  ArenaAllocator arena;
-  std::vector<std::vector<ValueId>> frees(plan.schedule.size());
+  std::vector<Lifetime> buffers;
   for (size_t step = 0; step < plan.schedule.size(); ++step) {
     const ValueId id = plan.schedule[step];
     const Node& node = graph.nodes[static_cast<size_t>(id)];
-    if (!aliases_input(node)) {
-      plan.offset[static_cast<size_t>(id)] = arena.allocate(aligned_bytes(node));
-      const size_t last = std::max(last_use[static_cast<size_t>(id)], step);
-      if (last != SIZE_MAX) frees[last].push_back(id);
-    }
-    // Buffers whose last reader ran at this step are free for the nodes after it.
-    for (ValueId dead : frees[step]) {
-      arena.release(static_cast<size_t>(plan.offset[static_cast<size_t>(dead)]),
-                    aligned_bytes(graph.nodes[static_cast<size_t>(dead)]));
-    }
+    if (aliases_input(node)) continue;
+    // An output is alive to the end; an unread value only during its own step.
+    const size_t last = last_use[static_cast<size_t>(id)];
+    buffers.push_back({id, aligned_bytes(node), step,
+                       last == SIZE_MAX ? plan.schedule.size() : std::max(last, step)});
   }
-  plan.arena_bytes = arena.size();
+  // Both placements, keeping the smaller arena.
+  std::vector<int64_t> in_order(n, -1), largest_first(n, -1);
+  const size_t in_order_bytes = place_in_order(buffers, plan.schedule.size(), in_order);
+  const size_t largest_first_bytes = place_largest_first(buffers, largest_first);
+  const bool first_wins = largest_first_bytes < in_order_bytes;
+  plan.offset = first_wins ? largest_first : in_order;
+  plan.arena_bytes = first_wins ? largest_first_bytes : in_order_bytes;
   plan.graph = std::move(graph);
   return plan;
 }
