@@ -66,13 +66,23 @@ ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
   return as_vocab_shard(embedding(table, ids), like);
 }
 
-ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
+ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
+  const Shape shape = ops::linear_shape(node(x).shape, node(w).shape, bias_shape);
   std::vector<ValueId> inputs{x, w};
   if (bias >= 0) inputs.push_back(bias);
-  return add_node(Op::kLinear, std::move(inputs),
-                  ops::linear_shape(node(x).shape, node(w).shape, bias_shape), node(w).name);
+  if (residual >= 0) {
+    if (node(residual).shape != shape || node(residual).dtype != DType::f32) {
+      throw Error("[linear] residual " + shape_str(node(residual).shape) + " " +
+                  std::string(dtype_name(node(residual).dtype)) + " must be f32 " +
+                  shape_str(shape));
+    }
+    inputs.push_back(residual);
+  }
+  const ValueId id = add_node(Op::kLinear, std::move(inputs), shape, node(w).name);
+  graph_.nodes.back().residual = residual >= 0;
+  return id;
 }
 
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {

@@ -21,7 +21,8 @@ class Builder {
   ValueId embedding(ValueId table, ValueId ids);
   // `table` holds ids [first_id, first_id + rows) of a vocabulary split across ranks.
   ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
-  ValueId linear(ValueId x, ValueId w, ValueId bias = -1);
+  // `residual` (of the output's shape, f32) is added to the product as it is written.
+  ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId cache_write(ValueId cache, ValueId update, ValueId slots);

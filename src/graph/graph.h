@@ -21,7 +21,8 @@ enum class Op : uint8_t {
   kWeight,        // a constant tensor bound when the graph is built
   kEmbedding,     // (table [V, H], ids [B, S] i32) -> [B, S, H]; a vocabulary shard (`shard`)
                   //   holds rows [start, start + V): other ids read as zero rows
-  kLinear,        // (x [..., K], w [N, K], bias [N]?) -> [..., N]: x @ w^T + bias
+  kLinear,        // (x [..., K], w [N, K], bias [N]?, residual [..., N]?) -> [..., N]:
+                  //   x @ w^T + bias + residual (a residual connection added as it is written)
   kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
   kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
   kCacheWrite,    // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
@@ -95,6 +96,7 @@ struct Node {
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after
+  bool residual = false;       // kLinear: its last input is the residual added to the product
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                // of the vocabulary, starting at id `start`
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over

@@ -22,9 +22,10 @@ ValueId optional_weight(Builder& b, const std::string& name, const Tensor& t) {
   return t.defined() ? b.weight(name, t) : -1;
 }
 
+// The attention and MLP blocks end in a product that adds `residual` (unless -1) as it writes.
 ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                         const LayerWeights& w, const std::string& p, ValueId x, const Inputs& in,
-                        float rope_scaling, ValueId k_cache, ValueId v_cache) {
+                        float rope_scaling, ValueId k_cache, ValueId v_cache, ValueId residual) {
   const Shape& xs = b.shape(x);
   const int64_t batch = xs[0], seq = xs[1], d = c.head_dim;
   const auto project = [&](const Tensor& weight, const Tensor& bias, const std::string& name,
@@ -50,18 +51,19 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
   const ValueId a = b.attention(q, keys, values, in.mask, in.slots, scale);
   const ValueId flat = b.reshape(a, {batch, seq, c.num_attention_heads * d});
   return b.linear(flat, b.weight(p + "o_proj.weight", w.o_proj),
-                  optional_weight(b, p + "o_proj.bias", w.o_proj_bias));
+                  optional_weight(b, p + "o_proj.bias", w.o_proj_bias), residual);
 }
 
-ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x) {
+ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x,
+                  ValueId residual) {
   const auto proj = [&](const Tensor& weight, const Tensor& bias, const std::string& name,
-                        ValueId in) {
+                        ValueId in, ValueId add) {
     return b.linear(in, b.weight(p + name + ".weight", weight),
-                    optional_weight(b, p + name + ".bias", bias));
+                    optional_weight(b, p + name + ".bias", bias), add);
   };
-  const ValueId gate = proj(w.gate_proj, w.gate_proj_bias, "gate_proj", x);
-  const ValueId up = proj(w.up_proj, w.up_proj_bias, "up_proj", x);
-  return proj(w.down_proj, w.down_proj_bias, "down_proj", b.mul(b.silu(gate), up));
+  const ValueId gate = proj(w.gate_proj, w.gate_proj_bias, "gate_proj", x, -1);
+  const ValueId up = proj(w.up_proj, w.up_proj_bias, "up_proj", x, -1);
+  return proj(w.down_proj, w.down_proj_bias, "down_proj", b.mul(b.silu(gate), up), residual);
 }
 
 // The decoder from token ids to the final norm's output. `caches` holds k and v per layer, or is
@@ -76,6 +78,12 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
   // what enters a column-parallel layer is every rank's alike, and so gets all their gradients.
   const auto reduce = [&](ValueId v) { return tp.size > 1 ? b.all_reduce(v, tp.group) : v; };
   const auto copy = [&](ValueId v) { return tp.size > 1 ? b.copy_to_group(v, tp.group) : v; };
+  // x + block(h): in one process the block's last product adds x as it writes its output (one
+  // pass less per block); under tensor parallelism only after the all_reduce that completes it.
+  const auto residual = [&](ValueId v) { return tp.size > 1 ? -1 : v; };
+  const auto connect = [&](ValueId v, ValueId block) {
+    return tp.size > 1 ? b.add(v, reduce(block)) : block;
+  };
   ValueId x = tp.size > 1 ? reduce(b.embedding_shard(embed, ids, tp.rank * b.shape(embed)[0]))
                           : b.embedding(embed, ids);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -85,11 +93,11 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
     const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
-    x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.", copy(h), in,
-                                        rope.attention_scaling, cache(0), cache(1))));
+    x = connect(x, attention_block(b, c, f, l, p + "self_attn.", copy(h), in,
+                                   rope.attention_scaling, cache(0), cache(1), residual(x)));
     const ValueId h2 = b.rms_norm(
         x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.", copy(h2))));
+    x = connect(x, mlp_block(b, l, p + "mlp.", copy(h2), residual(x)));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.

@@ -18,14 +18,16 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 
 namespace tfm::ops {
 
-// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows. Products of bf16
+// y = x w^T + bias + residual: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows,
+// dresidual = dy. Products of bf16
 // operands (autocast) take dy in bf16 too, as torch's autocast backward does.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const DType operands = b.node(n.inputs[0]).dtype;
   const graph::ValueId dy_operand = operands == DType::f32 ? dy : b.cast(dy, operands);
   InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1]),
                    b.linear_grad_weight(dy_operand, n.inputs[0])};
-  if (n.inputs.size() > 2) grads.push_back(b.reduce_rows(dy));
+  if (n.inputs.size() > (n.residual ? 3u : 2u)) grads.push_back(b.reduce_rows(dy));
+  if (n.residual) grads.push_back(dy);
   return grads;
 }
 

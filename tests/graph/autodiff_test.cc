@@ -104,6 +104,16 @@ TEST(Autodiff, LinearWithBiasAndReshape) {
        }});
 }
 
+// A residual connection added by the product itself (x w^T + bias + r).
+TEST(Autodiff, LinearAddingAResidual) {
+  std::mt19937 rng(13);
+  check_gradients({{random_tensor({3, 5}, rng), random_tensor({4, 5}, rng), random_tensor({4}, rng),
+                    random_tensor({3, 4}, rng)},
+                   [](Builder& b, const std::vector<ValueId>& p) {
+                     return b.linear(p[0], p[1], p[2], b.silu(p[3]));
+                   }});
+}
+
 // A view of part of a value (FSDP's cut of a padded gathered weight): the elements outside it get
 // a zero gradient.
 TEST(Autodiff, ViewInsideALargerValue) {

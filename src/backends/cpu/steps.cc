@@ -63,12 +63,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Node& w = in(1);
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
-      const bool has_bias = args.size() > 2;
+      const bool has_bias = args.size() > (n.residual ? 3u : 2u), has_residual = n.residual;
       const DType x_dtype = in(0).dtype;
       return [=, &ptrs] {
         std::vector<float> widened;
         const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
         linear(x, ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
+        if (has_residual) add_into(f(out), f(args.back()), m * nn);
       };
     }
     case Op::kRmsNorm: {

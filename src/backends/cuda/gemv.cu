@@ -35,7 +35,8 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
 template <typename W, int M>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w,
-                const float* __restrict__ bias, int n, int k, float* __restrict__ y) {
+                const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
+                float* __restrict__ y) {
   const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (col >= n) return;
   const W* row = w + static_cast<int64_t>(col) * k;
@@ -55,14 +56,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float sum = warp_sum(acc[m]);
-    if (lane == 0) y[static_cast<int64_t>(m) * n + col] = sum + (bias ? bias[col] : 0.f);
+    const int64_t at = static_cast<int64_t>(m) * n + col;
+    // The same order of additions as the cpu: (product + bias) + residual.
+    if (lane == 0) y[at] = (sum + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
   }
 }
 
 // Any k and alignment, one element per lane per step.
 template <typename W>
-__global__ void gemv_any_kernel(const float* x, const W* w, const float* bias, int m, int n, int k,
-                                float* y) {
+__global__ void gemv_any_kernel(const float* x, const W* w, const float* bias,
+                                const float* residual, int m, int n, int k, float* y) {
   const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (col >= n) return;
   const W* row = w + static_cast<int64_t>(col) * k;
@@ -70,25 +73,26 @@ __global__ void gemv_any_kernel(const float* x, const W* w, const float* bias, i
     float acc = 0.f;
     for (int i = lane; i < k; i += 32) acc += widen(row[i]) * x[static_cast<int64_t>(r) * k + i];
     acc = warp_sum(acc);
-    if (lane == 0) y[static_cast<int64_t>(r) * n + col] = acc + (bias ? bias[col] : 0.f);
+    const int64_t at = static_cast<int64_t>(r) * n + col;
+    if (lane == 0) y[at] = (acc + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
   }
 }
 
 template <typename W>
-void launch(const float* x, const W* w, const float* bias, int m, int n, int k, float* y,
-            cudaStream_t stream) {
+void launch(const float* x, const W* w, const float* bias, const float* residual, int m, int n,
+            int k, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
   const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
   const bool vectorized = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                           reinterpret_cast<uintptr_t>(w) % 16 == 0;
   if (!vectorized) {
-    gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, w, bias, m, n, k, y);
+    gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, w, bias, residual, m, n, k, y);
     return;
   }
   switch (m) {
 #define TFM_GEMV_CASE(M)                                                        \
   case M:                                                                       \
-    gemv_kernel<W, M><<<blocks, threads, 0, stream>>>(x, w, bias, n, k, y); \
+    gemv_kernel<W, M><<<blocks, threads, 0, stream>>>(x, w, bias, residual, n, k, y); \
     break;
     TFM_GEMV_CASE(1)
     TFM_GEMV_CASE(2)
@@ -107,13 +111,13 @@ void launch(const float* x, const W* w, const float* bias, int m, int n, int k, 
 
 }  // namespace
 
-void gemv(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
-          int64_t k, float* y, cudaStream_t stream) {
+void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
+          int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (w_dtype == DType::bf16) {
-    launch(x, static_cast<const __nv_bfloat16*>(w), bias, mi, ni, ki, y, stream);
+    launch(x, static_cast<const __nv_bfloat16*>(w), bias, residual, mi, ni, ki, y, stream);
   } else if (w_dtype == DType::f32) {
-    launch(x, static_cast<const float*>(w), bias, mi, ni, ki, y, stream);
+    launch(x, static_cast<const float*>(w), bias, residual, mi, ni, ki, y, stream);
   } else {
     throw Error("[cuda linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
                 " are not supported (f32, bf16)");

@@ -51,11 +51,11 @@ struct EwKernelProgram {
 };
 void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream);
 
-// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n] for few rows (decode): one warp per output column,
-// bandwidth bound on the weights. bias may be null.
+// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n] + residual[m, n] for few rows (decode): one warp
+// per output column, bandwidth bound on the weights. bias and residual may be null.
 inline constexpr int64_t kGemvMaxRows = 8;
-void gemv(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
-          int64_t k, float* y, cudaStream_t stream);
+void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
+          int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
 // run as separate blocks (split-K, so a decode step fills the GPU); a second kernel merges the

@@ -121,8 +121,9 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t x = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
-  const bool has_bias = n.inputs.size() > 2;
+  const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), has_residual = n.residual;
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
+  const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
   const DType x_dtype = input(graph, n, 0).dtype;
   if (x_dtype != DType::f32 && x_dtype != dt) {
     throw Error("[cuda linear] " + std::string(dtype_name(x_dtype)) + " activations with " +
@@ -136,7 +137,8 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
         rows = c.scratch;
       }
       gemv(static_cast<const float*>(rows), c.ptrs[wi], dt,
-           has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr, m, nn, k,
+           has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
+           has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
@@ -157,6 +159,8 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     auto* y = static_cast<float*>(c.ptrs[out]);
     product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream);
     if (has_bias) add_bias(y, static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
+    // One row of m x nn: the residual added element by element.
+    if (has_residual) add_bias(y, static_cast<const float*>(c.ptrs[residual]), 1, m * nn, c.stream);
   };
 }
 
