@@ -85,6 +85,25 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   return id;
 }
 
+ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate,
+                              ValueId bias_up) {
+  if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
+  if ((bias_gate >= 0) != (bias_up >= 0)) {
+    throw Error("[gated_linear] give both biases or neither");
+  }
+  const Shape* gate_bias = bias_gate >= 0 ? &node(bias_gate).shape : nullptr;
+  const Shape* up_bias = bias_up >= 0 ? &node(bias_up).shape : nullptr;
+  const Shape shape = ops::linear_shape(node(x).shape, node(w_gate).shape, gate_bias);
+  if (ops::linear_shape(node(x).shape, node(w_up).shape, up_bias) != shape ||
+      node(w_up).dtype != node(w_gate).dtype) {
+    throw Error("[gated_linear] up weight " + shape_str(node(w_up).shape) +
+                " does not match gate weight " + shape_str(node(w_gate).shape));
+  }
+  std::vector<ValueId> inputs{x, w_gate, w_up};
+  if (bias_gate >= 0) inputs.insert(inputs.end(), {bias_gate, bias_up});
+  return add_node(Op::kGatedLinear, std::move(inputs), shape, node(w_gate).name);
+}
+
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
   const ValueId id = add_node(Op::kRmsNorm, {x, w},
                               ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);

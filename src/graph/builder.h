@@ -23,6 +23,9 @@ class Builder {
   ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
   // `residual` (of the output's shape, f32) is added to the product as it is written.
   ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
+  // silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up); the biases both given or both -1.
+  ValueId gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate = -1,
+                       ValueId bias_up = -1);
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId cache_write(ValueId cache, ValueId update, ValueId slots);

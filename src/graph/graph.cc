@@ -14,6 +14,8 @@ const char* op_name(Op op) {
       return "embedding";
     case Op::kLinear:
       return "linear";
+    case Op::kGatedLinear:
+      return "gated_linear";
     case Op::kRmsNorm:
       return "rms_norm";
     case Op::kRope:

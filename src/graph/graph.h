@@ -23,6 +23,9 @@ enum class Op : uint8_t {
                   //   holds rows [start, start + V): other ids read as zero rows
   kLinear,        // (x [..., K], w [N, K], bias [N]?, residual [..., N]?) -> [..., N]:
                   //   x @ w^T + bias + residual (a residual connection added as it is written)
+  kGatedLinear,   // (x [..., K], w_gate [N, K], w_up [N, K], bias_gate [N]?, bias_up [N]?) ->
+                  //   silu(x @ w_gate^T + bias_gate) * (x @ w_up^T + bias_up) [..., N]: a gated
+                  //   MLP's first half in one pass over x (inference graphs; no backward rule)
   kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
   kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
   kCacheWrite,    // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place

@@ -54,20 +54,32 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
                   optional_weight(b, p + "o_proj.bias", w.o_proj_bias), residual);
 }
 
+// `differentiable`: built of ops with backward rules (training); otherwise the gate and up products
+// and the SiLU gating run as one gated_linear.
 ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x,
-                  ValueId residual) {
-  const auto proj = [&](const Tensor& weight, const Tensor& bias, const std::string& name,
-                        ValueId in, ValueId add) {
-    return b.linear(in, b.weight(p + name + ".weight", weight),
-                    optional_weight(b, p + name + ".bias", bias), add);
+                  ValueId residual, bool differentiable) {
+  const auto weight = [&](const Tensor& t, const std::string& name) {
+    return b.weight(p + name + ".weight", t);
   };
-  const ValueId gate = proj(w.gate_proj, w.gate_proj_bias, "gate_proj", x, -1);
-  const ValueId up = proj(w.up_proj, w.up_proj_bias, "up_proj", x, -1);
-  return proj(w.down_proj, w.down_proj_bias, "down_proj", b.mul(b.silu(gate), up), residual);
+  const auto bias = [&](const Tensor& t, const std::string& name) {
+    return optional_weight(b, p + name + ".bias", t);
+  };
+  ValueId act = -1;
+  if (differentiable) {
+    const ValueId gate =
+        b.linear(x, weight(w.gate_proj, "gate_proj"), bias(w.gate_proj_bias, "gate_proj"));
+    const ValueId up = b.linear(x, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
+    act = b.mul(b.silu(gate), up);
+  } else {
+    act = b.gated_linear(x, weight(w.gate_proj, "gate_proj"), weight(w.up_proj, "up_proj"),
+                         bias(w.gate_proj_bias, "gate_proj"), bias(w.up_proj_bias, "up_proj"));
+  }
+  return b.linear(act, weight(w.down_proj, "down_proj"), bias(w.down_proj_bias, "down_proj"),
+                  residual);
 }
 
 // The decoder from token ids to the final norm's output. `caches` holds k and v per layer, or is
-// empty for a forward pass over the sequence alone.
+// empty for a forward pass over the sequence alone (training: the graph is differentiable).
 ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                      const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
                      const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
@@ -97,7 +109,7 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                                    rope.attention_scaling, cache(0), cache(1), residual(x)));
     const ValueId h2 = b.rms_norm(
         x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = connect(x, mlp_block(b, l, p + "mlp.", copy(h2), residual(x)));
+    x = connect(x, mlp_block(b, l, p + "mlp.", copy(h2), residual(x), caches.empty()));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.
@@ -113,9 +125,9 @@ ValueId lm_head(Builder& b, const DecoderWeights& w, ValueId embed) {
 // Summed cross-entropy of `logits` against `targets`; under tensor parallelism each rank holds a
 // slice of the vocabulary's logits and the loss combines them.
 ValueId loss_of(Builder& b, ValueId logits, ValueId targets, const Parallelism& tp) {
-  return tp.size > 1 ? b.cross_entropy_shard(logits, targets, tp.rank * b.shape(logits).back(),
-                                             tp.group)
-                     : b.cross_entropy(logits, targets);
+  return tp.size > 1
+             ? b.cross_entropy_shard(logits, targets, tp.rank * b.shape(logits).back(), tp.group)
+             : b.cross_entropy(logits, targets);
 }
 
 // The output layer and the loss, with their gradients, in chunks of rows: the logits (tokens x
@@ -126,8 +138,8 @@ struct LossHead {
   ValueId dw;    // the gradient flowing into the output layer's weight, as the layer reads it
 };
 
-LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets,
-                           ValueId loss_scale, int64_t chunk_rows, const Parallelism& tp) {
+LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets, ValueId loss_scale,
+                           int64_t chunk_rows, const Parallelism& tp) {
   const Shape shape = b.shape(x);
   const int64_t hidden = shape.back(), rows = shape_numel(shape) / hidden;
   const ValueId flat_x = b.reshape(x, {rows, hidden});

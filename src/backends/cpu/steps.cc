@@ -72,6 +72,24 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         if (has_residual) add_into(f(out), f(args.back()), m * nn);
       };
     }
+    case Op::kGatedLinear: {
+      const DType dt = in(1).dtype, x_dtype = in(0).dtype;
+      const int64_t m = rows_of(in(0).shape), nn = in(1).shape[0], k = in(1).shape[1];
+      const bool has_bias = args.size() > 3;
+      // silu(gate) * up, as the fused elementwise chain of the unfused graph computes it.
+      const graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
+                                              {graph::EwCode::kSilu},
+                                              {graph::EwCode::kLoad, 1},
+                                              {graph::EwCode::kMul}}};
+      return [=, &ptrs] {
+        std::vector<float> widened, gate(static_cast<size_t>(m * nn));
+        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        linear(x, ptrs[args[1]], dt, has_bias ? f(args[3]) : nullptr, m, nn, k, gate.data());
+        linear(x, ptrs[args[2]], dt, has_bias ? f(args[4]) : nullptr, m, nn, k, f(out));
+        const float* operands[2] = {gate.data(), f(out)};
+        elementwise(gating, operands, m * nn, f(out));
+      };
+    }
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;

@@ -2,6 +2,8 @@
 // while the few activation rows stay in L1.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
@@ -31,6 +33,16 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
+// w[0..7] · x[0..7], x read as two float4 through the read-only cache.
+__device__ __forceinline__ float dot8(const float (&w)[8], const float* x) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(x)),
+               b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+         w[6] * b.z + w[7] * b.w;
+}
+
+__device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
+
 // Needs k % 8 == 0 and 16-byte aligned rows.
 template <typename W, int M>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -46,12 +58,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float wv[8];
     load8(row + base, wv);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float4* xp = reinterpret_cast<const float4*>(x + static_cast<int64_t>(m) * k + base);
-      const float4 a = __ldg(xp), b = __ldg(xp + 1);
-      acc[m] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x +
-                wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-    }
+    for (int m = 0; m < M; ++m) acc[m] += dot8(wv, x + static_cast<int64_t>(m) * k + base);
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -78,35 +85,110 @@ __global__ void gemv_any_kernel(const float* x, const W* w, const float* bias,
   }
 }
 
+// silu(x wg^T + bg) * (x wu^T + bu): each warp streams its column's gate and up rows once.
+// Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M>
+__global__ void __launch_bounds__(kWarps * 32)
+    gated_gemv_kernel(const float* __restrict__ x, const W* __restrict__ wg,
+                      const W* __restrict__ wu, const float* __restrict__ bg,
+                      const float* __restrict__ bu, int n, int k, float* __restrict__ y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  const W* gate_row = wg + static_cast<int64_t>(col) * k;
+  const W* up_row = wu + static_cast<int64_t>(col) * k;
+  float gate[M] = {}, up[M] = {};
+#pragma unroll 2
+  for (int base = lane * 8; base < k; base += 32 * 8) {
+    float gv[8], uv[8];
+    load8(gate_row + base, gv);
+    load8(up_row + base, uv);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      gate[m] += dot8(gv, x + static_cast<int64_t>(m) * k + base);
+      up[m] += dot8(uv, x + static_cast<int64_t>(m) * k + base);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float g = warp_sum(gate[m]) + (bg ? bg[col] : 0.f);
+    const float u = warp_sum(up[m]) + (bu ? bu[col] : 0.f);
+    if (lane == 0) y[static_cast<int64_t>(m) * n + col] = silu(g) * u;
+  }
+}
+
+// Any k and alignment, one element per lane per step.
+template <typename W>
+__global__ void gated_gemv_any_kernel(const float* x, const W* wg, const W* wu, const float* bg,
+                                      const float* bu, int m, int n, int k, float* y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  const W* gate_row = wg + static_cast<int64_t>(col) * k;
+  const W* up_row = wu + static_cast<int64_t>(col) * k;
+  for (int r = 0; r < m; ++r) {
+    float gate = 0.f, up = 0.f;
+    for (int i = lane; i < k; i += 32) {
+      const float xi = x[static_cast<int64_t>(r) * k + i];
+      gate += widen(gate_row[i]) * xi;
+      up += widen(up_row[i]) * xi;
+    }
+    const float g = warp_sum(gate) + (bg ? bg[col] : 0.f);
+    const float u = warp_sum(up) + (bu ? bu[col] : 0.f);
+    if (lane == 0) y[static_cast<int64_t>(r) * n + col] = silu(g) * u;
+  }
+}
+
+// Calls launch(std::integral_constant<int, m>{}) for the row count m (1 .. kGemvMaxRows): the
+// kernels keep one accumulator per row in registers.
+template <typename F>
+void with_rows(int m, F launch) {
+  switch (m) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    default:
+      throw Error("[cuda gemv] " + std::to_string(m) + " rows: at most " +
+                  std::to_string(kGemvMaxRows));
+  }
+}
+
+bool vectorizable(const void* x, const void* w, int k) {
+  return k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
 template <typename W>
 void launch(const float* x, const W* w, const float* bias, const float* residual, int m, int n,
             int k, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
   const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
-  const bool vectorized = k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                          reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (!vectorized) {
+  if (!vectorizable(x, w, k)) {
     gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, w, bias, residual, m, n, k, y);
     return;
   }
-  switch (m) {
-#define TFM_GEMV_CASE(M)                                                        \
-  case M:                                                                       \
-    gemv_kernel<W, M><<<blocks, threads, 0, stream>>>(x, w, bias, residual, n, k, y); \
-    break;
-    TFM_GEMV_CASE(1)
-    TFM_GEMV_CASE(2)
-    TFM_GEMV_CASE(3)
-    TFM_GEMV_CASE(4)
-    TFM_GEMV_CASE(5)
-    TFM_GEMV_CASE(6)
-    TFM_GEMV_CASE(7)
-    TFM_GEMV_CASE(8)
-#undef TFM_GEMV_CASE
-    default:
-      throw Error("[cuda gemv] " + std::to_string(m) + " rows: at most " +
-                  std::to_string(kGemvMaxRows));
+  with_rows(m, [&](auto rows) {
+    gemv_kernel<W, decltype(rows)::value>
+        <<<blocks, threads, 0, stream>>>(x, w, bias, residual, n, k, y);
+  });
+}
+
+template <typename W>
+void launch_gated(const float* x, const W* wg, const W* wu, const float* bg, const float* bu,
+                  int m, int n, int k, float* y, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
+  if (!vectorizable(x, wg, k) || !vectorizable(x, wu, k)) {
+    gated_gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, wg, wu, bg, bu, m, n, k, y);
+    return;
   }
+  with_rows(m, [&](auto rows) {
+    gated_gemv_kernel<W, decltype(rows)::value>
+        <<<blocks, threads, 0, stream>>>(x, wg, wu, bg, bu, n, k, y);
+  });
 }
 
 }  // namespace
@@ -123,6 +205,24 @@ void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const
                 " are not supported (f32, bf16)");
   }
   check_launch("gemv");
+}
+
+void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
+                const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
+                float* y, cudaStream_t stream) {
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (w_dtype == DType::bf16) {
+    launch_gated(x, static_cast<const __nv_bfloat16*>(w_gate),
+                 static_cast<const __nv_bfloat16*>(w_up), bias_gate, bias_up, mi, ni, ki, y,
+                 stream);
+  } else if (w_dtype == DType::f32) {
+    launch_gated(x, static_cast<const float*>(w_gate), static_cast<const float*>(w_up), bias_gate,
+                 bias_up, mi, ni, ki, y, stream);
+  } else {
+    throw Error("[cuda gated_linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
+                " are not supported (f32, bf16)");
+  }
+  check_launch("gated_gemv");
 }
 
 }  // namespace tfm::cuda

@@ -56,6 +56,11 @@ void elementwise(const EwKernelProgram& program, int64_t count, float* out, cuda
 inline constexpr int64_t kGemvMaxRows = 8;
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
           int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
+// y[m, n] = silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up) for few rows, both weights
+// streamed in one pass. Biases may be null.
+void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
+                const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
+                float* y, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
 // run as separate blocks (split-K, so a decode step fills the GPU); a second kernel merges the

@@ -164,6 +164,82 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   };
 }
 
+// Where the gated product keeps the gate half on the cuBLASLt path: after the activations' cast.
+size_t gate_scratch_offset(const graph::Graph& graph, const Node& n) {
+  const size_t cast = linear_scratch_bytes(graph, n);
+  return (cast + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
+}
+
+size_t gated_linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
+  if (!uses_matmul(graph, n)) return linear_scratch_bytes(graph, n);
+  return gate_scratch_offset(graph, n) + static_cast<size_t>(shape_numel(n.shape)) * sizeof(float);
+}
+
+// silu(x w_gate^T + b_gate) * (x w_up^T + b_up): one GEMV over both weights for few rows; for many,
+// the two cuBLASLt products (the gate into scratch, the up into the output) and the gating pass.
+Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
+  const Node& w = input(graph, n, 1);
+  const DType dt = w.dtype, x_dtype = input(graph, n, 0).dtype;
+  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t x = static_cast<size_t>(n.inputs[0]), wg = static_cast<size_t>(n.inputs[1]),
+               wu = static_cast<size_t>(n.inputs[2]);
+  const bool has_bias = n.inputs.size() > 3;
+  const size_t bg = has_bias ? static_cast<size_t>(n.inputs[3]) : 0,
+               bu = has_bias ? static_cast<size_t>(n.inputs[4]) : 0;
+  if (x_dtype != DType::f32 && x_dtype != dt) {
+    throw Error("[cuda gated_linear] " + std::string(dtype_name(x_dtype)) + " activations with " +
+                std::string(dtype_name(dt)) + " weights are not supported");
+  }
+  const auto bias = [=](StepContext& c, size_t i) {
+    return has_bias ? static_cast<const float*>(c.ptrs[i]) : nullptr;
+  };
+  if (!uses_matmul(graph, n)) {
+    return [=](StepContext& c) {
+      const void* rows = c.ptrs[x];
+      if (x_dtype != DType::f32) {
+        cast(rows, x_dtype, c.scratch, DType::f32, m * k, c.stream);
+        rows = c.scratch;
+      }
+      gated_gemv(static_cast<const float*>(rows), c.ptrs[wg], c.ptrs[wu], dt, bias(c, bg),
+                 bias(c, bu), m, nn, k, static_cast<float*>(c.ptrs[out]), c.stream);
+    };
+  }
+  const bool cast_rows = dt != DType::f32 && x_dtype == DType::f32;
+  const MatmulOperand lhs_operand =
+      cast_rows ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false)
+                : matmul_operand(graph, n.inputs[0], false);
+  // The two weights are separate allocations, each with its own alignment.
+  auto gate = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+                                             matmul_operand(graph, n.inputs[1], true));
+  auto up = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+                                           matmul_operand(graph, n.inputs[2], true));
+  const size_t gate_offset = gate_scratch_offset(graph, n);
+  graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
+                                    {graph::EwCode::kSilu},
+                                    {graph::EwCode::kLoad, 1},
+                                    {graph::EwCode::kMul}}};
+  const EwKernelProgram program = to_kernel_program(gating, 2);
+  return [=](StepContext& c) {
+    const void* lhs = c.ptrs[x];
+    if (cast_rows) {
+      cast(lhs, DType::f32, c.scratch, dt, m * k, c.stream);
+      lhs = c.scratch;
+    }
+    auto* gate_out = reinterpret_cast<float*>(static_cast<char*>(c.scratch) + gate_offset);
+    auto* y = static_cast<float*>(c.ptrs[out]);
+    gate->run(lhs, c.ptrs[wg], gate_out, c.workspace, c.stream);
+    up->run(lhs, c.ptrs[wu], y, c.workspace, c.stream);
+    if (has_bias) {
+      add_bias(gate_out, bias(c, bg), m, nn, c.stream);
+      add_bias(y, bias(c, bu), m, nn, c.stream);
+    }
+    EwKernelProgram bound = program;
+    bound.inputs[0] = gate_out;
+    bound.inputs[1] = y;
+    elementwise(bound, m * nn, y, c.stream);
+  };
+}
+
 }  // namespace
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
@@ -171,6 +247,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear) return linear_scratch_bytes(graph, n);
+  if (n.op == Op::kGatedLinear) return gated_linear_scratch_bytes(graph, n);
   return training_scratch_bytes(graph, id);
 }
 
@@ -192,6 +269,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
     }
     case Op::kLinear:
       return linear_step(graph, n, out);
+    case Op::kGatedLinear:
+      return gated_linear_step(graph, n, out);
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
