@@ -116,6 +116,8 @@ size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   return w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0;
 }
 
+// The output never shares memory with an input (the planner keeps inputs alive through the step
+// that reads them), so the residual is read whole before any of the output is written.
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
   const DType dt = w.dtype;
