@@ -116,48 +116,65 @@ size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   return w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0;
 }
 
+// A product's activations (input 0) as its kernel reads them: f32 rows for the GEMV (autocast's
+// bf16 ones widened into scratch), or rows of the weights' dtype for cuBLASLt (f32 ones cast into
+// scratch for bf16 weights; autocast's are bf16 already).
+struct ProductRows {
+  size_t x = 0;
+  DType x_dtype = DType::f32, w_dtype = DType::f32;
+  int64_t count = 0;
+  bool gemv = false;
+  MatmulOperand operand;  // the rows as the cuBLASLt product reads them
+
+  const void* prepare(StepContext& c) const {
+    const void* rows = c.ptrs[x];
+    const DType want = gemv ? DType::f32 : w_dtype;
+    if (x_dtype == want) return rows;
+    cast(rows, x_dtype, c.scratch, want, count, c.stream);
+    return c.scratch;
+  }
+};
+
+ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* op) {
+  const Node& x = input(graph, n, 0);
+  const DType w_dtype = input(graph, n, 1).dtype;
+  if (x.dtype != DType::f32 && x.dtype != w_dtype) {
+    throw Error(std::string("[cuda ") + op + "] " + std::string(dtype_name(x.dtype)) +
+                " activations with " + std::string(dtype_name(w_dtype)) +
+                " weights are not supported");
+  }
+  ProductRows rows{static_cast<size_t>(n.inputs[0]), x.dtype, w_dtype, shape_numel(x.shape),
+                   !uses_matmul(graph, n), {}};
+  const int64_t k = x.shape.back();
+  rows.operand = x.dtype != w_dtype
+                     ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(w_dtype), false)
+                     : matmul_operand(graph, n.inputs[0], false);
+  return rows;
+}
+
 // The output never shares memory with an input (the planner keeps inputs alive through the step
 // that reads them), so the residual is read whole before any of the output is written.
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
   const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
-  const size_t x = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
+  const size_t wi = static_cast<size_t>(n.inputs[1]);
   const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), has_residual = n.residual;
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
   const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
-  const DType x_dtype = input(graph, n, 0).dtype;
-  if (x_dtype != DType::f32 && x_dtype != dt) {
-    throw Error("[cuda linear] " + std::string(dtype_name(x_dtype)) + " activations with " +
-                std::string(dtype_name(dt)) + " weights are not supported");
-  }
-  if (!uses_matmul(graph, n)) {
+  const ProductRows rows = product_rows(graph, n, "linear");
+  if (rows.gemv) {
     return [=](StepContext& c) {
-      const void* rows = c.ptrs[x];
-      if (x_dtype != DType::f32) {
-        cast(rows, x_dtype, c.scratch, DType::f32, m * k, c.stream);
-        rows = c.scratch;
-      }
-      gemv(static_cast<const float*>(rows), c.ptrs[wi], dt,
+      gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], dt,
            has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
            has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  // f32 activations meet bf16 weights cast into scratch (an allocation of its own); autocast's
-  // are bf16 already.
-  const bool cast_rows = dt != DType::f32 && x_dtype == DType::f32;
-  const MatmulOperand lhs_operand =
-      cast_rows ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false)
-                : matmul_operand(graph, n.inputs[0], false);
-  auto product = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+  auto product = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
                                                 matmul_operand(graph, n.inputs[1], true));
   return [=](StepContext& c) {
-    const void* lhs = c.ptrs[x];
-    if (cast_rows) {
-      cast(lhs, DType::f32, c.scratch, dt, m * k, c.stream);
-      lhs = c.scratch;
-    }
+    const void* lhs = rows.prepare(c);
     auto* y = static_cast<float*>(c.ptrs[out]);
     product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream);
     if (has_bias) add_bias(y, static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
@@ -181,39 +198,26 @@ size_t gated_linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
 // the two cuBLASLt products (the gate into scratch, the up into the output) and the gating pass.
 Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const Node& w = input(graph, n, 1);
-  const DType dt = w.dtype, x_dtype = input(graph, n, 0).dtype;
+  const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
-  const size_t x = static_cast<size_t>(n.inputs[0]), wg = static_cast<size_t>(n.inputs[1]),
-               wu = static_cast<size_t>(n.inputs[2]);
+  const size_t wg = static_cast<size_t>(n.inputs[1]), wu = static_cast<size_t>(n.inputs[2]);
   const bool has_bias = n.inputs.size() > 3;
   const size_t bg = has_bias ? static_cast<size_t>(n.inputs[3]) : 0,
                bu = has_bias ? static_cast<size_t>(n.inputs[4]) : 0;
-  if (x_dtype != DType::f32 && x_dtype != dt) {
-    throw Error("[cuda gated_linear] " + std::string(dtype_name(x_dtype)) + " activations with " +
-                std::string(dtype_name(dt)) + " weights are not supported");
-  }
   const auto bias = [=](StepContext& c, size_t i) {
     return has_bias ? static_cast<const float*>(c.ptrs[i]) : nullptr;
   };
-  if (!uses_matmul(graph, n)) {
+  const ProductRows rows = product_rows(graph, n, "gated_linear");
+  if (rows.gemv) {
     return [=](StepContext& c) {
-      const void* rows = c.ptrs[x];
-      if (x_dtype != DType::f32) {
-        cast(rows, x_dtype, c.scratch, DType::f32, m * k, c.stream);
-        rows = c.scratch;
-      }
-      gated_gemv(static_cast<const float*>(rows), c.ptrs[wg], c.ptrs[wu], dt, bias(c, bg),
-                 bias(c, bu), m, nn, k, static_cast<float*>(c.ptrs[out]), c.stream);
+      gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
+                 bias(c, bg), bias(c, bu), m, nn, k, static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  const bool cast_rows = dt != DType::f32 && x_dtype == DType::f32;
-  const MatmulOperand lhs_operand =
-      cast_rows ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(dt), false)
-                : matmul_operand(graph, n.inputs[0], false);
   // The two weights are separate allocations, each with its own alignment.
-  auto gate = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+  auto gate = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
                                              matmul_operand(graph, n.inputs[1], true));
-  auto up = std::make_shared<const Matmul>(m, nn, k, dt, lhs_operand,
+  auto up = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
                                            matmul_operand(graph, n.inputs[2], true));
   const size_t gate_offset = gate_scratch_offset(graph, n);
   graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
@@ -222,11 +226,7 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
                                     {graph::EwCode::kMul}}};
   const EwKernelProgram program = to_kernel_program(gating, 2);
   return [=](StepContext& c) {
-    const void* lhs = c.ptrs[x];
-    if (cast_rows) {
-      cast(lhs, DType::f32, c.scratch, dt, m * k, c.stream);
-      lhs = c.scratch;
-    }
+    const void* lhs = rows.prepare(c);
     auto* gate_out = reinterpret_cast<float*>(static_cast<char*>(c.scratch) + gate_offset);
     auto* y = static_cast<float*>(c.ptrs[out]);
     gate->run(lhs, c.ptrs[wg], gate_out, c.workspace, c.stream);
