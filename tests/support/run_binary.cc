@@ -1,7 +1,10 @@
 #include "support/run_binary.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,8 +70,33 @@ std::string binary_path(const std::string& program) {
   return tfm == nullptr ? "" : (fs::path(tfm).parent_path() / program).string();
 }
 
+namespace {
+
+// Can a listening socket take `port` now? False while another test's store listens there.
+bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return free;
+}
+
+}  // namespace
+
 std::string test_port(int offset) {
-  return std::to_string(21000 + (::getpid() * 7 + offset) % 20000);
+  // Below the kernel's ephemeral range (32768 on), where the collectives' own connections get
+  // their local ports; spread by process and offset, and skipping ports a listener holds.
+  constexpr int kFirst = 20000, kCount = 12000;
+  const int start = static_cast<int>((static_cast<long>(::getpid()) * 131 + offset * 17) % kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int port = kFirst + (start + i * 7) % kCount;
+    if (port_is_free(port)) return std::to_string(port);
+  }
+  return std::to_string(kFirst + start);
 }
 
 }  // namespace tfm::testing

@@ -20,7 +20,7 @@ std::optional<Run> run_binary(const std::string& program, const std::vector<std:
 // The path of a program next to $TFM_BIN ("" when TFM_BIN is unset).
 std::string binary_path(const std::string& program);
 // A rendezvous port for a distributed test: its own per test process and `offset`, so parallel
-// ctest runs do not meet in one store.
+// ctest runs do not meet in one store, and free when chosen.
 std::string test_port(int offset);
 
 }  // namespace tfm::testing
