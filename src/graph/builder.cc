@@ -104,6 +104,55 @@ ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId b
   return add_node(Op::kGatedLinear, std::move(inputs), shape, node(w_gate).name);
 }
 
+ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
+                            const std::array<ValueId, 3>& biases) {
+  if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
+  const bool has_bias = biases[0] >= 0;
+  std::vector<ValueId> inputs{x};
+  int64_t elements = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if ((biases[i] >= 0) != has_bias) throw Error("[qkv_linear] give all three biases or none");
+    if (node(weights[i]).dtype != node(weights[0]).dtype) {
+      throw Error("[qkv_linear] q, k and v weights of different dtypes");
+    }
+    const Shape* bias = has_bias ? &node(biases[i]).shape : nullptr;
+    elements += shape_numel(ops::linear_shape(node(x).shape, node(weights[i]).shape, bias));
+    inputs.push_back(weights[i]);
+  }
+  if (has_bias) inputs.insert(inputs.end(), biases.begin(), biases.end());
+  return add_node(Op::kQkvLinear, std::move(inputs), {elements}, node(weights[0]).name);
+}
+
+ValueId Builder::prepare_attention(const AttentionInputs& in) {
+  const auto s = [&](ValueId id) -> const Shape& { return node(id).shape; };
+  ops::rope_shape(s(in.q), s(in.positions), s(in.inv_freq));
+  ops::rope_shape(s(in.k), s(in.positions), s(in.inv_freq));
+  ops::cache_write_shape(s(in.k_cache), s(in.k), s(in.slots));
+  ops::cache_write_shape(s(in.v_cache), s(in.v), s(in.slots));
+  TFM_CHECK(node(in.k_cache).is_state && node(in.v_cache).is_state,
+            "[prepare_attention] the caches must be state inputs");
+  if (s(in.k_cache) != s(in.v_cache) || node(in.k_cache).dtype != node(in.v_cache).dtype) {
+    throw Error("[prepare_attention] k and v caches of different shapes or dtypes");
+  }
+  for (ValueId x : {in.q, in.k, in.v}) {
+    if (node(x).dtype != DType::f32) throw Error("[prepare_attention] q, k and v must be f32");
+  }
+  std::vector<ValueId> inputs{in.q,        in.k,     in.v,       in.positions,
+                              in.inv_freq, in.slots, in.k_cache, in.v_cache};
+  if ((in.q_norm >= 0) != (in.k_norm >= 0)) {
+    throw Error("[prepare_attention] give both q and k norms or neither");
+  }
+  if (in.q_norm >= 0) {
+    ops::rms_norm_shape(s(in.q), s(in.q_norm));
+    ops::rms_norm_shape(s(in.k), s(in.k_norm));
+    inputs.insert(inputs.end(), {in.q_norm, in.k_norm});
+  }
+  const ValueId id = add_node(Op::kPrepareAttention, std::move(inputs), s(in.q), node(in.q).name);
+  graph_.nodes.back().eps = in.eps;
+  graph_.nodes.back().scale = in.attention_scaling;
+  return id;
+}
+
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
   const ValueId id = add_node(Op::kRmsNorm, {x, w},
                               ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
@@ -116,16 +165,6 @@ ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float atte
       add_node(Op::kRope, {x, positions, inv_freq},
                ops::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
   graph_.nodes.back().scale = attention_scaling;
-  return id;
-}
-
-ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
-  TFM_CHECK(node(cache).is_state, "[cache_write] the cache must be a state input");
-  const ValueId id =
-      add_node(Op::kCacheWrite, {cache, update, slots},
-               ops::cache_write_shape(node(cache).shape, node(update).shape, node(slots).shape),
-               node(cache).name);
-  graph_.nodes.back().dtype = node(cache).dtype;
   return id;
 }
 

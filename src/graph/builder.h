@@ -2,6 +2,7 @@
 // one node; nothing runs until a backend compiles the graph.
 #pragma once
 
+#include <array>
 #include <map>
 #include <string>
 
@@ -26,9 +27,21 @@ class Builder {
   // silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up); the biases both given or both -1.
   ValueId gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate = -1,
                        ValueId bias_up = -1);
+  // q, k and v's products in one pass over x: one flat value holding the three [rows, N] blocks one
+  // after the other. The biases are all given or all -1.
+  ValueId qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
+                     const std::array<ValueId, 3>& biases = {-1, -1, -1});
+  // What attention reads of a token's q, k and v, in one step: q and k normed per head (unless
+  // q_norm and k_norm are -1) and rotated; k and v written into the caches at `slots`. Returns q;
+  // attention then reads the caches themselves.
+  struct AttentionInputs {
+    ValueId q, k, v, positions, inv_freq, slots, k_cache, v_cache;
+    ValueId q_norm = -1, k_norm = -1;
+    float eps = 0.f, attention_scaling = 1.f;
+  };
+  ValueId prepare_attention(const AttentionInputs& in);
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
-  ValueId cache_write(ValueId cache, ValueId update, ValueId slots);
   // acc += x, in place (acc: an f32 value of x's shape, a state input or one that nothing reads
   // after this); on a state input the node is one of the graph's effects, so it runs though
   // nothing reads it.

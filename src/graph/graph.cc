@@ -16,12 +16,14 @@ const char* op_name(Op op) {
       return "linear";
     case Op::kGatedLinear:
       return "gated_linear";
+    case Op::kQkvLinear:
+      return "qkv_linear";
     case Op::kRmsNorm:
       return "rms_norm";
     case Op::kRope:
       return "rope";
-    case Op::kCacheWrite:
-      return "cache_write";
+    case Op::kPrepareAttention:
+      return "prepare_attention";
     case Op::kAccumulate:
       return "accumulate";
     case Op::kAttention:
@@ -108,9 +110,8 @@ int program_depth(const ElementwiseProgram& program) {
 }
 
 bool aliases_input(const Node& node) {
-  return node.op == Op::kReshape || node.op == Op::kCacheWrite || node.op == Op::kAccumulate ||
-         node.op == Op::kView || node.op == Op::kCopyToGroup ||
-         (node.op == Op::kCrossEntropyGrad && node.in_place);
+  return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
+         node.op == Op::kCopyToGroup || (node.op == Op::kCrossEntropyGrad && node.in_place);
 }
 
 }  // namespace tfm::graph

@@ -17,45 +17,55 @@ namespace tfm::graph {
 using ValueId = int;
 
 enum class Op : uint8_t {
-  kInput,         // given per run: ids, positions, masks; or a state buffer (KV cache)
-  kWeight,        // a constant tensor bound when the graph is built
-  kEmbedding,     // (table [V, H], ids [B, S] i32) -> [B, S, H]; a vocabulary shard (`shard`)
-                  //   holds rows [start, start + V): other ids read as zero rows
-  kLinear,        // (x [..., K], w [N, K], bias [N]?, residual [..., N]?) -> [..., N]:
-                  //   x @ w^T + bias + residual (a residual connection added as it is written)
-  kGatedLinear,   // (x [..., K], w_gate [N, K], w_up [N, K], bias_gate [N]?, bias_up [N]?) ->
-                  //   silu(x @ w_gate^T + bias_gate) * (x @ w_up^T + bias_up) [..., N]: a gated
-                  //   MLP's first half in one pass over x (inference graphs; no backward rule)
-  kRmsNorm,       // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
-  kRope,          // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
-  kCacheWrite,    // (cache [B, L, H, D], new [B, S, H, D], slots [S] i32) -> cache, in place
-  kAccumulate,    // (acc, x) -> acc + x written into acc: a state input (gradients summed over
-                  //   micro-batches where they live), run for its effect (Graph::effects), or a
-                  //   computed value nothing reads after
-  kAttention,     // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
-                  //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
-  kSliceSeq,      // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
-  kReshape,       // same data, new shape (an alias of its input)
-  kElementwise,   // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
-  kView,          // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
-  kPad,           // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
-                  //   (the gradient of a view)
-  kConcatRows,    // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
-  kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
-  kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
-                  //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
-                  //   columns [start, start + V) of a vocabulary split over `group`
-  kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
-  kArgmax,        // (x [..., N]) -> [...] i32: the index of the largest value (the first of
-                  //   equals), so greedy decoding returns token ids instead of whole logits
-  kAllReduce,     // (x) -> the sum of x over the node's `group` of processes
-  kAllGather,     // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
-                  //   last axis, in rank order
-  kCopyToGroup,   // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
-                  //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
-  kGatherShards,  // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
-                  //   (FSDP's gathering of a parameter sharded by rows)
-  kReduceScatter, // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum over `group`
+  kInput,        // given per run: ids, positions, masks; or a state buffer (KV cache)
+  kWeight,       // a constant tensor bound when the graph is built
+  kEmbedding,    // (table [V, H], ids [B, S] i32) -> [B, S, H]; a vocabulary shard (`shard`)
+                 //   holds rows [start, start + V): other ids read as zero rows
+  kLinear,       // (x [..., K], w [N, K], bias [N]?, residual [..., N]?) -> [..., N]:
+                 //   x @ w^T + bias + residual (a residual connection added as it is written)
+  kGatedLinear,  // (x [..., K], w_gate [N, K], w_up [N, K], bias_gate [N]?, bias_up [N]?) ->
+                 //   silu(x @ w_gate^T + bias_gate) * (x @ w_up^T + bias_up) [..., N]: a gated
+                 //   MLP's first half in one pass over x (inference graphs; no backward rule)
+  kQkvLinear,    // (x [..., K], w_q [Nq, K], w_k [Nk, K], w_v [Nv, K], then the three biases or
+                 //   none) -> [R*Nq + R*Nk + R*Nv] for R rows of x: the three products, each
+                 //   [R, N] block whole after the other (read through views), in one pass over x
+                 //   (inference graphs; no backward rule)
+  kRmsNorm,      // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
+  kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
+  // (q [B,S,Hq,D], k [B,S,Hkv,D], v [B,S,Hkv,D], positions [B,S] i32, inv_freq [D/2], slots [S]
+  // i32, k_cache [B,L,Hkv,D], v_cache, then q_norm [D] and k_norm [D] or neither) -> q as
+  // attention reads it: q and k each RMS-normed per head (`eps`) when the norms are given and
+  // rotated by RoPE (`scale`: attention_scaling); k and v written into the caches at `slots` in
+  // place, where attention then reads them (inference graphs; no backward rule)
+  kPrepareAttention,
+  kAccumulate,     // (acc, x) -> acc + x written into acc: a state input (gradients summed over
+                   //   micro-batches where they live), run for its effect (Graph::effects), or a
+                   //   computed value nothing reads after
+  kAttention,      // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
+                   //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
+  kSliceSeq,       // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
+  kReshape,        // same data, new shape (an alias of its input)
+  kElementwise,    // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
+  kView,           // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
+  kPad,            // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
+                   //   (the gradient of a view)
+  kConcatRows,     // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
+  kReduceRows,     // (x [..., N]) -> [N]: the sum over every leading axis
+  kCrossEntropy,   // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
+                   //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
+                   //   columns [start, start + V) of a vocabulary split over `group`
+  kCast,           // (x) -> the same values in the node's dtype (rounded to nearest even)
+  kArgmax,         // (x [..., N]) -> [...] i32: the index of the largest value (the first of
+                   //   equals), so greedy decoding returns token ids instead of whole logits
+  kAllReduce,      // (x) -> the sum of x over the node's `group` of processes
+  kAllGather,      // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
+                   //   last axis, in rank order
+  kCopyToGroup,    // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
+                   //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
+  kGatherShards,   // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
+                   //   (FSDP's gathering of a parameter sharded by rows)
+  kReduceScatter,  // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum over
+                   // `group`
   kSumOverReplicas,  // (x) -> the sum of x over this rank's block of `start` neighbouring ranks of
                      //   `group` (the ranks that hold one replicated KV head)
 

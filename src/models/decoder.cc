@@ -23,35 +23,63 @@ ValueId optional_weight(Builder& b, const std::string& name, const Tensor& t) {
 }
 
 // The attention and MLP blocks end in a product that adds `residual` (unless -1) as it writes.
+// With caches (inference), q, k and v come from one qkv_linear and reach attention through one
+// prepare_attention step; without (training: differentiable ops), from the separate ops.
 ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                         const LayerWeights& w, const std::string& p, ValueId x, const Inputs& in,
                         float rope_scaling, ValueId k_cache, ValueId v_cache, ValueId residual) {
   const Shape& xs = b.shape(x);
   const int64_t batch = xs[0], seq = xs[1], d = c.head_dim;
-  const auto project = [&](const Tensor& weight, const Tensor& bias, const std::string& name,
-                           int64_t heads) {
-    const ValueId y = b.linear(x, b.weight(p + name + ".weight", weight),
-                               optional_weight(b, p + name + ".bias", bias));
-    return b.reshape(y, {batch, seq, heads, d});
+  const int64_t q_heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
+  const auto weight = [&](const std::string& name, const Tensor& t) {
+    return b.weight(p + name + ".weight", t);
   };
-  ValueId q = project(w.q_proj, w.q_proj_bias, "q_proj", c.num_attention_heads);
-  ValueId k = project(w.k_proj, w.k_proj_bias, "k_proj", c.num_key_value_heads);
-  const ValueId v = project(w.v_proj, w.v_proj_bias, "v_proj", c.num_key_value_heads);
-  if (f.qk_norm) {
-    const float eps = static_cast<float>(c.rms_norm_eps);
-    q = b.rms_norm(q, b.weight(p + "q_norm.weight", w.q_norm), eps);
-    k = b.rms_norm(k, b.weight(p + "k_norm.weight", w.k_norm), eps);
-  }
-  q = b.rope(q, in.positions, in.inv_freq, rope_scaling);
-  k = b.rope(k, in.positions, in.inv_freq, rope_scaling);
-  // Without a cache (training) the sequence attends to its own keys and values.
-  const ValueId keys = k_cache >= 0 ? b.cache_write(k_cache, k, in.slots) : k;
-  const ValueId values = v_cache >= 0 ? b.cache_write(v_cache, v, in.slots) : v;
+  const auto bias = [&](const std::string& name, const Tensor& t) {
+    return optional_weight(b, p + name + ".bias", t);
+  };
+  const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  const ValueId a = b.attention(q, keys, values, in.mask, in.slots, scale);
-  const ValueId flat = b.reshape(a, {batch, seq, c.num_attention_heads * d});
-  return b.linear(flat, b.weight(p + "o_proj.weight", w.o_proj),
-                  optional_weight(b, p + "o_proj.bias", w.o_proj_bias), residual);
+  ValueId a = -1;
+  if (k_cache >= 0) {
+    const ValueId qkv = b.qkv_linear(
+        x, {weight("q_proj", w.q_proj), weight("k_proj", w.k_proj), weight("v_proj", w.v_proj)},
+        {bias("q_proj", w.q_proj_bias), bias("k_proj", w.k_proj_bias),
+         bias("v_proj", w.v_proj_bias)});
+    const int64_t q_size = batch * seq * q_heads * d, kv_size = batch * seq * kv_heads * d;
+    Builder::AttentionInputs prep{b.view(qkv, 0, {batch, seq, q_heads, d}),
+                                  b.view(qkv, q_size, {batch, seq, kv_heads, d}),
+                                  b.view(qkv, q_size + kv_size, {batch, seq, kv_heads, d}),
+                                  in.positions,
+                                  in.inv_freq,
+                                  in.slots,
+                                  k_cache,
+                                  v_cache};
+    if (f.qk_norm) {
+      prep.q_norm = weight("q_norm", w.q_norm);
+      prep.k_norm = weight("k_norm", w.k_norm);
+    }
+    prep.eps = eps;
+    prep.attention_scaling = rope_scaling;
+    a = b.attention(b.prepare_attention(prep), k_cache, v_cache, in.mask, in.slots, scale);
+  } else {
+    const auto project = [&](const Tensor& wt, const Tensor& bt, const std::string& name,
+                             int64_t heads) {
+      return b.reshape(b.linear(x, weight(name, wt), bias(name, bt)), {batch, seq, heads, d});
+    };
+    ValueId q = project(w.q_proj, w.q_proj_bias, "q_proj", q_heads);
+    ValueId k = project(w.k_proj, w.k_proj_bias, "k_proj", kv_heads);
+    const ValueId v = project(w.v_proj, w.v_proj_bias, "v_proj", kv_heads);
+    if (f.qk_norm) {
+      q = b.rms_norm(q, weight("q_norm", w.q_norm), eps);
+      k = b.rms_norm(k, weight("k_norm", w.k_norm), eps);
+    }
+    q = b.rope(q, in.positions, in.inv_freq, rope_scaling);
+    k = b.rope(k, in.positions, in.inv_freq, rope_scaling);
+    // Without a cache the sequence attends to its own keys and values.
+    a = b.attention(q, k, v, in.mask, in.slots, scale);
+  }
+  const ValueId flat = b.reshape(a, {batch, seq, q_heads * d});
+  return b.linear(flat, weight("o_proj", w.o_proj), bias("o_proj", w.o_proj_bias), residual);
 }
 
 // `differentiable`: built of ops with backward rules (training); otherwise the gate and up products

@@ -65,7 +65,7 @@ namespace tfm::ops {
 // split its flat output.
 InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const auto& in = n.inputs;
-  if (b.node(in[1]).op == graph::Op::kCacheWrite || b.node(in[2]).op == graph::Op::kCacheWrite) {
+  if (b.node(in[1]).is_state || b.node(in[2]).is_state) {
     throw Error("[autodiff] attention over a KV cache has no backward; train without a cache");
   }
   const graph::ValueId packed = b.attention_grad(in[0], in[1], in[2], in[3], in[4], dy, n.scale);

@@ -1,5 +1,6 @@
 #include "backends/cpu/steps.h"
 
+#include <array>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
@@ -90,6 +91,47 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         elementwise(gating, operands, m * nn, f(out));
       };
     }
+    case Op::kQkvLinear: {
+      const DType dt = in(1).dtype, x_dtype = in(0).dtype;
+      const int64_t m = rows_of(in(0).shape), k = in(0).shape.back();
+      const std::array<int64_t, 3> nn{in(1).shape[0], in(2).shape[0], in(3).shape[0]};
+      const bool has_bias = args.size() > 4;
+      return [=, &ptrs] {
+        std::vector<float> widened;
+        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        float* y = f(out);
+        for (size_t i = 0; i < 3; ++i) {
+          linear(x, ptrs[args[1 + i]], dt, has_bias ? f(args[4 + i]) : nullptr, m, nn[i], k, y);
+          y += m * nn[i];
+        }
+      };
+    }
+    case Op::kPrepareAttention: {
+      const Shape q = in(0).shape, k = in(1).shape, cache = in(6).shape;
+      const DType cache_dtype = in(6).dtype;
+      const bool norms = args.size() > 8;
+      const float eps = n.eps, scaling = n.scale;
+      return [=, &ptrs] {
+        std::vector<float> k_rotated(static_cast<size_t>(shape_numel(k)));
+        const float* q_in = f(args[0]);
+        const float* k_in = f(args[1]);
+        if (norms) {
+          rms_norm(q_in, f(args[8]), shape_numel(q) / q[3], q[3], eps, f(out));
+          rms_norm(k_in, f(args[9]), shape_numel(k) / k[3], k[3], eps, k_rotated.data());
+          q_in = f(out);
+          k_in = k_rotated.data();
+        }
+        const int32_t* positions = i32(args[3]);
+        const float* inv_freq = f(args[4]);
+        rope(q_in, positions, inv_freq, q[0], q[1], q[2], q[3], scaling, f(out));
+        rope(k_in, positions, inv_freq, k[0], k[1], k[2], k[3], scaling, k_rotated.data());
+        const int32_t* slots = i32(args[5]);
+        cache_write(ptrs[args[6]], cache_dtype, k_rotated.data(), slots, k[0], cache[1], k[1],
+                    k[2] * k[3]);
+        cache_write(ptrs[args[7]], cache_dtype, f(args[2]), slots, k[0], cache[1], k[1],
+                    k[2] * k[3]);
+      };
+    }
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
@@ -100,16 +142,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float scaling = n.scale;
       return [=] {
         rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
-      };
-    }
-    case Op::kCacheWrite: {
-      const Shape c = n.shape;
-      const int64_t seq = in(1).shape[1];
-      const DType dt = n.dtype;
-      return [=, &ptrs] {
-        // The output aliases the cache: the same buffer, now holding the new rows too.
-        ptrs[out] = ptrs[args[0]];
-        cache_write(ptrs[args[0]], dt, f(args[1]), i32(args[2]), c[0], c[1], seq, c[2] * c[3]);
       };
     }
     case Op::kAccumulate: {

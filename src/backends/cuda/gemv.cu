@@ -43,16 +43,11 @@ __device__ __forceinline__ float dot8(const float (&w)[8], const float* x) {
 
 __device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
 
+// acc[m] += row · x[m] over k for the warp's column: each lane streams 8 weights at a time.
 // Needs k % 8 == 0 and 16-byte aligned rows.
 template <typename W, int M>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const float* __restrict__ x, const W* __restrict__ w,
-                const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
-                float* __restrict__ y) {
-  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (col >= n) return;
-  const W* row = w + static_cast<int64_t>(col) * k;
-  float acc[M] = {};
+__device__ __forceinline__ void row_dots(const W* row, const float* x, int k, int lane,
+                                         float (&acc)[M]) {
 #pragma unroll 4
   for (int base = lane * 8; base < k; base += 32 * 8) {
     float wv[8];
@@ -60,12 +55,42 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[m] += dot8(wv, x + static_cast<int64_t>(m) * k + base);
   }
+}
+
+template <typename W, int M>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const float* __restrict__ x, const W* __restrict__ w,
+                const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
+                float* __restrict__ y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  float acc[M] = {};
+  row_dots(w + static_cast<int64_t>(col) * k, x, k, lane, acc);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float sum = warp_sum(acc[m]);
     const int64_t at = static_cast<int64_t>(m) * n + col;
     // The same order of additions as the cpu: (product + bias) + residual.
     if (lane == 0) y[at] = (sum + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
+  }
+}
+
+// The columns of q, k and v's weights one after the other: each warp finds its weight and writes
+// that product's own output. Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M>
+__global__ void __launch_bounds__(kWarps * 32)
+    qkv_gemv_kernel(const float* __restrict__ x, QkvProducts p, int k) {
+  int col = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  int i = 0;
+  while (i < 2 && col >= p.n[i]) col -= static_cast<int>(p.n[i++]);
+  if (col >= p.n[i]) return;
+  float acc[M] = {};
+  row_dots(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(col) * k, x, k, lane, acc);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float sum = warp_sum(acc[m]);
+    if (lane == 0) p.y[i][m * p.n[i] + col] = sum + (p.bias[i] ? p.bias[i][col] : 0.f);
   }
 }
 
@@ -177,6 +202,25 @@ void launch(const float* x, const W* w, const float* bias, const float* residual
 }
 
 template <typename W>
+void launch_qkv(const float* x, const QkvProducts& p, int m, int k, cudaStream_t stream) {
+  const int64_t n = p.n[0] + p.n[1] + p.n[2];
+  if (m == 0 || n == 0) return;
+  bool aligned = true;
+  for (const void* w : p.w) aligned = aligned && vectorizable(x, w, k);
+  if (!aligned) {
+    for (int i = 0; i < 3; ++i) {
+      launch(x, static_cast<const W*>(p.w[i]), p.bias[i], nullptr, m, static_cast<int>(p.n[i]), k,
+             p.y[i], stream);
+    }
+    return;
+  }
+  const int blocks = static_cast<int>((n + kWarps - 1) / kWarps), threads = kWarps * 32;
+  with_rows(m, [&](auto rows) {
+    qkv_gemv_kernel<W, decltype(rows)::value><<<blocks, threads, 0, stream>>>(x, p, k);
+  });
+}
+
+template <typename W>
 void launch_gated(const float* x, const W* wg, const W* wu, const float* bg, const float* bu,
                   int m, int n, int k, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
@@ -205,6 +249,20 @@ void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const
                 " are not supported (f32, bf16)");
   }
   check_launch("gemv");
+}
+
+void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, int64_t m, int64_t k,
+              cudaStream_t stream) {
+  const int mi = static_cast<int>(m), ki = static_cast<int>(k);
+  if (w_dtype == DType::bf16) {
+    launch_qkv<__nv_bfloat16>(x, products, mi, ki, stream);
+  } else if (w_dtype == DType::f32) {
+    launch_qkv<float>(x, products, mi, ki, stream);
+  } else {
+    throw Error("[cuda qkv_linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
+                " are not supported (f32, bf16)");
+  }
+  check_launch("qkv_gemv");
 }
 
 void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,

@@ -22,9 +22,6 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
           cudaStream_t stream);
-void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
-                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
-                 cudaStream_t stream);
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
@@ -56,6 +53,16 @@ void elementwise(const EwKernelProgram& program, int64_t count, float* out, cuda
 inline constexpr int64_t kGemvMaxRows = 8;
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
           int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
+// q, k and v's products (graph::Op::kQkvLinear) for few rows in one launch: y[i][m, n[i]] =
+// x w[i]^T + bias[i], the three weights of one dtype; the biases all null or all given.
+struct QkvProducts {
+  const void* w[3];
+  const float* bias[3];
+  int64_t n[3];
+  float* y[3];
+};
+void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, int64_t m, int64_t k,
+              cudaStream_t stream);
 // y[m, n] = silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up) for few rows, both weights
 // streamed in one pass. Biases may be null.
 void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
@@ -72,5 +79,18 @@ size_t attention_scratch_bytes(const AttentionShape& shape);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
                void* scratch, cudaStream_t stream);
+
+// graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
+// normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied
+// into v_cache, at each token's slot (caches [B, cache_len, Hkv, D] of `cache_dtype`). The norms
+// are both null (no norm) or both given.
+struct AttentionInputs {
+  const float *q, *k, *v;
+  const int32_t *positions, *slots;
+  const float *inv_freq, *q_norm, *k_norm;
+};
+void prepare_attention(const AttentionInputs& in, const AttentionShape& shape, float eps,
+                       float attention_scaling, void* k_cache, void* v_cache, DType cache_dtype,
+                       float* q_out, cudaStream_t stream);
 
 }  // namespace tfm::cuda

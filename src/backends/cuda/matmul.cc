@@ -25,7 +25,8 @@ cudaDataType_t cuda_type(DType dtype) {
 
 }  // namespace
 
-Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b) {
+Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
+               uint32_t y_alignment) {
   const cudaDataType_t in = cuda_type(dtype);
   // cuBLASLt is column-major, where a row-major [r, c] matrix reads as its transpose [c, r]: the
   // row-major y = op(a) · op(b) is the column-major y^T [n, m] = op(b)^T · op(a)^T, so b goes
@@ -55,6 +56,11 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &b.alignment, sizeof b.alignment));
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a.alignment, sizeof a.alignment));
+  // y is both the product's C (read, with beta 0) and its D.
+  TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &y_alignment, sizeof y_alignment));
+  TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &y_alignment, sizeof y_alignment));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(

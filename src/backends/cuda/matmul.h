@@ -26,8 +26,10 @@ struct MatmulOperand {
 class Matmul {
  public:
   // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n]; a linear layer
-  // is a = x [m, k] as stored and b = w [n, k] transposed.
-  Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b);
+  // is a = x [m, k] as stored and b = w [n, k] transposed. y's address and row stride
+  // are sure to be `y_alignment`-byte aligned (a power of two, at most 256).
+  Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
+         uint32_t y_alignment = 256);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;

@@ -51,18 +51,6 @@ __global__ void rope_kernel(const float* x, const int32_t* positions, const floa
   out[base + f + half] = x2 * c + x1 * s;
 }
 
-template <typename T>
-__global__ void cache_write_kernel(T* cache, const float* update, const int32_t* slots,
-                                   int64_t cache_len, int64_t seq, int64_t row_elems,
-                                   int64_t total) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= total) return;
-  const int64_t e = i % row_elems, s = (i / row_elems) % seq, b = i / (row_elems * seq);
-  const int64_t slot = slots[s];
-  if (slot < 0 || slot >= cache_len) return;
-  cache[(b * cache_len + slot) * row_elems + e] = narrow<T>(update[i]);
-}
-
 __global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int64_t start,
                                  int64_t length, int64_t total, float* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -193,23 +181,6 @@ void rope(const float* x, const int32_t* positions, const float* inv_freq, int64
   rope_kernel<<<blocks_for(batch * seq * heads * half, kThreads), kThreads, 0, stream>>>(
       x, positions, inv_freq, batch * seq, heads, half, attention_scaling, out);
   check_launch("rope");
-}
-
-void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
-                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
-                 cudaStream_t stream) {
-  check_float_kind(cache_dtype, "cache_write");
-  const int64_t total = batch * seq * row_elems;
-  if (total == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(total, kThreads);
-  if (cache_dtype == DType::bf16) {
-    cache_write_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(cache), update,
-                                                        slots, cache_len, seq, row_elems, total);
-  } else {
-    cache_write_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(cache), update, slots,
-                                                        cache_len, seq, row_elems, total);
-  }
-  check_launch("cache_write");
 }
 
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,

@@ -1,5 +1,6 @@
 #include "backends/cuda/steps.h"
 
+#include <array>
 #include <memory>
 
 #include "backends/cuda/collective_steps.h"
@@ -183,6 +184,57 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   };
 }
 
+// q, k and v's products into the three blocks of one value: one GEMV launch over the three weights
+// for few rows; for many, three cuBLASLt products, each writing its block.
+Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
+  const DType dt = input(graph, n, 1).dtype;
+  const int64_t m = rows_of(input(graph, n, 0).shape), k = input(graph, n, 0).shape.back();
+  const bool has_bias = n.inputs.size() > 4;
+  std::array<size_t, 3> weight{}, bias{};
+  std::array<int64_t, 3> cols{}, offset{};
+  for (size_t i = 0; i < 3; ++i) {
+    weight[i] = static_cast<size_t>(n.inputs[1 + i]);
+    bias[i] = has_bias ? static_cast<size_t>(n.inputs[4 + i]) : 0;
+    cols[i] = input(graph, n, 1 + i).shape[0];
+    offset[i] = i == 0 ? 0 : offset[i - 1] + m * cols[i - 1];
+  }
+  const auto bind = [=](StepContext& c) {
+    QkvProducts p{};
+    for (size_t i = 0; i < 3; ++i) {
+      p.w[i] = c.ptrs[weight[i]];
+      p.bias[i] = has_bias ? static_cast<const float*>(c.ptrs[bias[i]]) : nullptr;
+      p.n[i] = cols[i];
+      p.y[i] = f32_at(c, out) + offset[i];
+    }
+    return p;
+  };
+  const ProductRows rows = product_rows(graph, n, "qkv_linear");
+  if (rows.gemv) {
+    return [=](StepContext& c) {
+      qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, m, k, c.stream);
+    };
+  }
+  std::array<std::shared_ptr<const Matmul>, 3> products;
+  for (size_t i = 0; i < 3; ++i) {
+    // Each block starts offset[i] floats into the value's arena-aligned buffer.
+    const uint32_t start = matmul_operand(graph::kArenaAlignment,
+                                          static_cast<uint64_t>(offset[i]) * sizeof(float), false)
+                               .alignment;
+    const uint32_t y_alignment =
+        matmul_operand(start, static_cast<uint64_t>(cols[i]) * sizeof(float), false).alignment;
+    products[i] = std::make_shared<const Matmul>(
+        m, cols[i], k, dt, rows.operand, matmul_operand(graph, n.inputs[1 + i], true), y_alignment);
+  }
+  return [=](StepContext& c) {
+    const void* lhs = rows.prepare(c);
+    const QkvProducts p = bind(c);
+    for (size_t i = 0; i < 3; ++i) {
+      products[i]->run(lhs, p.w[i], p.y[i], c.workspace, c.stream);
+      if (has_bias) add_bias(p.y[i], p.bias[i], m, cols[i], c.stream);
+    }
+  };
+}
+
 // Where the gated product keeps the gate half on the cuBLASLt path: after the activations' cast.
 size_t gate_scratch_offset(const graph::Graph& graph, const Node& n) {
   const size_t cast = linear_scratch_bytes(graph, n);
@@ -250,6 +302,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear) return linear_scratch_bytes(graph, n);
   if (n.op == Op::kGatedLinear) return gated_linear_scratch_bytes(graph, n);
+  if (n.op == Op::kQkvLinear) return linear_scratch_bytes(graph, n);
   return training_scratch_bytes(graph, id);
 }
 
@@ -273,6 +326,27 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       return linear_step(graph, n, out);
     case Op::kGatedLinear:
       return gated_linear_step(graph, n, out);
+    case Op::kQkvLinear:
+      return qkv_linear_step(graph, n, out);
+    case Op::kPrepareAttention: {
+      const Shape q = in(0).shape, cache = in(6).shape;
+      const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
+      const DType cache_dtype = in(6).dtype;
+      const bool norms = args.size() > 8;
+      const float eps = n.eps, scaling = n.scale;
+      return [=](StepContext& c) {
+        const AttentionInputs inputs{.q = f32_at(c, args[0]),
+                                     .k = f32_at(c, args[1]),
+                                     .v = f32_at(c, args[2]),
+                                     .positions = i32_at(c, args[3]),
+                                     .slots = i32_at(c, args[5]),
+                                     .inv_freq = f32_at(c, args[4]),
+                                     .q_norm = norms ? f32_at(c, args[8]) : nullptr,
+                                     .k_norm = norms ? f32_at(c, args[9]) : nullptr};
+        prepare_attention(inputs, shape, eps, scaling, c.ptrs[args[6]], c.ptrs[args[7]],
+                          cache_dtype, f32_at(c, out), c.stream);
+      };
+    }
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
@@ -287,17 +361,6 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       return [=](StepContext& c) {
         rope(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2], s[3],
              scaling, f32_at(c, out), c.stream);
-      };
-    }
-    case Op::kCacheWrite: {
-      const Shape cs = n.shape;
-      const int64_t seq = in(1).shape[1];
-      const DType dt = n.dtype;
-      return [=](StepContext& c) {
-        // The output aliases the cache: the same buffer, now holding the new rows too.
-        c.ptrs[out] = c.ptrs[args[0]];
-        cache_write(c.ptrs[args[0]], dt, f32_at(c, args[1]), i32_at(c, args[2]), cs[0], cs[1], seq,
-                    cs[2] * cs[3], c.stream);
       };
     }
     case Op::kAccumulate: {

@@ -1,0 +1,187 @@
+// The fused inference ops a decoder layer starts with, on each backend (CUDA skipped, and said so,
+// where absent), compiled and eager, against the scalar references in src/ops: qkv_linear's three
+// products, and prepare_attention's normed and rotated q and the k and v rows it writes into the
+// caches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "graph/backend.h"
+#include "graph/builder.h"
+#include "graph/plan.h"
+#include "ops/reference.h"
+#include "tfm/device.h"
+
+namespace tfm {
+namespace {
+
+using graph::ValueId;
+
+std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// The values as the backend sees them after the weights' or the cache's rounding.
+std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
+  return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i]))) << what << " at " << i;
+  }
+}
+
+struct Case {
+  std::string device;
+  int64_t batch, seq, hidden;  // batch x seq rows: up to 8 take the GEMV on CUDA, more cuBLASLt
+  DType weights, cache;
+  bool norms;
+};
+
+std::string describe(const Case& c) {
+  return c.device + "_rows" + std::to_string(c.batch * c.seq) + "_k" + std::to_string(c.hidden) +
+         "_" + std::string(dtype_name(c.weights)) + "_cache_" + std::string(dtype_name(c.cache)) +
+         (c.norms ? "_norms" : "");
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) { return describe(info.param); }
+
+class AttentionInputsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionInputsTest, MatchReference) {
+  const Case& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present: skipped";
+  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const int64_t b = c.batch, s = c.seq, k = c.hidden, hq = 4, hkv = 2, d = 8, len = 8;
+  const int64_t rows = b * s, nq = hq * d, nkv = hkv * d;
+  const float eps = 1e-6f, scaling = 1.25f;
+
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * k), 1);
+  std::vector<std::vector<float>> w, bias;
+  const int64_t cols[3] = {nq, nkv, nkv};
+  for (uint64_t i = 0; i < 3; ++i) {
+    w.push_back(rounded(random_values(static_cast<size_t>(cols[i] * k), 2 + i), c.weights));
+    bias.push_back(random_values(static_cast<size_t>(cols[i]), 5 + i));
+  }
+  const std::vector<float> q_norm = random_values(d, 8, 0.5f, 1.5f);
+  const std::vector<float> k_norm = random_values(d, 9, 0.5f, 1.5f);
+  std::vector<float> inv_freq(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.f, -2.f * i / d);
+  std::vector<int32_t> positions(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) positions[i] = static_cast<int32_t>(3 + i % s + 7 * (i / s));
+  std::vector<int32_t> slots(static_cast<size_t>(s));
+  for (int64_t i = 0; i < s; ++i) slots[i] = static_cast<int32_t>(len - s + i);
+
+  graph::Builder g;
+  const ValueId xv = g.input("x", {b, s, k}, DType::f32);
+  const ValueId pos = g.input("positions", {b, s}, DType::i32);
+  const ValueId slot = g.input("slots", {s}, DType::i32);
+  const ValueId k_cache = g.state("k_cache", {b, len, hkv, d}, c.cache);
+  const ValueId v_cache = g.state("v_cache", {b, len, hkv, d}, c.cache);
+  const auto matrix = [&](size_t i) {
+    return Tensor::from_vector<float>(w[i], {cols[i], k}).to(c.weights);
+  };
+  const auto vector = [&](const std::vector<float>& v) {
+    return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())});
+  };
+  const ValueId qkv = g.qkv_linear(
+      xv, {g.weight("wq", matrix(0)), g.weight("wk", matrix(1)), g.weight("wv", matrix(2))},
+      {g.weight("bq", vector(bias[0])), g.weight("bk", vector(bias[1])),
+       g.weight("bv", vector(bias[2]))});
+  graph::Builder::AttentionInputs in{g.view(qkv, 0, {b, s, hq, d}),
+                                     g.view(qkv, rows * nq, {b, s, hkv, d}),
+                                     g.view(qkv, rows * (nq + nkv), {b, s, hkv, d}),
+                                     pos,
+                                     g.weight("inv_freq", vector(inv_freq)),
+                                     slot,
+                                     k_cache,
+                                     v_cache};
+  if (c.norms) {
+    in.q_norm = g.weight("q_norm", vector(q_norm));
+    in.k_norm = g.weight("k_norm", vector(k_norm));
+  }
+  in.eps = eps;
+  in.attention_scaling = scaling;
+  g.output(g.prepare_attention(in));
+  g.output(qkv);
+  const graph::Graph graph = g.finish();
+
+  // The references: the three products, then q and k normed per head and rotated, and the new
+  // k and v rows at the slots of otherwise zero caches.
+  // cuBLASLt's bf16 products (CUDA, more than 8 rows) read the activations rounded to bf16 too.
+  const bool bf16_product = c.device == "cuda" && rows > 8 && c.weights == DType::bf16;
+  const std::vector<float> x_read = bf16_product ? rounded(x, DType::bf16) : x;
+  std::vector<std::vector<float>> products(3);
+  for (size_t i = 0; i < 3; ++i) {
+    products[i].resize(static_cast<size_t>(rows * cols[i]));
+    ops::reference::linear(x_read.data(), w[i].data(), bias[i].data(), rows, cols[i], k,
+                           products[i].data());
+  }
+  const auto prepared = [&](const std::vector<float>& values, const std::vector<float>& norm,
+                            int64_t heads) {
+    std::vector<float> normed = values, out(values.size());
+    if (c.norms) {
+      ops::reference::rms_norm(values.data(), norm.data(), rows * heads, d, eps, normed.data());
+    }
+    ops::reference::rope(normed.data(), positions.data(), inv_freq.data(), b, s, heads, d, scaling,
+                         out.data());
+    return out;
+  };
+  const std::vector<float> want_q = prepared(products[0], q_norm, hq);
+  const auto cached = [&](const std::vector<float>& update) {
+    std::vector<float> cache(static_cast<size_t>(b * len * nkv), 0.f);
+    ops::reference::cache_write(cache.data(), update.data(), slots.data(), b, len, s, nkv);
+    return rounded(cache, c.cache);
+  };
+  const std::vector<float> want_k = cached(prepared(products[1], k_norm, hkv));
+  const std::vector<float> want_v = cached(products[2]);
+  std::vector<float> want_qkv;
+  for (const auto& p : products) want_qkv.insert(want_qkv.end(), p.begin(), p.end());
+
+  graph::Backend& backend = graph::backend_for(device);
+  const auto executable = backend.compile(graph::plan_graph(graph));
+  for (const bool eager : {false, true}) {
+    const std::string mode = eager ? "eager " : "compiled ";
+    const Tensor k_buffer = Tensor::zeros({b, len, hkv, d}, c.cache).to(device);
+    const Tensor v_buffer = Tensor::zeros({b, len, hkv, d}, c.cache).to(device);
+    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x, {b, s, k}),
+                                     Tensor::from_vector<int32_t>(positions, {b, s}),
+                                     Tensor::from_vector<int32_t>(slots, {s}), k_buffer, v_buffer};
+    const std::vector<Tensor> out =
+        eager ? backend.run_eager(graph, inputs) : executable->run(inputs);
+    ASSERT_EQ(out.size(), 2u);
+    // A bf16 cache rounds each value to 8 bits of mantissa.
+    const float cache_tol = c.cache == DType::bf16 ? 8e-3f : 2e-5f;
+    expect_close(out[1].to_f32_vector(), want_qkv, 2e-5f, mode + "q | k | v");
+    expect_close(out[0].to_f32_vector(), want_q, 2e-5f, mode + "q");
+    expect_close(k_buffer.to(kCpu).to_f32_vector(), want_k, cache_tol, mode + "k cache");
+    expect_close(v_buffer.to(kCpu).to_f32_vector(), want_v, cache_tol, mode + "v cache");
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const std::string device : {"cpu", "cuda"}) {
+    all.push_back({device, 2, 3, 16, DType::f32, DType::f32, true});
+    all.push_back({device, 2, 3, 16, DType::bf16, DType::bf16, false});
+    all.push_back({device, 1, 1, 12, DType::bf16, DType::f32, true});  // k % 8 != 0
+    all.push_back({device, 3, 3, 16, DType::bf16, DType::bf16, true});
+    all.push_back({device, 3, 3, 16, DType::f32, DType::f32, false});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionInputsTest, ::testing::ValuesIn(cases()), case_name);
+
+}  // namespace
+}  // namespace tfm
