@@ -192,6 +192,13 @@ ValueId Builder::accumulate(ValueId acc, ValueId x) {
 
 ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
                            float scale) {
+  // Its two products compute in the autocast dtype, as torch.autocast's
+  // scaled_dot_product_attention.
+  if (autocast_ != DType::f32) {
+    for (ValueId* operand : {&q, &k, &v}) {
+      if (node(*operand).dtype == DType::f32) *operand = cast(*operand, autocast_);
+    }
+  }
   const ValueId id = add_node(Op::kAttention, {q, k, v, mask, slots},
                               ops::attention_shape(node(q).shape, node(k).shape, node(v).shape,
                                                    node(mask).shape, node(slots).shape));

@@ -46,6 +46,7 @@ class Builder {
   // after this); on a state input the node is one of the graph's effects, so it runs though
   // nothing reads it.
   ValueId accumulate(ValueId acc, ValueId x);
+  // Under autocast, q, k and v are read through casts to the autocast dtype.
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
   ValueId reshape(ValueId x, Shape shape);

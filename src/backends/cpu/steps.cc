@@ -154,7 +154,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAttention: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
-      const DType kv_dtype = in(1).dtype;
+      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
+      if (q_dtype != DType::f32) {
+        // Autocast: every operand widened exactly, for the f32 kernels.
+        return [=, &ptrs] {
+          std::vector<float> wq, wk, wv;
+          attention(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
+                    f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
+                    f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), DType::f32,
+                    i32(args[3]), i32(args[4]), q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+        };
+      }
       return [=, &ptrs] {
         attention(f(args[0]), ptrs[args[1]], ptrs[args[2]], kv_dtype, i32(args[3]), i32(args[4]),
                   q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
@@ -319,10 +329,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAttentionGrad: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
-      check_f32(in(1), "attention_grad");
-      return [=] {
-        attention_grad(f(args[0]), f(args[1]), f(args[2]), i32(args[3]), i32(args[4]), f(args[5]),
-                       q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
+      return [=, &ptrs] {
+        std::vector<float> wq, wk, wv;
+        attention_grad(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
+                       f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
+                       f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), i32(args[3]),
+                       i32(args[4]), f(args[5]), q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
       };
     }
     case Op::kInput:

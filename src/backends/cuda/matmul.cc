@@ -26,15 +26,22 @@ cudaDataType_t cuda_type(DType dtype) {
 }  // namespace
 
 Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
-               uint32_t y_alignment) {
+               MatmulOperand y, int64_t batch) {
   const cudaDataType_t in = cuda_type(dtype);
   // cuBLASLt is column-major, where a row-major [r, c] matrix reads as its transpose [c, r]: the
   // row-major y = op(a) · op(b) is the column-major y^T [n, m] = op(b)^T · op(a)^T, so b goes
   // first and each keeps its own transpose flag.
-  const auto layout = [](cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows,
-                         int64_t cols) {
+  const auto layout = [batch](cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows,
+                              int64_t cols, const MatmulOperand& operand) {
     TFM_CUDA(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(cols),
-                                        static_cast<uint64_t>(rows), cols));
+                                        static_cast<uint64_t>(rows),
+                                        operand.ld > 0 ? operand.ld : cols));
+    if (batch == 1) return;
+    const auto count = static_cast<int32_t>(batch);
+    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count));
+    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &operand.stride, sizeof operand.stride));
   };
   const int64_t a_rows = a.transposed ? k : m, a_cols = a.transposed ? m : k;
   const int64_t b_rows = b.transposed ? n : k, b_cols = b.transposed ? k : n;
@@ -43,9 +50,9 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
   const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
   TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-  layout(&b_layout_, in, b_rows, b_cols);
-  layout(&a_layout_, in, a_rows, a_cols);
-  layout(&y_layout_, CUDA_R_32F, m, n);
+  layout(&b_layout_, in, b_rows, b_cols, b);
+  layout(&a_layout_, in, a_rows, a_cols, a);
+  layout(&y_layout_, CUDA_R_32F, m, n, y);
 
   cublasLtMatmulPreference_t preference = nullptr;
   TFM_CUDA(cublasLtMatmulPreferenceCreate(&preference));
@@ -58,9 +65,9 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a.alignment, sizeof a.alignment));
   // y is both the product's C (read, with beta 0) and its D.
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &y_alignment, sizeof y_alignment));
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &y.alignment, sizeof y.alignment));
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &y_alignment, sizeof y_alignment));
+      preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &y.alignment, sizeof y.alignment));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
@@ -82,10 +89,10 @@ Matmul::~Matmul() {
   cublasLtMatmulDescDestroy(op_);
 }
 
-void Matmul::run(const void* a, const void* b, float* y, void* workspace,
-                 cudaStream_t stream) const {
-  const float one = 1.f, zero = 0.f;
-  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &zero, y, y_layout_, y,
+void Matmul::run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+                 bool accumulate) const {
+  const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &beta, y, y_layout_, y,
                           y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
 }
 

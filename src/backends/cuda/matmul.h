@@ -17,24 +17,29 @@ inline constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;
 
 // A row-major operand as stored: transposed (op(a) = a^T) or not, and the alignment in bytes its
 // address and row stride are sure to have (a view into a larger buffer may have less than the 256
-// bytes of an allocation, which cuBLASLt assumes by default).
+// bytes of an allocation, which cuBLASLt assumes by default). Rows are `ld` elements apart (0: as
+// many as a row holds); in a batch of products, the matrices are `stride` elements apart.
 struct MatmulOperand {
   bool transposed = false;
   uint32_t alignment = 256;
+  int64_t ld = 0;
+  int64_t stride = 0;
 };
 
 class Matmul {
  public:
   // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n]; a linear layer
-  // is a = x [m, k] as stored and b = w [n, k] transposed. y's address and row stride
-  // are sure to be `y_alignment`-byte aligned (a power of two, at most 256).
+  // is a = x [m, k] as stored and b = w [n, k] transposed. y is f32 (never transposed); `batch`
+  // products run at once over the operands' strides.
   Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
-         uint32_t y_alignment = 256);
+         MatmulOperand y = {}, int64_t batch = 1);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream) const;
+  // `accumulate`: y += op(a) · op(b) instead of y = ...
+  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+           bool accumulate = false) const;
 
  private:
   cublasLtMatmulDesc_t op_ = nullptr;

@@ -3,6 +3,7 @@
 #include <array>
 #include <memory>
 
+#include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/collective_steps.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/kernels.h"
@@ -222,8 +223,9 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
                                .alignment;
     const uint32_t y_alignment =
         matmul_operand(start, static_cast<uint64_t>(cols[i]) * sizeof(float), false).alignment;
-    products[i] = std::make_shared<const Matmul>(
-        m, cols[i], k, dt, rows.operand, matmul_operand(graph, n.inputs[1 + i], true), y_alignment);
+    products[i] = std::make_shared<const Matmul>(m, cols[i], k, dt, rows.operand,
+                                                 matmul_operand(graph, n.inputs[1 + i], true),
+                                                 MatmulOperand{.alignment = y_alignment});
   }
   return [=](StepContext& c) {
     const void* lhs = rows.prepare(c);
@@ -298,7 +300,11 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
-  if (n.op == Op::kAttention) return attention_scratch_bytes(attention_shape(graph, n));
+  if (n.op == Op::kAttention) {
+    const AttentionShape shape = attention_shape(graph, n);
+    return input(graph, n, 0).dtype == DType::bf16 ? attention_products_scratch_bytes(shape, false)
+                                                   : attention_scratch_bytes(shape);
+  }
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear) return linear_scratch_bytes(graph, n);
   if (n.op == Op::kGatedLinear) return gated_linear_scratch_bytes(graph, n);
@@ -371,6 +377,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       };
     }
     case Op::kAttention: {
+      // Under autocast (bf16 q, k and v), as tensor-core products.
+      if (in(0).dtype == DType::bf16) return attention_products_step(graph, n, out);
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;

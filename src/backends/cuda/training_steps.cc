@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
@@ -79,7 +80,9 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
     case Op::kRopeGrad:
       return rope_grad_scratch_bytes(n.shape[3]);
     case Op::kAttentionGrad:
-      return attention_grad_scratch_bytes(attention_shape(graph, n));
+      return input(graph, n, 0).dtype == DType::bf16
+                 ? attention_products_scratch_bytes(attention_shape(graph, n), true)
+                 : attention_grad_scratch_bytes(attention_shape(graph, n));
     case Op::kLinearGradInput: {
       const Node& w = input(graph, n, 1);
       return widens_weights(graph, n) ? static_cast<size_t>(shape_numel(w.shape)) * sizeof(float)
@@ -157,6 +160,8 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kAttentionGrad: {
+      // Under autocast (bf16 q, k and v), as tensor-core products.
+      if (in(0).dtype == DType::bf16) return attention_grad_products_step(graph, n, out);
       if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32) {
         throw Error("[cuda attention_grad] needs f32 keys and values, got " +
                     std::string(dtype_name(in(1).dtype)) + " and " +

@@ -1,0 +1,87 @@
+// Attention under bf16 autocast (its products on bf16 copies of q, k and v), forward and backward,
+// on CUDA (tensor-core products; skipped, and said so, where no GPU is present) against the CPU
+// backend, which widens the same bf16 values exactly into its f32 kernels (those are checked
+// against finite differences in tests/graph). CUDA also rounds the probabilities and the scores'
+// gradient to bf16 for its products, as flash attention does, so the tolerance is bf16's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "graph/autodiff.h"
+#include "graph/backend.h"
+#include "graph/builder.h"
+#include "graph/plan.h"
+#include "tfm/device.h"
+
+namespace tfm {
+namespace {
+
+using graph::ValueId;
+
+Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
+  for (float& v : values) v = normal(rng);
+  return Tensor::from_vector(values, shape);
+}
+
+struct Case {
+  int64_t batch, seq, q_heads, kv_heads, head_dim;
+};
+
+// Outputs: attention's output, then the gradients of sum(y * dy) for q, k and v.
+graph::Graph attention_graph(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Shape q_shape{c.batch, c.seq, c.q_heads, c.head_dim};
+  const Shape kv_shape{c.batch, c.seq, c.kv_heads, c.head_dim};
+  std::vector<int32_t> mask(static_cast<size_t>(c.batch * c.seq), 1), slots(c.seq);
+  for (int64_t j = 0; j < c.seq / 3; ++j) mask[static_cast<size_t>(c.seq + j)] = 0;  // left pad
+  for (int64_t i = 0; i < c.seq; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const ValueId q = b.weight("q", random_tensor(q_shape, rng));
+  const ValueId k = b.weight("k", random_tensor(kv_shape, rng));
+  const ValueId v = b.weight("v", random_tensor(kv_shape, rng));
+  const ValueId y = b.attention(
+      q, k, v, b.weight("mask", Tensor::from_vector(mask, {c.batch, c.seq})),
+      b.weight("slots", Tensor::from_vector(slots, {c.seq})), 1.f / std::sqrt(float(c.head_dim)));
+  const ValueId dy = b.weight("dy", random_tensor(q_shape, rng));
+  b.output(y);
+  graph::Graph g = b.finish();
+  for (ValueId grad : graph::append_backward(g, y, dy, {q, k, v})) g.outputs.push_back(grad);
+  return g;
+}
+
+class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
+  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped";
+  const graph::Graph g = attention_graph(GetParam(), 3);
+  const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
+  graph::Backend& cuda = graph::backend_for(Device{DeviceType::cuda, 0});
+  for (const bool eager : {false, true}) {
+    const std::vector<Tensor> got =
+        eager ? cuda.run_eager(g, {}) : cuda.compile(graph::plan_graph(g))->run({});
+    ASSERT_EQ(got.size(), want.size());
+    const char* names[] = {"y", "dq", "dk", "dv"};
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::vector<float> a = got[i].to_f32_vector(), w = want[i].to_f32_vector();
+      ASSERT_EQ(a.size(), w.size());
+      float largest = 0, worst = 0;
+      for (size_t j = 0; j < w.size(); ++j) {
+        largest = std::max(largest, std::fabs(w[j]));
+        worst = std::max(worst, std::fabs(a[j] - w[j]));
+      }
+      EXPECT_LE(worst, 2e-2f * largest) << names[i] << (eager ? " eager" : " compiled");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
+                         ::testing::Values(Case{2, 40, 4, 2, 16}, Case{3, 9, 2, 2, 8},
+                                           Case{1, 130, 4, 1, 32}));
+
+}  // namespace
+}  // namespace tfm
