@@ -85,9 +85,36 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   return id;
 }
 
+namespace {
+
+std::vector<ValueId> with_norm(std::vector<ValueId> inputs, const InputNorm& norm) {
+  if (norm.weight >= 0) inputs.push_back(norm.weight);
+  return inputs;
+}
+
+}  // namespace
+
+ValueId Builder::mark_normed(ValueId id, const InputNorm& norm) {
+  Node& n = graph_.nodes[static_cast<size_t>(id)];
+  n.normed = norm.weight >= 0;
+  n.eps = norm.eps;
+  return id;
+}
+
+ValueId Builder::product_input(ValueId x, const InputNorm& norm, const char* op) {
+  if (norm.weight < 0) {
+    return autocast_ != DType::f32 && node(x).dtype == DType::f32 ? cast(x, autocast_) : x;
+  }
+  if (autocast_ != DType::f32 || node(x).dtype != DType::f32) {
+    throw Error(std::string("[") + op + "] an input norm needs f32 rows and no autocast");
+  }
+  ops::rms_norm_shape(node(x).shape, node(norm.weight).shape);
+  return x;
+}
+
 ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate,
-                              ValueId bias_up) {
-  if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
+                              ValueId bias_up, InputNorm norm) {
+  x = product_input(x, norm, "gated_linear");
   if ((bias_gate >= 0) != (bias_up >= 0)) {
     throw Error("[gated_linear] give both biases or neither");
   }
@@ -101,12 +128,13 @@ ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId b
   }
   std::vector<ValueId> inputs{x, w_gate, w_up};
   if (bias_gate >= 0) inputs.insert(inputs.end(), {bias_gate, bias_up});
-  return add_node(Op::kGatedLinear, std::move(inputs), shape, node(w_gate).name);
+  return mark_normed(add_node(Op::kGatedLinear, with_norm(inputs, norm), shape, node(w_gate).name),
+                     norm);
 }
 
 ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
-                            const std::array<ValueId, 3>& biases) {
-  if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
+                            const std::array<ValueId, 3>& biases, InputNorm norm) {
+  x = product_input(x, norm, "qkv_linear");
   const bool has_bias = biases[0] >= 0;
   std::vector<ValueId> inputs{x};
   int64_t elements = 0;
@@ -120,7 +148,8 @@ ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
     inputs.push_back(weights[i]);
   }
   if (has_bias) inputs.insert(inputs.end(), biases.begin(), biases.end());
-  return add_node(Op::kQkvLinear, std::move(inputs), {elements}, node(weights[0]).name);
+  return mark_normed(
+      add_node(Op::kQkvLinear, with_norm(inputs, norm), {elements}, node(weights[0]).name), norm);
 }
 
 ValueId Builder::prepare_attention(const AttentionInputs& in) {

@@ -10,6 +10,13 @@
 
 namespace tfm::graph {
 
+// An RMSNorm a product applies to its input rows as it reads them (inference graphs, no
+// autocast): the products of rms_norm(x, weight, eps). weight -1: none.
+struct InputNorm {
+  ValueId weight = -1;
+  float eps = 0.f;
+};
+
 class Builder {
  public:
   Builder() = default;
@@ -24,13 +31,14 @@ class Builder {
   ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
   // `residual` (of the output's shape, f32) is added to the product as it is written.
   ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
-  // silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up); the biases both given or both -1.
+  // silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x); the biases both given or
+  // both -1.
   ValueId gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate = -1,
-                       ValueId bias_up = -1);
-  // q, k and v's products in one pass over x: one flat value holding the three [rows, N] blocks one
-  // after the other. The biases are all given or all -1.
+                       ValueId bias_up = -1, InputNorm norm = {});
+  // q, k and v's products in one pass over h = norm(x): one flat value holding the three
+  // [rows, N] blocks one after the other. The biases are all given or all -1.
   ValueId qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
-                     const std::array<ValueId, 3>& biases = {-1, -1, -1});
+                     const std::array<ValueId, 3>& biases = {-1, -1, -1}, InputNorm norm = {});
   // What attention reads of a token's q, k and v, in one step: q and k normed per head (unless
   // q_norm and k_norm are -1) and rotated; k and v written into the caches at `slots`. Returns q;
   // attention then reads the caches themselves.
@@ -118,6 +126,10 @@ class Builder {
   ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
   // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.
   ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
+  // A product's input: cast under autocast, or checked against its input norm.
+  ValueId product_input(ValueId x, const InputNorm& norm, const char* op);
+  // Marks a just-made product node as reading its input through `norm` (its last input).
+  ValueId mark_normed(ValueId id, const InputNorm& norm);
 
   Graph graph_;
   DType autocast_ = DType::f32;

@@ -23,13 +23,14 @@ enum class Op : uint8_t {
                  //   holds rows [start, start + V): other ids read as zero rows
   kLinear,       // (x [..., K], w [N, K], bias [N]?, residual [..., N]?) -> [..., N]:
                  //   x @ w^T + bias + residual (a residual connection added as it is written)
-  kGatedLinear,  // (x [..., K], w_gate [N, K], w_up [N, K], bias_gate [N]?, bias_up [N]?) ->
-                 //   silu(x @ w_gate^T + bias_gate) * (x @ w_up^T + bias_up) [..., N]: a gated
-                 //   MLP's first half in one pass over x (inference graphs; no backward rule)
+  kGatedLinear,  // (x [..., K], w_gate [N, K], w_up [N, K], bias_gate [N]?, bias_up [N]?,
+                 //   norm [K] when `normed`) -> silu(h @ w_gate^T + bias_gate) * (h @ w_up^T +
+                 //   bias_up) [..., N] with h = rms_norm(x, norm, eps) or x: a gated MLP's first
+                 //   half in one pass over x (inference graphs; no backward rule)
   kQkvLinear,    // (x [..., K], w_q [Nq, K], w_k [Nk, K], w_v [Nv, K], then the three biases or
-                 //   none) -> [R*Nq + R*Nk + R*Nv] for R rows of x: the three products, each
-                 //   [R, N] block whole after the other (read through views), in one pass over x
-                 //   (inference graphs; no backward rule)
+                 //   none, then norm [K] when `normed`) -> [R*Nq + R*Nk + R*Nv] for R rows of x:
+                 //   the three products of h (as kGatedLinear's), each [R, N] block whole after
+                 //   the other (read through views), in one pass (inference graphs; no backward)
   kRmsNorm,      // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
   kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
   // (q [B,S,Hq,D], k [B,S,Hkv,D], v [B,S,Hkv,D], positions [B,S] i32, inv_freq [D/2], slots [S]
@@ -110,6 +111,8 @@ struct Node {
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after
   bool residual = false;       // kLinear: its last input is the residual added to the product
+  bool normed = false;         // kQkvLinear, kGatedLinear: x enters RMS-normed (`eps`) with the
+                               // last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                // of the vocabulary, starting at id `start`
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over

@@ -22,12 +22,15 @@ ValueId optional_weight(Builder& b, const std::string& name, const Tensor& t) {
   return t.defined() ? b.weight(name, t) : -1;
 }
 
-// The attention and MLP blocks end in a product that adds `residual` (unless -1) as it writes.
-// With caches (inference), q, k and v come from one qkv_linear and reach attention through one
-// prepare_attention step; without (training: differentiable ops), from the separate ops.
+// The attention and MLP blocks read x through `norm` (inference graphs: the block's input norm
+// folded into its first products; training: none, x is normed already) and end in a product that
+// adds `residual` (unless -1) as it writes. With caches (inference), q, k and v come from one
+// qkv_linear and reach attention through one prepare_attention step; without (training:
+// differentiable ops), from the separate ops.
 ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
-                        const LayerWeights& w, const std::string& p, ValueId x, const Inputs& in,
-                        float rope_scaling, ValueId k_cache, ValueId v_cache, ValueId residual) {
+                        const LayerWeights& w, const std::string& p, ValueId x,
+                        const graph::InputNorm& norm, const Inputs& in, float rope_scaling,
+                        ValueId k_cache, ValueId v_cache, ValueId residual) {
   const Shape& xs = b.shape(x);
   const int64_t batch = xs[0], seq = xs[1], d = c.head_dim;
   const int64_t q_heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
@@ -44,7 +47,8 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
     const ValueId qkv = b.qkv_linear(
         x, {weight("q_proj", w.q_proj), weight("k_proj", w.k_proj), weight("v_proj", w.v_proj)},
         {bias("q_proj", w.q_proj_bias), bias("k_proj", w.k_proj_bias),
-         bias("v_proj", w.v_proj_bias)});
+         bias("v_proj", w.v_proj_bias)},
+        norm);
     const int64_t q_size = batch * seq * q_heads * d, kv_size = batch * seq * kv_heads * d;
     Builder::AttentionInputs prep{b.view(qkv, 0, {batch, seq, q_heads, d}),
                                   b.view(qkv, q_size, {batch, seq, kv_heads, d}),
@@ -85,7 +89,7 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
 // `differentiable`: built of ops with backward rules (training); otherwise the gate and up products
 // and the SiLU gating run as one gated_linear.
 ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x,
-                  ValueId residual, bool differentiable) {
+                  const graph::InputNorm& norm, ValueId residual, bool differentiable) {
   const auto weight = [&](const Tensor& t, const std::string& name) {
     return b.weight(p + name + ".weight", t);
   };
@@ -99,8 +103,9 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
     const ValueId up = b.linear(x, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
     act = b.mul(b.silu(gate), up);
   } else {
-    act = b.gated_linear(x, weight(w.gate_proj, "gate_proj"), weight(w.up_proj, "up_proj"),
-                         bias(w.gate_proj_bias, "gate_proj"), bias(w.up_proj_bias, "up_proj"));
+    act =
+        b.gated_linear(x, weight(w.gate_proj, "gate_proj"), weight(w.up_proj, "up_proj"),
+                       bias(w.gate_proj_bias, "gate_proj"), bias(w.up_proj_bias, "up_proj"), norm);
   }
   return b.linear(act, weight(w.down_proj, "down_proj"), bias(w.down_proj_bias, "down_proj"),
                   residual);
@@ -132,12 +137,17 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
     const auto cache = [&](int64_t which) {
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
-    const ValueId h = b.rms_norm(x, b.weight(p + "input_layernorm.weight", l.input_layernorm), eps);
-    x = connect(x, attention_block(b, c, f, l, p + "self_attn.", copy(h), in,
+    // A block's input: x normed (training), or x and the norm its first products apply.
+    const auto normed = [&](const std::string& name, const Tensor& t) {
+      const ValueId weight = b.weight(p + name + ".weight", t);
+      return caches.empty() ? std::pair{copy(b.rms_norm(x, weight, eps)), graph::InputNorm{}}
+                            : std::pair{copy(x), graph::InputNorm{weight, eps}};
+    };
+    const auto [h, h_norm] = normed("input_layernorm", l.input_layernorm);
+    x = connect(x, attention_block(b, c, f, l, p + "self_attn.", h, h_norm, in,
                                    rope.attention_scaling, cache(0), cache(1), residual(x)));
-    const ValueId h2 = b.rms_norm(
-        x, b.weight(p + "post_attention_layernorm.weight", l.post_attention_layernorm), eps);
-    x = connect(x, mlp_block(b, l, p + "mlp.", copy(h2), residual(x), caches.empty()));
+    const auto [h2, h2_norm] = normed("post_attention_layernorm", l.post_attention_layernorm);
+    x = connect(x, mlp_block(b, l, p + "mlp.", h2, h2_norm, residual(x), caches.empty()));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.

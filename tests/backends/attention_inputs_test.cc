@@ -1,7 +1,7 @@
 // The fused inference ops a decoder layer starts with, on each backend (CUDA skipped, and said so,
 // where absent), compiled and eager, against the scalar references in src/ops: qkv_linear's three
-// products, and prepare_attention's normed and rotated q and the k and v rows it writes into the
-// caches.
+// products (of the RMS-normed rows, with an input norm), and prepare_attention's normed and
+// rotated q and the k and v rows it writes into the caches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,13 +43,14 @@ struct Case {
   std::string device;
   int64_t batch, seq, hidden;  // batch x seq rows: up to 8 take the GEMV on CUDA, more cuBLASLt
   DType weights, cache;
-  bool norms;
+  bool norms;       // q_norm and k_norm
+  bool input_norm;  // the layer's input norm applied by qkv_linear
 };
 
 std::string describe(const Case& c) {
   return c.device + "_rows" + std::to_string(c.batch * c.seq) + "_k" + std::to_string(c.hidden) +
          "_" + std::string(dtype_name(c.weights)) + "_cache_" + std::string(dtype_name(c.cache)) +
-         (c.norms ? "_norms" : "");
+         (c.norms ? "_norms" : "") + (c.input_norm ? "_input_norm" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -73,6 +74,7 @@ TEST_P(AttentionInputsTest, MatchReference) {
     w.push_back(rounded(random_values(static_cast<size_t>(cols[i] * k), 2 + i), c.weights));
     bias.push_back(random_values(static_cast<size_t>(cols[i]), 5 + i));
   }
+  const std::vector<float> input_norm = random_values(static_cast<size_t>(k), 10, 0.5f, 1.5f);
   const std::vector<float> q_norm = random_values(d, 8, 0.5f, 1.5f);
   const std::vector<float> k_norm = random_values(d, 9, 0.5f, 1.5f);
   std::vector<float> inv_freq(d / 2);
@@ -97,7 +99,9 @@ TEST_P(AttentionInputsTest, MatchReference) {
   const ValueId qkv = g.qkv_linear(
       xv, {g.weight("wq", matrix(0)), g.weight("wk", matrix(1)), g.weight("wv", matrix(2))},
       {g.weight("bq", vector(bias[0])), g.weight("bk", vector(bias[1])),
-       g.weight("bv", vector(bias[2]))});
+       g.weight("bv", vector(bias[2]))},
+      c.input_norm ? graph::InputNorm{g.weight("input_norm", vector(input_norm)), eps}
+                   : graph::InputNorm{});
   graph::Builder::AttentionInputs in{g.view(qkv, 0, {b, s, hq, d}),
                                      g.view(qkv, rows * nq, {b, s, hkv, d}),
                                      g.view(qkv, rows * (nq + nkv), {b, s, hkv, d}),
@@ -120,7 +124,9 @@ TEST_P(AttentionInputsTest, MatchReference) {
   // k and v rows at the slots of otherwise zero caches.
   // cuBLASLt's bf16 products (CUDA, more than 8 rows) read the activations rounded to bf16 too.
   const bool bf16_product = c.device == "cuda" && rows > 8 && c.weights == DType::bf16;
-  const std::vector<float> x_read = bf16_product ? rounded(x, DType::bf16) : x;
+  std::vector<float> h = x;
+  if (c.input_norm) ops::reference::rms_norm(x.data(), input_norm.data(), rows, k, eps, h.data());
+  const std::vector<float> x_read = bf16_product ? rounded(h, DType::bf16) : h;
   std::vector<std::vector<float>> products(3);
   for (size_t i = 0; i < 3; ++i) {
     products[i].resize(static_cast<size_t>(rows * cols[i]));
@@ -172,11 +178,11 @@ TEST_P(AttentionInputsTest, MatchReference) {
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (const std::string device : {"cpu", "cuda"}) {
-    all.push_back({device, 2, 3, 16, DType::f32, DType::f32, true});
-    all.push_back({device, 2, 3, 16, DType::bf16, DType::bf16, false});
-    all.push_back({device, 1, 1, 12, DType::bf16, DType::f32, true});  // k % 8 != 0
-    all.push_back({device, 3, 3, 16, DType::bf16, DType::bf16, true});
-    all.push_back({device, 3, 3, 16, DType::f32, DType::f32, false});
+    all.push_back({device, 2, 3, 16, DType::f32, DType::f32, true, false});
+    all.push_back({device, 2, 3, 16, DType::bf16, DType::bf16, false, true});
+    all.push_back({device, 1, 1, 12, DType::bf16, DType::f32, true, true});  // k % 8 != 0
+    all.push_back({device, 3, 3, 16, DType::bf16, DType::bf16, true, true});
+    all.push_back({device, 3, 3, 16, DType::f32, DType::f32, false, false});
   }
   return all;
 }

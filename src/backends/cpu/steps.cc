@@ -21,6 +21,16 @@ void check_f32(const Node& n, const char* op) {
   }
 }
 
+// A product's rows as it reads them: x, or rms_norm(x, norm, eps) into `normed` when the node has
+// an input norm (graph::Node::normed; x is f32 then).
+const float* product_rows(const float* x, const float* norm, float eps, int64_t m, int64_t k,
+                          std::vector<float>& normed) {
+  if (norm == nullptr) return x;
+  normed.resize(static_cast<size_t>(m * k));
+  rms_norm(x, norm, m, k, eps, normed.data());
+  return normed.data();
+}
+
 // An operand of a matrix product as f32: itself, or (bf16 under autocast) widened into `widened`.
 // The products of bf16 values are exact in f32, so this matches a bf16 product accumulated in f32.
 const float* f32_operand(const void* data, DType dtype, int64_t count, std::vector<float>& widened) {
@@ -76,15 +86,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kGatedLinear: {
       const DType dt = in(1).dtype, x_dtype = in(0).dtype;
       const int64_t m = rows_of(in(0).shape), nn = in(1).shape[0], k = in(1).shape[1];
-      const bool has_bias = args.size() > 3;
+      const bool normed = n.normed, has_bias = args.size() - (normed ? 1 : 0) > 3;
+      const float eps = n.eps;
       // silu(gate) * up, as the fused elementwise chain of the unfused graph computes it.
       const graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
                                               {graph::EwCode::kSilu},
                                               {graph::EwCode::kLoad, 1},
                                               {graph::EwCode::kMul}}};
       return [=, &ptrs] {
-        std::vector<float> widened, gate(static_cast<size_t>(m * nn));
-        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        std::vector<float> widened, normed_rows, gate(static_cast<size_t>(m * nn));
+        const float* x = product_rows(f32_operand(ptrs[args[0]], x_dtype, m * k, widened),
+                                      normed ? f(args.back()) : nullptr, eps, m, k, normed_rows);
         linear(x, ptrs[args[1]], dt, has_bias ? f(args[3]) : nullptr, m, nn, k, gate.data());
         linear(x, ptrs[args[2]], dt, has_bias ? f(args[4]) : nullptr, m, nn, k, f(out));
         const float* operands[2] = {gate.data(), f(out)};
@@ -95,10 +107,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = in(1).dtype, x_dtype = in(0).dtype;
       const int64_t m = rows_of(in(0).shape), k = in(0).shape.back();
       const std::array<int64_t, 3> nn{in(1).shape[0], in(2).shape[0], in(3).shape[0]};
-      const bool has_bias = args.size() > 4;
+      const bool normed = n.normed, has_bias = args.size() - (normed ? 1 : 0) > 4;
+      const float eps = n.eps;
       return [=, &ptrs] {
-        std::vector<float> widened;
-        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        std::vector<float> widened, normed_rows;
+        const float* x = product_rows(f32_operand(ptrs[args[0]], x_dtype, m * k, widened),
+                                      normed ? f(args.back()) : nullptr, eps, m, k, normed_rows);
         float* y = f(out);
         for (size_t i = 0; i < 3; ++i) {
           linear(x, ptrs[args[1 + i]], dt, has_bias ? f(args[4 + i]) : nullptr, m, nn[i], k, y);

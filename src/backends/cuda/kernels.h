@@ -53,21 +53,28 @@ void elementwise(const EwKernelProgram& program, int64_t count, float* out, cuda
 inline constexpr int64_t kGemvMaxRows = 8;
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
           int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
+// An RMSNorm the products apply to x's rows on the way in (a decoder layer's input norm): they
+// read x / rms(x) * weight, rms over the row's k values. A null weight: x as it is.
+struct InputNorm {
+  const float* weight = nullptr;
+  float eps = 0.f;
+};
+
 // q, k and v's products (graph::Op::kQkvLinear) for few rows in one launch: y[i][m, n[i]] =
-// x w[i]^T + bias[i], the three weights of one dtype; the biases all null or all given.
+// norm(x) w[i]^T + bias[i], the three weights of one dtype; the biases all null or all given.
 struct QkvProducts {
   const void* w[3];
   const float* bias[3];
   int64_t n[3];
   float* y[3];
 };
-void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, int64_t m, int64_t k,
-              cudaStream_t stream);
-// y[m, n] = silu(x w_gate^T + bias_gate) * (x w_up^T + bias_up) for few rows, both weights
-// streamed in one pass. Biases may be null.
+void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, const InputNorm& norm,
+              int64_t m, int64_t k, cudaStream_t stream);
+// y[m, n] = silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x), for few rows, both
+// weights streamed in one pass. Biases may be null.
 void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
-                const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
-                float* y, cudaStream_t stream);
+                const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
+                int64_t n, int64_t k, float* y, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
 // run as separate blocks (split-K, so a decode step fills the GPU); a second kernel merges the

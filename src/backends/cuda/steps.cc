@@ -107,51 +107,79 @@ bool uses_matmul(const graph::Graph& graph, const Node& n) {
   return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
 }
 
-// Scratch a linear needs to bring its activations to its weights' dtype: f32 activations cast to
-// bf16 for a cuBLASLt product with bf16 weights, or bf16 activations (autocast) widened to f32 for
-// the GEMV, which reads f32 rows.
+size_t arena_aligned(size_t bytes) {
+  return (bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
+}
+
+// Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, the
+// rows RMS-normed first when the node has an input norm (the GEMV norms them as it reads), then
+// f32 rows cast to bf16 for bf16 weights; for the GEMV, which reads f32 rows, autocast's bf16
+// activations widened.
 size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   const Node& x = input(graph, n, 0);
   const DType w = input(graph, n, 1).dtype;
   const auto count = static_cast<size_t>(shape_numel(x.shape));
   if (!uses_matmul(graph, n)) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
-  return w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0;
+  const size_t normed = n.normed ? arena_aligned(count * sizeof(float)) : 0;
+  return normed + (w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0);
 }
 
-// A product's activations (input 0) as its kernel reads them: f32 rows for the GEMV (autocast's
-// bf16 ones widened into scratch), or rows of the weights' dtype for cuBLASLt (f32 ones cast into
-// scratch for bf16 weights; autocast's are bf16 already).
+// A product's activations (input 0) as its kernel reads them (see linear_scratch_bytes).
 struct ProductRows {
   size_t x = 0;
   DType x_dtype = DType::f32, w_dtype = DType::f32;
-  int64_t count = 0;
+  int64_t count = 0, hidden = 0;
   bool gemv = false;
   MatmulOperand operand;  // the rows as the cuBLASLt product reads them
+  bool normed = false;    // graph::Node::normed: `norm` is the input norm's weight
+  size_t norm = 0;
+  float eps = 0.f;
 
   const void* prepare(StepContext& c) const {
     const void* rows = c.ptrs[x];
+    DType dtype = x_dtype;
+    char* free = static_cast<char*>(c.scratch);
+    if (normed && !gemv) {
+      rms_norm(static_cast<const float*>(rows), f32_at(c, norm), count / hidden, hidden, eps,
+               reinterpret_cast<float*>(free), c.stream);
+      rows = free;
+      free += arena_aligned(static_cast<size_t>(count) * sizeof(float));
+    }
     const DType want = gemv ? DType::f32 : w_dtype;
-    if (x_dtype == want) return rows;
-    cast(rows, x_dtype, c.scratch, want, count, c.stream);
-    return c.scratch;
+    if (dtype == want) return rows;
+    cast(rows, dtype, free, want, count, c.stream);
+    return free;
+  }
+  // The norm the GEMV applies as it reads the rows.
+  InputNorm gemv_norm(StepContext& c) const {
+    return normed && gemv ? InputNorm{f32_at(c, norm), eps} : InputNorm{};
   }
 };
 
 ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* op) {
   const Node& x = input(graph, n, 0);
   const DType w_dtype = input(graph, n, 1).dtype;
-  if (x.dtype != DType::f32 && x.dtype != w_dtype) {
+  if (x.dtype != DType::f32 && (x.dtype != w_dtype || n.normed)) {
     throw Error(std::string("[cuda ") + op + "] " + std::string(dtype_name(x.dtype)) +
                 " activations with " + std::string(dtype_name(w_dtype)) +
-                " weights are not supported");
+                " weights are not supported" + (n.normed ? " under an input norm" : ""));
   }
-  ProductRows rows{static_cast<size_t>(n.inputs[0]), x.dtype, w_dtype, shape_numel(x.shape),
-                   !uses_matmul(graph, n), {}};
   const int64_t k = x.shape.back();
-  rows.operand = x.dtype != w_dtype
-                     ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(w_dtype), false)
-                     : matmul_operand(graph, n.inputs[0], false);
-  return rows;
+  // Rows normed or cast into scratch start 256-aligned.
+  const MatmulOperand operand =
+      x.dtype != w_dtype || n.normed
+          ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(w_dtype), false)
+          : matmul_operand(graph, n.inputs[0], false);
+  return {static_cast<size_t>(n.inputs[0]),
+          x.dtype,
+          w_dtype,
+          shape_numel(x.shape),
+          k,
+          !uses_matmul(graph, n),
+          operand,
+          n.normed,
+          n.normed ? static_cast<size_t>(n.inputs.back()) : 0,
+          n.eps};
 }
 
 // The output never shares memory with an input (the planner keeps inputs alive through the step
@@ -190,7 +218,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = input(graph, n, 1).dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), k = input(graph, n, 0).shape.back();
-  const bool has_bias = n.inputs.size() > 4;
+  const bool has_bias = n.inputs.size() - (n.normed ? 1 : 0) > 4;
   std::array<size_t, 3> weight{}, bias{};
   std::array<int64_t, 3> cols{}, offset{};
   for (size_t i = 0; i < 3; ++i) {
@@ -212,7 +240,8 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const ProductRows rows = product_rows(graph, n, "qkv_linear");
   if (rows.gemv) {
     return [=](StepContext& c) {
-      qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, m, k, c.stream);
+      qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.gemv_norm(c), m, k,
+               c.stream);
     };
   }
   std::array<std::shared_ptr<const Matmul>, 3> products;
@@ -239,8 +268,7 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 
 // Where the gated product keeps the gate half on the cuBLASLt path: after the activations' cast.
 size_t gate_scratch_offset(const graph::Graph& graph, const Node& n) {
-  const size_t cast = linear_scratch_bytes(graph, n);
-  return (cast + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
+  return arena_aligned(linear_scratch_bytes(graph, n));
 }
 
 size_t gated_linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
@@ -255,7 +283,7 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t wg = static_cast<size_t>(n.inputs[1]), wu = static_cast<size_t>(n.inputs[2]);
-  const bool has_bias = n.inputs.size() > 3;
+  const bool has_bias = n.inputs.size() - (n.normed ? 1 : 0) > 3;
   const size_t bg = has_bias ? static_cast<size_t>(n.inputs[3]) : 0,
                bu = has_bias ? static_cast<size_t>(n.inputs[4]) : 0;
   const auto bias = [=](StepContext& c, size_t i) {
@@ -265,7 +293,8 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   if (rows.gemv) {
     return [=](StepContext& c) {
       gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
-                 bias(c, bg), bias(c, bu), m, nn, k, static_cast<float*>(c.ptrs[out]), c.stream);
+                 rows.gemv_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
+                 static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
   // The two weights are separate allocations, each with its own alignment.
