@@ -1,6 +1,7 @@
-// Attention's forward and backward steps as batched tensor-core products.
-// In head-major layout, the query heads i, i + g, i + 2g, ... (g = q_heads / kv_heads) of a chunk
-// of batch rows are one strided batch against KV heads 0, 1, 2, ...: each product runs g times.
+// Attention's forward and backward steps as batched tensor-core products. In head-major layout the
+// g = q_heads / kv_heads query heads of one KV head are one [g x seq, head_dim] matrix, so each
+// product is one strided batch over a chunk's KV heads, and the sums over a group (dk, dv) happen
+// inside the products.
 #include "backends/cuda/attention_product_steps.h"
 
 #include <initializer_list>
@@ -32,7 +33,9 @@ uint32_t alignment_of(std::initializer_list<int64_t> bytes) {
 // The sizes of one pass over `chunk` batch rows, and where each buffer sits in scratch.
 struct Layout {
   AttentionShape s{};
-  int64_t group = 1, chunk = 1;
+  int64_t chunk = 1;
+  int64_t group_rows = 0;  // query rows of one KV head's group: q_heads / kv_heads x seq
+  int64_t score_ld = 0;    // a row of scores, padded to 8 elements (16-byte aligned rows)
   int64_t q_elems = 0, kv_elems = 0, score_elems = 0;  // per chunk, head-major
   // Byte offsets into scratch.
   size_t q16 = 0, k16 = 0, v16 = 0, scores = 0, probs = 0, out = 0;  // both passes
@@ -40,8 +43,9 @@ struct Layout {
   size_t bytes = 0;
 
   Layout(const AttentionShape& shape, bool backward) : s(shape) {
-    group = s.q_heads / s.kv_heads;
-    const int64_t row_scores = s.q_heads * s.seq * s.cache_len * kF32;
+    group_rows = s.q_heads / s.kv_heads * s.seq;
+    score_ld = (s.cache_len + 7) / 8 * 8;
+    const int64_t row_scores = s.q_heads * s.seq * score_ld * kF32;
     // The largest divisor of the batch whose scores fit the budget: every pass runs the same
     // products.
     for (int64_t c = s.batch; c >= 1; --c) {
@@ -52,7 +56,7 @@ struct Layout {
     }
     q_elems = chunk * s.q_heads * s.seq * s.head_dim;
     kv_elems = chunk * s.kv_heads * s.cache_len * s.head_dim;
-    score_elems = chunk * s.q_heads * s.seq * s.cache_len;
+    score_elems = chunk * s.q_heads * s.seq * score_ld;
     const auto take = [this](int64_t count) {
       const size_t at = bytes;
       const auto aligned = static_cast<size_t>((count + graph::kArenaAlignment - 1) /
@@ -74,21 +78,18 @@ struct Layout {
     }
   }
 
-  // Operands of the strided batches (over a chunk's KV heads), as each product reads them. A
-  // query-side matrix of group member i starts i matrices in; a KV-side one is shared by all.
-  MatmulOperand queries(int64_t elem, bool transposed = false) const {  // [seq, head_dim]
-    const int64_t matrix = s.seq * s.head_dim;
-    return {transposed, alignment_of({matrix * elem, s.head_dim * elem}), s.head_dim,
-            group * matrix};
+  // Operands of the strided batches over a chunk's KV heads, as each product reads them.
+  MatmulOperand queries(int64_t elem, bool transposed = false) const {  // [group_rows, head_dim]
+    return {transposed, alignment_of({group_rows * s.head_dim * elem, s.head_dim * elem}),
+            s.head_dim, group_rows * s.head_dim};
   }
   MatmulOperand keys(int64_t elem, bool transposed = false) const {  // [len, head_dim]
     const int64_t matrix = s.cache_len * s.head_dim;
     return {transposed, alignment_of({matrix * elem, s.head_dim * elem}), s.head_dim, matrix};
   }
-  MatmulOperand scores_of(int64_t elem, bool transposed = false) const {  // [seq, len]
-    const int64_t matrix = s.seq * s.cache_len;
-    return {transposed, alignment_of({matrix * elem, s.cache_len * elem}), s.cache_len,
-            group * matrix};
+  MatmulOperand scores_of(int64_t elem, bool transposed = false) const {  // [group_rows, len]
+    return {transposed, alignment_of({group_rows * score_ld * elem, score_ld * elem}), score_ld,
+            group_rows * score_ld};
   }
   int64_t batch() const { return chunk * s.kv_heads; }
 };
@@ -116,16 +117,16 @@ void check_bf16(const graph::Graph& graph, const graph::Node& n, const char* op)
   }
 }
 
-// Brings a chunk's q, k and v into head-major bf16 and computes scores = q k^T per head, then the
-// masked softmax (f32 in `scores`, bf16 in `probs`).
+// Brings a chunk's q, k and v into head-major bf16 and computes scores = q k^T (per KV head, over
+// its group's query rows), then the masked softmax (f32 in `scores`, bf16 in `probs`).
 struct Probabilities {
   Layout l;
   std::shared_ptr<const Matmul> scores;
 
   explicit Probabilities(const Layout& layout)
       : l(layout),
-        scores(std::make_shared<const Matmul>(l.s.seq, l.s.cache_len, l.s.head_dim, DType::bf16,
-                                              l.queries(kBf16), l.keys(kBf16, true),
+        scores(std::make_shared<const Matmul>(l.group_rows, l.s.cache_len, l.s.head_dim,
+                                              DType::bf16, l.queries(kBf16), l.keys(kBf16, true),
                                               l.scores_of(kF32), l.batch())) {}
 
   void run(StepContext& c, const Operands& o, int64_t first_row, float scale) const {
@@ -141,15 +142,12 @@ struct Probabilities {
                   s.head_dim, at<char>(c.scratch, l.k16), c.stream);
     to_head_major(v + first_row * kv_row * kBf16, DType::bf16, l.chunk, s.cache_len, s.kv_heads,
                   s.head_dim, at<char>(c.scratch, l.v16), c.stream);
-    for (int64_t i = 0; i < l.group; ++i) {
-      scores->run(at<uint16_t>(c.scratch, l.q16) + i * s.seq * s.head_dim,
-                  at<uint16_t>(c.scratch, l.k16),
-                  at<float>(c.scratch, l.scores) + i * s.seq * s.cache_len, c.workspace, c.stream);
-    }
+    scores->run(at<char>(c.scratch, l.q16), at<char>(c.scratch, l.k16),
+                at<float>(c.scratch, l.scores), c.workspace, c.stream);
     masked_softmax(at<float>(c.scratch, l.scores), at<char>(c.scratch, l.probs),
                    static_cast<const int32_t*>(c.ptrs[o.mask]) + first_row * s.cache_len,
                    static_cast<const int32_t*>(c.ptrs[o.slots]), l.chunk, s.q_heads, s.seq,
-                   s.cache_len, scale, c.stream);
+                   s.cache_len, l.score_ld, scale, c.stream);
   }
 };
 
@@ -164,20 +162,17 @@ Step attention_products_step(const graph::Graph& graph, const graph::Node& n, si
   const Layout l(attention_shape(graph, n), false);
   const AttentionShape& s = l.s;
   const Probabilities probabilities(l);
-  // out_h = probs_h v_kv(h), written head-major f32.
+  // out = probs v per KV head, over its group's query rows, written head-major f32.
   auto mix =
-      std::make_shared<const Matmul>(s.seq, s.head_dim, s.cache_len, DType::bf16,
+      std::make_shared<const Matmul>(l.group_rows, s.head_dim, s.cache_len, DType::bf16,
                                      l.scores_of(kBf16), l.keys(kBf16), l.queries(kF32), l.batch());
   const Operands o = operands_of(n);
   const float scale = n.scale;
   return [=](StepContext& c) {
     for (int64_t first = 0; first < s.batch; first += l.chunk) {
       probabilities.run(c, o, first, scale);
-      for (int64_t i = 0; i < l.group; ++i) {
-        mix->run(at<uint16_t>(c.scratch, l.probs) + i * s.seq * s.cache_len,
-                 at<uint16_t>(c.scratch, l.v16),
-                 at<float>(c.scratch, l.out) + i * s.seq * s.head_dim, c.workspace, c.stream);
-      }
+      mix->run(at<char>(c.scratch, l.probs), at<char>(c.scratch, l.v16),
+               at<float>(c.scratch, l.out), c.workspace, c.stream);
       from_head_major(at<float>(c.scratch, l.out), l.chunk, s.seq, s.q_heads, s.head_dim,
                       f32_at(c, out) + first * s.seq * s.q_heads * s.head_dim, c.stream);
     }
@@ -193,54 +188,41 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
   const Layout l(attention_shape(graph, n), true);
   const AttentionShape& s = l.s;
   const Probabilities probabilities(l);
-  const int64_t seq = s.seq, len = s.cache_len, d = s.head_dim;
+  const int64_t seq = s.seq, len = s.cache_len, d = s.head_dim, rows = l.group_rows;
   const auto product = [&](int64_t m, int64_t nn, int64_t k, MatmulOperand a, MatmulOperand b,
                            MatmulOperand y) {
     return std::make_shared<const Matmul>(m, nn, k, DType::bf16, a, b, y, l.batch());
   };
-  // Per group member i, over the chunk's KV heads (dk and dv add the group's members up):
-  //   dv += probs_i^T dy_i,  d_probs_i = dy_i v^T,  dq_i = d_scores_i k,  dk += d_scores_i^T q_i.
-  auto dv = product(len, d, seq, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
-  auto d_probs = product(seq, len, d, l.queries(kBf16), l.keys(kBf16, true), l.scores_of(kF32));
-  auto dq = product(seq, d, len, l.scores_of(kBf16), l.keys(kBf16), l.queries(kF32));
-  auto dk = product(len, d, seq, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
+  // Per KV head, over its group's query rows: dv = probs^T dy, d_probs = dy v^T,
+  // dq = d_scores k, dk = d_scores^T q.
+  auto dv = product(len, d, rows, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
+  auto d_probs = product(rows, len, d, l.queries(kBf16), l.keys(kBf16, true), l.scores_of(kF32));
+  auto dq = product(rows, d, len, l.scores_of(kBf16), l.keys(kBf16), l.queries(kF32));
+  auto dk = product(len, d, rows, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
   const Operands o = operands_of(n);
   const size_t dy = static_cast<size_t>(n.inputs[5]);
   const float scale = n.scale;
   const int64_t q_row = seq * s.q_heads * d, kv_row = len * s.kv_heads * d;
   const int64_t q_total = s.batch * q_row, kv_total = s.batch * kv_row;
   return [=](StepContext& c) {
-    const auto query_side = [&](size_t offset, int64_t i) {
-      return at<uint16_t>(c.scratch, offset) + i * seq * d;
-    };
-    const auto score_side = [&](size_t offset, int64_t i) {
-      return at<uint16_t>(c.scratch, offset) + i * seq * len;
-    };
+    const auto buffer = [&](size_t offset) { return at<char>(c.scratch, offset); };
+    const auto f32 = [&](size_t offset) { return at<float>(c.scratch, offset); };
     for (int64_t first = 0; first < s.batch; first += l.chunk) {
       probabilities.run(c, o, first, scale);
       to_head_major(f32_at(c, dy) + first * q_row, DType::f32, l.chunk, seq, s.q_heads, d,
-                    at<char>(c.scratch, l.dy16), c.stream);
-      for (int64_t i = 0; i < l.group; ++i) {
-        dv->run(score_side(l.probs, i), query_side(l.dy16, i), at<float>(c.scratch, l.dv),
-                c.workspace, c.stream, i > 0);
-        d_probs->run(query_side(l.dy16, i), at<uint16_t>(c.scratch, l.v16),
-                     at<float>(c.scratch, l.d_probs) + i * seq * len, c.workspace, c.stream);
-      }
+                    buffer(l.dy16), c.stream);
+      dv->run(buffer(l.probs), buffer(l.dy16), f32(l.dv), c.workspace, c.stream);
+      d_probs->run(buffer(l.dy16), buffer(l.v16), f32(l.d_probs), c.workspace, c.stream);
       // The gradient of the scores, written over the bf16 probabilities (read by dv above).
-      softmax_grad(at<float>(c.scratch, l.scores), at<float>(c.scratch, l.d_probs),
-                   l.chunk * s.q_heads * seq, len, scale, at<char>(c.scratch, l.probs), c.stream);
-      for (int64_t i = 0; i < l.group; ++i) {
-        dq->run(score_side(l.probs, i), at<uint16_t>(c.scratch, l.k16),
-                at<float>(c.scratch, l.out) + i * seq * d, c.workspace, c.stream);
-        dk->run(score_side(l.probs, i), query_side(l.q16, i), at<float>(c.scratch, l.dk),
-                c.workspace, c.stream, i > 0);
-      }
+      softmax_grad(f32(l.scores), f32(l.d_probs), l.chunk * s.q_heads * seq, len, l.score_ld, scale,
+                   buffer(l.probs), c.stream);
+      dq->run(buffer(l.probs), buffer(l.k16), f32(l.out), c.workspace, c.stream);
+      dk->run(buffer(l.probs), buffer(l.q16), f32(l.dk), c.workspace, c.stream);
       float* grads = f32_at(c, out);
-      from_head_major(at<float>(c.scratch, l.out), l.chunk, seq, s.q_heads, d,
-                      grads + first * q_row, c.stream);
-      from_head_major(at<float>(c.scratch, l.dk), l.chunk, len, s.kv_heads, d,
-                      grads + q_total + first * kv_row, c.stream);
-      from_head_major(at<float>(c.scratch, l.dv), l.chunk, len, s.kv_heads, d,
+      from_head_major(f32(l.out), l.chunk, seq, s.q_heads, d, grads + first * q_row, c.stream);
+      from_head_major(f32(l.dk), l.chunk, len, s.kv_heads, d, grads + q_total + first * kv_row,
+                      c.stream);
+      from_head_major(f32(l.dv), l.chunk, len, s.kv_heads, d,
                       grads + q_total + kv_total + first * kv_row, c.stream);
     }
   };

@@ -35,11 +35,11 @@ __global__ void from_head_major_kernel(const float* x, int64_t seq, int64_t head
 // One block per row of scores: (batch row, head, query).
 __global__ void __launch_bounds__(kThreads)
     masked_softmax_kernel(float* scores, __nv_bfloat16* probs, const int32_t* mask,
-                          const int32_t* slots, int64_t heads, int64_t seq, int64_t len,
+                          const int32_t* slots, int64_t heads, int64_t seq, int64_t len, int64_t ld,
                           float scale) {
   const int64_t row = blockIdx.x, query = row % seq, b = row / (seq * heads);
-  float* x = scores + row * len;
-  __nv_bfloat16* p = probs + row * len;
+  float* x = scores + row * ld;
+  __nv_bfloat16* p = probs + row * ld;
   const int32_t* visible_mask = mask + b * len;
   const int64_t last = slots[query];
   const auto visible = [&](int64_t j) { return j <= last && visible_mask[j] != 0; };
@@ -64,15 +64,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    softmax_grad_kernel(const float* probs, const float* d_probs, int64_t len, float scale,
-                        __nv_bfloat16* d_scores) {
+    softmax_grad_kernel(const float* probs, const float* d_probs, int64_t len, int64_t ld,
+                        float scale, __nv_bfloat16* d_scores) {
   const int64_t row = blockIdx.x;
-  const float* p = probs + row * len;
-  const float* dp = d_probs + row * len;
+  const float* p = probs + row * ld;
+  const float* dp = d_probs + row * ld;
   float delta = 0.f;
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) delta += p[j] * dp[j];
   delta = block_reduce(delta, Sum{});
-  __nv_bfloat16* ds = d_scores + row * len;
+  __nv_bfloat16* ds = d_scores + row * ld;
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
     ds[j] = narrow<__nv_bfloat16>(scale * (p[j] * (dp[j] - delta)));
   }
@@ -109,20 +109,20 @@ void from_head_major(const float* x, int64_t batch, int64_t seq, int64_t heads, 
 }
 
 void masked_softmax(float* scores, void* probs, const int32_t* mask, const int32_t* slots,
-                    int64_t batch, int64_t heads, int64_t seq, int64_t len, float scale,
+                    int64_t batch, int64_t heads, int64_t seq, int64_t len, int64_t ld, float scale,
                     cudaStream_t stream) {
   const int64_t rows = batch * heads * seq;
   if (rows == 0 || len == 0) return;
   masked_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      scores, static_cast<__nv_bfloat16*>(probs), mask, slots, heads, seq, len, scale);
+      scores, static_cast<__nv_bfloat16*>(probs), mask, slots, heads, seq, len, ld, scale);
   check_launch("masked_softmax");
 }
 
-void softmax_grad(const float* probs, const float* d_probs, int64_t rows, int64_t len, float scale,
-                  void* d_scores, cudaStream_t stream) {
+void softmax_grad(const float* probs, const float* d_probs, int64_t rows, int64_t len, int64_t ld,
+                  float scale, void* d_scores, cudaStream_t stream) {
   if (rows == 0 || len == 0) return;
   softmax_grad_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      probs, d_probs, len, scale, static_cast<__nv_bfloat16*>(d_scores));
+      probs, d_probs, len, ld, scale, static_cast<__nv_bfloat16*>(d_scores));
   check_launch("softmax_grad");
 }
 

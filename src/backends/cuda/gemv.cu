@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // that product's own output. Needs k % 8 == 0 and 16-byte aligned rows.
 template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
-    qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm, QkvProducts p, int k) {
+    qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
+                    const __grid_constant__ QkvProducts p, int k) {
   int col = blockIdx.x * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   int i = 0;

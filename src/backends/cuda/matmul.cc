@@ -89,10 +89,10 @@ Matmul::~Matmul() {
   cublasLtMatmulDescDestroy(op_);
 }
 
-void Matmul::run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
-                 bool accumulate) const {
-  const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &beta, y, y_layout_, y,
+void Matmul::run(const void* a, const void* b, float* y, void* workspace,
+                 cudaStream_t stream) const {
+  const float one = 1.f, zero = 0.f;
+  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &zero, y, y_layout_, y,
                           y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
 }
 

@@ -37,9 +37,7 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // `accumulate`: y += op(a) · op(b) instead of y = ...
-  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
-           bool accumulate = false) const;
+  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream) const;
 
  private:
   cublasLtMatmulDesc_t op_ = nullptr;
