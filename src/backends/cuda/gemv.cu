@@ -55,7 +55,7 @@ struct NormedRows {
   const float* g;
   float eps;
 
-  // w[0..7] *= g[base..base + 7].
+  // w[0..7] (and v[0..7]) *= g[base..base + 7].
   __device__ __forceinline__ void weigh(int base, float (&w)[8]) const {
     if constexpr (kNorm) {
       float gv[8];
@@ -64,9 +64,21 @@ struct NormedRows {
       for (int i = 0; i < 8; ++i) w[i] *= gv[i];
     }
   }
-  // The factor a row's warp-summed product is scaled by, from the warp-summed squares.
-  __device__ __forceinline__ float factor(float sum_sq, int k) const {
-    return kNorm ? 1.f / sqrtf(sum_sq / static_cast<float>(k) + eps) : 1.f;
+  __device__ __forceinline__ void weigh(int base, float (&w)[8], float (&v)[8]) const {
+    if constexpr (kNorm) {
+      float gv[8];
+      load8_cached(g + base, gv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] *= gv[i], v[i] *= gv[i];
+    }
+  }
+  // The factor a row's warp-summed product is scaled by, from each lane's sum of squares.
+  __device__ __forceinline__ float factor(float lane_sum_sq, int k) const {
+    if constexpr (kNorm) {
+      return 1.f / sqrtf(warp_sum(lane_sum_sq) / static_cast<float>(k) + eps);
+    } else {
+      return 1.f;
+    }
   }
 };
 
@@ -103,7 +115,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   row_dots(w + static_cast<int64_t>(col) * k, x, norm, k, lane, acc, sum_sq);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float sum = warp_sum(acc[m]) * norm.factor(warp_sum(sum_sq[m]), k);
+    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
     const int64_t at = static_cast<int64_t>(m) * n + col;
     // The same order of additions as the cpu: (product + bias) + residual.
     if (lane == 0) y[at] = (sum + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
@@ -126,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32)
            sum_sq);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float sum = warp_sum(acc[m]) * norm.factor(warp_sum(sum_sq[m]), k);
+    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
     if (lane == 0) p.y[i][m * p.n[i] + col] = sum + (p.bias[i] ? p.bias[i][col] : 0.f);
   }
 }
@@ -171,8 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float gv[8], uv[8];
     load8(gate_row + base, gv);
     load8(up_row + base, uv);
-    norm.weigh(base, gv);
-    norm.weigh(base, uv);
+    norm.weigh(base, gv, uv);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xv[8];
@@ -184,7 +195,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float factor = norm.factor(warp_sum(sum_sq[m]), k);
+    const float factor = norm.factor(sum_sq[m], k);
     const float g = warp_sum(gate[m]) * factor + (bg ? bg[col] : 0.f);
     const float u = warp_sum(up[m]) * factor + (bu ? bu[col] : 0.f);
     if (lane == 0) y[static_cast<int64_t>(m) * n + col] = silu(g) * u;

@@ -17,8 +17,9 @@ namespace tfm::cuda {
 void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
                int64_t hidden, const int32_t* ids, int64_t count, float* out,
                cudaStream_t stream);
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
-              cudaStream_t stream);
+// out (f32, or bf16 for a product's bf16 operand) = x / rms(x) * w, row by row.
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
+              DType out_dtype, cudaStream_t stream);
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
           cudaStream_t stream);

@@ -63,7 +63,7 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &b.alignment, sizeof b.alignment));
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a.alignment, sizeof a.alignment));
-  // y is both the product's C (read, with beta 0) and its D.
+  // y is the product's D, and its C too unless an addend is given (C, of y's layout).
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &y.alignment, sizeof y.alignment));
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
@@ -89,10 +89,11 @@ Matmul::~Matmul() {
   cublasLtMatmulDescDestroy(op_);
 }
 
-void Matmul::run(const void* a, const void* b, float* y, void* workspace,
-                 cudaStream_t stream) const {
-  const float one = 1.f, zero = 0.f;
-  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &zero, y, y_layout_, y,
+void Matmul::run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+                 const float* addend) const {
+  const float one = 1.f, beta = addend != nullptr ? 1.f : 0.f;
+  const float* c = addend != nullptr ? addend : y;
+  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &beta, c, y_layout_, y,
                           y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
 }
 

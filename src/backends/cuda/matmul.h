@@ -37,7 +37,10 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream) const;
+  // With an `addend` (laid out as y, and aligned as the y operand says), y = op(a) · op(b) +
+  // addend.
+  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+           const float* addend = nullptr) const;
 
  private:
   cublasLtMatmulDesc_t op_ = nullptr;

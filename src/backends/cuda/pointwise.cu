@@ -22,8 +22,9 @@ __global__ void embedding_kernel(const T* table, int64_t first_id, int64_t vocab
   out[i] = row >= 0 && row < vocab ? widen(table[row * hidden + i % hidden]) : 0.f;
 }
 
+template <typename T>
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
-                                float* out) {
+                                T* out) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -32,8 +33,8 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, in
   for (int i = lane; i < hidden; i += 32) sum_sq += in[i] * in[i];
   sum_sq = warp_sum(sum_sq);
   const float inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
-  float* o = out + row * hidden;
-  for (int i = lane; i < hidden; i += 32) o[i] = w[i] * (in[i] * inv_rms);
+  T* o = out + row * hidden;
+  for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (in[i] * inv_rms));
 }
 
 __global__ void rope_kernel(const float* x, const int32_t* positions, const float* inv_freq,
@@ -165,11 +166,17 @@ void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t v
   check_launch("embedding");
 }
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out,
-              cudaStream_t stream) {
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
+              DType out_dtype, cudaStream_t stream) {
+  check_float_kind(out_dtype, "rms_norm");
   if (rows == 0) return;  // a grid of 0 blocks is a launch error
-  rms_norm_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
-      x, w, rows, static_cast<int>(hidden), eps, out);
+  const int blocks = blocks_for(rows * 32, kThreads), h = static_cast<int>(hidden);
+  if (out_dtype == DType::bf16) {
+    rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, w, rows, h, eps,
+                                                     static_cast<__nv_bfloat16*>(out));
+  } else {
+    rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, w, rows, h, eps, static_cast<float*>(out));
+  }
   check_launch("rms_norm");
 }
 

@@ -111,17 +111,16 @@ size_t arena_aligned(size_t bytes) {
   return (bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
 }
 
-// Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, the
-// rows RMS-normed first when the node has an input norm (the GEMV norms them as it reads), then
-// f32 rows cast to bf16 for bf16 weights; for the GEMV, which reads f32 rows, autocast's bf16
-// activations widened.
+// Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, rows of
+// the weights' dtype (f32 rows cast to bf16 for bf16 weights, or RMS-normed straight into that
+// dtype when the node has an input norm; the GEMV norms them as it reads); for the GEMV, which
+// reads f32 rows, autocast's bf16 activations widened.
 size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   const Node& x = input(graph, n, 0);
   const DType w = input(graph, n, 1).dtype;
   const auto count = static_cast<size_t>(shape_numel(x.shape));
   if (!uses_matmul(graph, n)) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
-  const size_t normed = n.normed ? arena_aligned(count * sizeof(float)) : 0;
-  return normed + (w != DType::f32 && x.dtype == DType::f32 ? count * dtype_size(w) : 0);
+  return n.normed || (w != DType::f32 && x.dtype == DType::f32) ? count * dtype_size(w) : 0;
 }
 
 // A product's activations (input 0) as its kernel reads them (see linear_scratch_bytes).
@@ -137,18 +136,15 @@ struct ProductRows {
 
   const void* prepare(StepContext& c) const {
     const void* rows = c.ptrs[x];
-    DType dtype = x_dtype;
-    char* free = static_cast<char*>(c.scratch);
-    if (normed && !gemv) {
+    if (normed && !gemv) {  // x is f32 (graph::Builder's rule)
       rms_norm(static_cast<const float*>(rows), f32_at(c, norm), count / hidden, hidden, eps,
-               reinterpret_cast<float*>(free), c.stream);
-      rows = free;
-      free += arena_aligned(static_cast<size_t>(count) * sizeof(float));
+               c.scratch, w_dtype, c.stream);
+      return c.scratch;
     }
     const DType want = gemv ? DType::f32 : w_dtype;
-    if (dtype == want) return rows;
-    cast(rows, dtype, free, want, count, c.stream);
-    return free;
+    if (x_dtype == want) return rows;
+    cast(rows, x_dtype, c.scratch, want, count, c.stream);
+    return c.scratch;
   }
   // The norm the GEMV applies as it reads the rows.
   InputNorm gemv_norm(StepContext& c) const {
@@ -201,15 +197,17 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
            static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
-  auto product = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
-                                                matmul_operand(graph, n.inputs[1], true));
+  // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
+  const MatmulOperand y_operand =
+      has_residual ? matmul_operand(graph, n.inputs.back(), false) : MatmulOperand{};
+  auto product = std::make_shared<const Matmul>(
+      m, nn, k, dt, rows.operand, matmul_operand(graph, n.inputs[1], true), y_operand);
   return [=](StepContext& c) {
     const void* lhs = rows.prepare(c);
     auto* y = static_cast<float*>(c.ptrs[out]);
-    product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream);
+    product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream,
+                 has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr);
     if (has_bias) add_bias(y, static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
-    // One row of m x nn: the residual added element by element.
-    if (has_residual) add_bias(y, static_cast<const float*>(c.ptrs[residual]), 1, m * nn, c.stream);
   };
 }
 
@@ -387,7 +385,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const float eps = n.eps;
       return [=](StepContext& c) {
         rms_norm(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps, f32_at(c, out),
-                 c.stream);
+                 DType::f32, c.stream);
       };
     }
     case Op::kRope: {
