@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
 #include "ops/reference.h"
+#include "support/random_values.h"
 #include "tfm/device.h"
 
 namespace tfm {
@@ -18,13 +18,7 @@ namespace {
 
 using graph::ValueId;
 
-std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 // The values as the backend sees them after the weights' or the cache's rounding.
 std::vector<float> rounded(const std::vector<float>& v, DType dtype) {

@@ -1,22 +1,15 @@
 // Every CPU kernel against the scalar reference in src/ops, on odd sizes.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "backends/cpu/kernels.h"
 #include "ops/reference.h"
+#include "support/random_values.h"
 #include "tfm/error.h"
 
 namespace tfm {
 namespace {
 
-std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
   ASSERT_EQ(got.size(), want.size());
