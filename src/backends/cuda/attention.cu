@@ -1,6 +1,7 @@
 // Attention over the static KV cache, split-K style: each block runs an online softmax over one
-// chunk of keys for one (batch, query, head), its warps taking every kWarps-th key; a second
-// kernel merges the chunks. Query heads of a group read the same KV head (grouped-query).
+// chunk of keys for one (batch, query, head), its warps taking every kWarps-th key, and the last
+// of a row's blocks to finish merges the chunks (one launch in all). Query heads of a group read
+// the same KV head (grouped-query).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -35,12 +36,41 @@ __device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64
   return partials + (row * splits + split) * (head_dim + 2);
 }
 
+// Merges a row's chunks into its output, one warp. A query that sees no key gets zeros, as on the
+// CPU. Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches
+// the output as it does on the CPU instead of silently dropping its chunk. The chunks were written
+// by other blocks of this launch: they are read from L2 (__ldcg), past this SM's L1.
+__device__ void merge_chunks(const float* first, int64_t splits, int head_dim, float* out,
+                             int lane) {
+  float m = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const float* p = first + sp * (head_dim + 2);
+    if (__ldcg(p + 1) != 0.f) m = fmaxf(m, __ldcg(p));
+  }
+  float denom = 0.f;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const float* p = first + sp * (head_dim + 2);
+    const float l = __ldcg(p + 1);
+    if (l != 0.f) denom += l * expf(__ldcg(p) - m);
+  }
+  const float inv = denom != 0.f ? 1.f / denom : 0.f;
+  for (int d = lane; d < head_dim; d += 32) {
+    float sum = 0.f;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      const float* p = first + sp * (head_dim + 2);
+      if (__ldcg(p + 1) != 0.f) sum += __ldcg(p + 2 + d) * expf(__ldcg(p) - m);
+    }
+    out[d] = sum * inv;
+  }
+}
+
 template <typename KV, int E>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k,
                              const KV* __restrict__ v, const int32_t* __restrict__ mask,
                              const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                             int64_t keys_per_split, float* __restrict__ partials) {
+                             int64_t keys_per_split, float* __restrict__ partials,
+                             unsigned* __restrict__ arrivals, float* __restrict__ out) {
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
   const int64_t h = row % s.q_heads, token = row / s.q_heads;
@@ -90,77 +120,63 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int w = 0; w < kWarps; ++w) {
     if (warp_l[w] > 0.f) block_m = fmaxf(block_m, warp_m[w]);
   }
-  float block_l = 0.f, out[E] = {};
+  float block_l = 0.f, chunk_out[E] = {};
   for (int w = 0; w < kWarps; ++w) {
     if (warp_l[w] == 0.f) continue;
     const float weight = expf(warp_m[w] - block_m);
     block_l += warp_l[w] * weight;
 #pragma unroll
-    for (int e = 0; e < E; ++e) out[e] += warp_acc[w][lane + 32 * e] * weight;
+    for (int e = 0; e < E; ++e) chunk_out[e] += warp_acc[w][lane + 32 * e] * weight;
   }
   float* dst = partial_at(partials, row, split, splits, D);
   if (lane == 0) dst[0] = block_m, dst[1] = block_l;
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const int d = lane + 32 * e;
-    if (d < D) dst[2 + d] = out[e];
+    if (d < D) dst[2 + d] = chunk_out[e];
   }
+  // This chunk is visible device-wide before it is counted; the row's last block merges, and
+  // leaves its counter at zero for the next launch.
+  __threadfence();
+  unsigned arrived = 0;
+  if (lane == 0) arrived = atomicAdd(arrivals + row, 1u);
+  if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
+  __threadfence();
+  merge_chunks(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
+  if (lane == 0) arrivals[row] = 0;
 }
 
-// One warp per (batch, query, head). A query that sees no key gets zeros, as on the CPU. Only
-// chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the output
-// as it does on the CPU instead of silently dropping its chunk.
-__global__ void attention_merge_kernel(const float* __restrict__ partials, int64_t rows,
-                                       int64_t splits, int head_dim, float* __restrict__ out) {
-  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const float* first = partials + row * splits * (head_dim + 2);
-  float m = -INFINITY;
-  for (int64_t sp = 0; sp < splits; ++sp) {
-    const float* p = first + sp * (head_dim + 2);
-    if (p[1] != 0.f) m = fmaxf(m, p[0]);
-  }
-  float denom = 0.f;
-  for (int64_t sp = 0; sp < splits; ++sp) {
-    const float* p = first + sp * (head_dim + 2);
-    if (p[1] != 0.f) denom += p[1] * expf(p[0] - m);
-  }
-  const float inv = denom != 0.f ? 1.f / denom : 0.f;
-  for (int d = lane; d < head_dim; d += 32) {
-    float sum = 0.f;
-    for (int64_t sp = 0; sp < splits; ++sp) {
-      const float* p = first + sp * (head_dim + 2);
-      if (p[1] != 0.f) sum += p[2 + d] * expf(p[0] - m);
-    }
-    out[row * head_dim + d] = sum * inv;
-  }
-}
+// Where a launch writes: the chunks' partial results, the rows' arrival counters, the output.
+struct Targets {
+  float* partials;
+  unsigned* arrivals;
+  float* out;
+};
 
 template <typename KV, int E>
 void launch_partials(const float* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const AttentionShape& s, float scale, Split split,
-                     float* partials, cudaStream_t stream) {
+                     const Targets& t, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(s.batch * s.seq * s.q_heads),
                   static_cast<unsigned>(split.count));
   attention_partial_kernel<KV, E><<<grid, kWarps * 32, 0, stream>>>(
       q, static_cast<const KV*>(k), static_cast<const KV*>(v), mask, slots, s, scale, split.keys,
-      partials);
+      t.partials, t.arrivals, t.out);
 }
 
 template <typename KV>
 void launch_for_head_dim(const float* q, const void* k, const void* v, const int32_t* mask,
                          const int32_t* slots, const AttentionShape& s, float scale, Split split,
-                         float* partials, cudaStream_t stream) {
+                         const Targets& t, cudaStream_t stream) {
   const int64_t per_lane = (s.head_dim + 31) / 32;
   if (per_lane <= 1) {
-    launch_partials<KV, 1>(q, k, v, mask, slots, s, scale, split, partials, stream);
+    launch_partials<KV, 1>(q, k, v, mask, slots, s, scale, split, t, stream);
   } else if (per_lane <= 2) {
-    launch_partials<KV, 2>(q, k, v, mask, slots, s, scale, split, partials, stream);
+    launch_partials<KV, 2>(q, k, v, mask, slots, s, scale, split, t, stream);
   } else if (per_lane <= 4) {
-    launch_partials<KV, 4>(q, k, v, mask, slots, s, scale, split, partials, stream);
+    launch_partials<KV, 4>(q, k, v, mask, slots, s, scale, split, t, stream);
   } else if (per_lane <= 8) {
-    launch_partials<KV, 8>(q, k, v, mask, slots, s, scale, split, partials, stream);
+    launch_partials<KV, 8>(q, k, v, mask, slots, s, scale, split, t, stream);
   } else {
     throw Error("[cuda attention] head_dim " + std::to_string(s.head_dim) +
                 " is larger than the supported 256");
@@ -178,23 +194,19 @@ size_t attention_scratch_bytes(const AttentionShape& shape) {
 
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-               void* scratch, cudaStream_t stream) {
+               void* scratch, unsigned* arrivals, cudaStream_t stream) {
+  if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   const Split split = split_of(shape);
-  auto* partials = static_cast<float*>(scratch);
+  const Targets t{static_cast<float*>(scratch), arrivals, out};
   if (kv_dtype == DType::bf16) {
-    launch_for_head_dim<__nv_bfloat16>(q, k, v, mask, slots, shape, scale, split, partials,
-                                       stream);
+    launch_for_head_dim<__nv_bfloat16>(q, k, v, mask, slots, shape, scale, split, t, stream);
   } else if (kv_dtype == DType::f32) {
-    launch_for_head_dim<float>(q, k, v, mask, slots, shape, scale, split, partials, stream);
+    launch_for_head_dim<float>(q, k, v, mask, slots, shape, scale, split, t, stream);
   } else {
     throw Error("[cuda attention] KV cache of dtype " + std::string(dtype_name(kv_dtype)) +
                 " is not supported (f32, bf16)");
   }
-  check_launch("attention_partial");
-  const int64_t rows = shape.batch * shape.seq * shape.q_heads;
-  attention_merge_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(
-      partials, rows, split.count, static_cast<int>(shape.head_dim), out);
-  check_launch("attention_merge");
+  check_launch("attention");
 }
 
 }  // namespace tfm::cuda

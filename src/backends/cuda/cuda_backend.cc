@@ -293,6 +293,8 @@ class CudaBackend : public graph::Backend {
     const std::shared_ptr<void> scratch_buffer = device_allocate(device().index, scratch);
     const std::shared_ptr<void> workspace = device_allocate(device().index, kMatmulWorkspaceBytes);
     StepContext context{ptrs, scratch_buffer.get(), workspace.get(), stream()};
+    // Steps may own device memory their kernels use: kept until the stream is done.
+    std::vector<Step> steps;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const Node& node = graph.nodes[i];
       if (node.op == Op::kInput || node.op == Op::kWeight) continue;
@@ -300,7 +302,8 @@ class CudaBackend : public graph::Backend {
         keep.push_back(Tensor::empty(node.shape, node.dtype, device()));
         ptrs[i] = keep.back().data();
       }
-      make_step(graph, static_cast<ValueId>(i))(context);
+      steps.push_back(make_step(graph, static_cast<ValueId>(i)));
+      steps.back()(context);
     }
     synchronize_with_timeout(stream());
     std::vector<Tensor> host_outputs;

@@ -78,15 +78,17 @@ void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dt
                 int64_t n, int64_t k, float* y, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
-// run as separate blocks (split-K, so a decode step fills the GPU); a second kernel merges the
-// chunks' softmax statistics. `scratch` holds attention_scratch_bytes().
+// run as separate blocks (split-K, so a decode step fills the GPU); the last block of a row to
+// finish merges the chunks' softmax statistics. `scratch` holds attention_scratch_bytes();
+// `arrivals` holds one counter per (batch, query, q head) row, zero before the launch and left
+// zero after it.
 struct AttentionShape {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
 };
 size_t attention_scratch_bytes(const AttentionShape& shape);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-               void* scratch, cudaStream_t stream);
+               void* scratch, unsigned* arrivals, cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

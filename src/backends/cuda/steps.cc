@@ -6,6 +6,7 @@
 #include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/collective_steps.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/device_memory.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/training_steps.h"
@@ -78,6 +79,15 @@ namespace {
 
 using graph::Node;
 using graph::Op;
+
+// Device memory on the current device, zeroed before any step runs.
+std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
+  int device = 0;
+  TFM_CUDA(cudaGetDevice(&device));
+  std::shared_ptr<void> buffer = device_allocate(device, bytes);
+  TFM_CUDA(cudaMemset(buffer.get(), 0, bytes));
+  return buffer;
+}
 
 // Throws when the program is longer or reads more inputs than the kernel holds.
 EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs) {
@@ -409,10 +419,13 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;
+      // The step owns its rows' arrival counters: each launch leaves them zero for the next.
+      const std::shared_ptr<void> arrivals = zeroed_device_buffer(
+          static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
       return [=](StepContext& c) {
         attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
                   i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
-                  c.stream);
+                  static_cast<unsigned*>(arrivals.get()), c.stream);
       };
     }
     case Op::kSliceSeq: {
