@@ -22,12 +22,13 @@ struct Split {
   int64_t count, keys;
 };
 
+// Empty shapes (no rows or no keys) get one split of one key, so nothing divides by zero.
 Split split_of(const AttentionShape& s) {
-  const int64_t rows = s.batch * s.seq * s.q_heads;
+  const int64_t rows = std::max<int64_t>(1, s.batch * s.seq * s.q_heads);
   const int64_t max_splits = std::max<int64_t>(1, s.cache_len / kMinKeysPerSplit);
   const int64_t wanted = std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits);
-  const int64_t keys = (s.cache_len + wanted - 1) / wanted;
-  return {(s.cache_len + keys - 1) / keys, keys};
+  const int64_t keys = std::max<int64_t>(1, (s.cache_len + wanted - 1) / wanted);
+  return {std::max<int64_t>(1, (s.cache_len + keys - 1) / keys), keys};
 }
 
 // A partial result: [max score, sum of exp, unnormalized output (head_dim)].
@@ -39,26 +40,26 @@ __device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64
 // Merges a row's chunks into its output, one warp. A query that sees no key gets zeros, as on the
 // CPU. Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches
 // the output as it does on the CPU instead of silently dropping its chunk. The chunks were written
-// by other blocks of this launch: they are read from L2 (__ldcg), past this SM's L1.
-__device__ void merge_chunks(const float* first, int64_t splits, int head_dim, float* out,
+// by other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
+__device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, float* out,
                              int lane) {
   float m = -INFINITY;
   for (int64_t sp = 0; sp < splits; ++sp) {
-    const float* p = first + sp * (head_dim + 2);
-    if (__ldcg(p + 1) != 0.f) m = fmaxf(m, __ldcg(p));
+    const volatile float* p = first + sp * (head_dim + 2);
+    if (p[1] != 0.f) m = fmaxf(m, p[0]);
   }
   float denom = 0.f;
   for (int64_t sp = 0; sp < splits; ++sp) {
-    const float* p = first + sp * (head_dim + 2);
-    const float l = __ldcg(p + 1);
-    if (l != 0.f) denom += l * expf(__ldcg(p) - m);
+    const volatile float* p = first + sp * (head_dim + 2);
+    const float l = p[1];
+    if (l != 0.f) denom += l * expf(p[0] - m);
   }
   const float inv = denom != 0.f ? 1.f / denom : 0.f;
   for (int d = lane; d < head_dim; d += 32) {
     float sum = 0.f;
     for (int64_t sp = 0; sp < splits; ++sp) {
-      const float* p = first + sp * (head_dim + 2);
-      if (__ldcg(p + 1) != 0.f) sum += __ldcg(p + 2 + d) * expf(__ldcg(p) - m);
+      const volatile float* p = first + sp * (head_dim + 2);
+      if (p[1] != 0.f) sum += p[2 + d] * expf(p[0] - m);
     }
     out[d] = sum * inv;
   }
@@ -135,11 +136,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int d = lane + 32 * e;
     if (d < D) dst[2 + d] = chunk_out[e];
   }
-  // This chunk is visible device-wide before it is counted; the row's last block merges, and
-  // leaves its counter at zero for the next launch.
+  // Every lane's part of this chunk is visible device-wide before lane 0 counts it (the fence,
+  // then the warp barrier that orders the lanes' writes before lane 0's atomic); the row's last
+  // block merges, and leaves its counter at zero for the next launch.
   __threadfence();
+  __syncwarp();
   unsigned arrived = 0;
-  if (lane == 0) arrived = atomicAdd(arrivals + row, 1u);
+  if (lane == 0) {
+    __threadfence();
+    arrived = atomicAdd(arrivals + row, 1u);
+  }
   if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
   __threadfence();
   merge_chunks(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);

@@ -86,6 +86,9 @@ std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
   TFM_CUDA(cudaGetDevice(&device));
   std::shared_ptr<void> buffer = device_allocate(device, bytes);
   TFM_CUDA(cudaMemset(buffer.get(), 0, bytes));
+  // The memset runs on the legacy stream, which the executables' non-blocking streams do not wait
+  // for.
+  TFM_CUDA(cudaDeviceSynchronize());
   return buffer;
 }
 
