@@ -85,19 +85,12 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   return id;
 }
 
-namespace {
-
-std::vector<ValueId> with_norm(std::vector<ValueId> inputs, const InputNorm& norm) {
+ValueId Builder::add_product(Op op, std::vector<ValueId> inputs, Shape shape, std::string name,
+                             const InputNorm& norm) {
   if (norm.weight >= 0) inputs.push_back(norm.weight);
-  return inputs;
-}
-
-}  // namespace
-
-ValueId Builder::mark_normed(ValueId id, const InputNorm& norm) {
-  Node& n = graph_.nodes[static_cast<size_t>(id)];
-  n.normed = norm.weight >= 0;
-  n.eps = norm.eps;
+  const ValueId id = add_node(op, std::move(inputs), std::move(shape), std::move(name));
+  graph_.nodes.back().normed = norm.weight >= 0;
+  graph_.nodes.back().eps = norm.eps;
   return id;
 }
 
@@ -128,8 +121,7 @@ ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId b
   }
   std::vector<ValueId> inputs{x, w_gate, w_up};
   if (bias_gate >= 0) inputs.insert(inputs.end(), {bias_gate, bias_up});
-  return mark_normed(add_node(Op::kGatedLinear, with_norm(inputs, norm), shape, node(w_gate).name),
-                     norm);
+  return add_product(Op::kGatedLinear, std::move(inputs), shape, node(w_gate).name, norm);
 }
 
 ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
@@ -148,16 +140,15 @@ ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
     inputs.push_back(weights[i]);
   }
   if (has_bias) inputs.insert(inputs.end(), biases.begin(), biases.end());
-  return mark_normed(
-      add_node(Op::kQkvLinear, with_norm(inputs, norm), {elements}, node(weights[0]).name), norm);
+  return add_product(Op::kQkvLinear, std::move(inputs), {elements}, node(weights[0]).name, norm);
 }
 
 ValueId Builder::prepare_attention(const AttentionInputs& in) {
   const auto s = [&](ValueId id) -> const Shape& { return node(id).shape; };
   ops::rope_shape(s(in.q), s(in.positions), s(in.inv_freq));
   ops::rope_shape(s(in.k), s(in.positions), s(in.inv_freq));
-  ops::cache_write_shape(s(in.k_cache), s(in.k), s(in.slots));
-  ops::cache_write_shape(s(in.v_cache), s(in.v), s(in.slots));
+  ops::cache_write_shape("prepare_attention", s(in.k_cache), s(in.k), s(in.slots));
+  ops::cache_write_shape("prepare_attention", s(in.v_cache), s(in.v), s(in.slots));
   TFM_CHECK(node(in.k_cache).is_state && node(in.v_cache).is_state,
             "[prepare_attention] the caches must be state inputs");
   if (s(in.k_cache) != s(in.v_cache) || node(in.k_cache).dtype != node(in.v_cache).dtype) {

@@ -128,8 +128,9 @@ class Builder {
   ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
   // A product's input: cast under autocast, or checked against its input norm.
   ValueId product_input(ValueId x, const InputNorm& norm, const char* op);
-  // Marks a just-made product node as reading its input through `norm` (its last input).
-  ValueId mark_normed(ValueId id, const InputNorm& norm);
+  // A product node reading its input rows through `norm` (then its last input), if given.
+  ValueId add_product(Op op, std::vector<ValueId> inputs, Shape shape, std::string name,
+                      const InputNorm& norm);
 
   Graph graph_;
   DType autocast_ = DType::f32;

@@ -65,8 +65,8 @@ enum class Op : uint8_t {
                    //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
   kGatherShards,   // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
                    //   (FSDP's gathering of a parameter sharded by rows)
-  kReduceScatter,  // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum over
-                   // `group`
+  kReduceScatter,  // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum
+                   //   over `group`
   kSumOverReplicas,  // (x) -> the sum of x over this rank's block of `start` neighbouring ranks of
                      //   `group` (the ranks that hold one replicated KV head)
 
@@ -106,8 +106,9 @@ struct Node {
   std::string name;            // inputs and weights: their name; others: for logs
   Tensor constant;             // kWeight
   bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
-  float eps = 0.f;             // kRmsNorm and its gradients
-  float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad): attention_scaling
+  float eps = 0.f;             // kRmsNorm and its gradients, kPrepareAttention, normed products
+  float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
+                               // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after
   bool residual = false;       // kLinear: its last input is the residual added to the product

@@ -11,8 +11,8 @@ size_t aligned_bytes(const Node& n) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-// The node whose buffer a value lives in: aliases (reshape, in-place cache writes) resolve to
-// the node that owns the memory.
+// The node whose buffer a value lives in: aliases (reshape, view, accumulate, copy_to_group, an
+// in-place loss gradient) resolve to the node that owns the memory.
 ValueId storage_owner(const Graph& graph, ValueId id) {
   while (aliases_input(graph.nodes[static_cast<size_t>(id)])) {
     id = graph.nodes[static_cast<size_t>(id)].inputs[0];

@@ -138,15 +138,15 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
     // A block's input: x normed (training), or x and the norm its first products apply.
-    const auto normed = [&](const std::string& name, const Tensor& t) {
+    const auto block_input = [&](const std::string& name, const Tensor& t) {
       const ValueId weight = b.weight(p + name + ".weight", t);
       return caches.empty() ? std::pair{copy(b.rms_norm(x, weight, eps)), graph::InputNorm{}}
                             : std::pair{copy(x), graph::InputNorm{weight, eps}};
     };
-    const auto [h, h_norm] = normed("input_layernorm", l.input_layernorm);
+    const auto [h, h_norm] = block_input("input_layernorm", l.input_layernorm);
     x = connect(x, attention_block(b, c, f, l, p + "self_attn.", h, h_norm, in,
                                    rope.attention_scaling, cache(0), cache(1), residual(x)));
-    const auto [h2, h2_norm] = normed("post_attention_layernorm", l.post_attention_layernorm);
+    const auto [h2, h2_norm] = block_input("post_attention_layernorm", l.post_attention_layernorm);
     x = connect(x, mlp_block(b, l, p + "mlp.", h2, h2_norm, residual(x), caches.empty()));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others

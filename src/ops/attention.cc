@@ -65,7 +65,12 @@ namespace tfm::ops {
 // split its flat output.
 InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const auto& in = n.inputs;
-  if (b.node(in[1]).is_state || b.node(in[2]).is_state) {
+  // A cache is a state input, read directly or through autocast's cast.
+  const auto cached = [&](graph::ValueId id) {
+    while (b.node(id).op == graph::Op::kCast) id = b.node(id).inputs[0];
+    return b.node(id).is_state;
+  };
+  if (cached(in[1]) || cached(in[2])) {
     throw Error("[autodiff] attention over a KV cache has no backward; train without a cache");
   }
   const graph::ValueId packed = b.attention_grad(in[0], in[1], in[2], in[3], in[4], dy, n.scale);

@@ -49,11 +49,12 @@ Shape rope_shape(const Shape& x, const Shape& positions, const Shape& inv_freq) 
   return x;
 }
 
-Shape cache_write_shape(const Shape& cache, const Shape& update, const Shape& slots) {
+Shape cache_write_shape(const char* op, const Shape& cache, const Shape& update,
+                        const Shape& slots) {
   if (cache.size() != 4 || update.size() != 4 || cache[0] != update[0] || cache[2] != update[2] ||
       cache[3] != update[3] || update[1] > cache[1] || slots.size() != 1 || slots[0] != update[1]) {
-    fail("cache_write", "cache " + shape_str(cache) + ", update " + shape_str(update) +
-                            " and slots " + shape_str(slots) + " do not agree");
+    fail(op, "cache " + shape_str(cache) + ", update " + shape_str(update) + " and slots " +
+                 shape_str(slots) + " do not agree");
   }
   return cache;
 }

@@ -10,7 +10,9 @@ Shape embedding_shape(const Shape& table, const Shape& ids);
 Shape linear_shape(const Shape& x, const Shape& w, const Shape* bias);
 Shape rms_norm_shape(const Shape& x, const Shape& w);
 Shape rope_shape(const Shape& x, const Shape& positions, const Shape& inv_freq);
-Shape cache_write_shape(const Shape& cache, const Shape& update, const Shape& slots);
+// `op`: the op that writes the cache, for the error.
+Shape cache_write_shape(const char* op, const Shape& cache, const Shape& update,
+                        const Shape& slots);
 Shape attention_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& mask,
                       const Shape& slots);
 Shape slice_seq_shape(const Shape& x, int64_t start, int64_t length);

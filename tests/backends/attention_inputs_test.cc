@@ -4,6 +4,7 @@
 // rotated q and the k and v rows it writes into the caches.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "graph/backend.h"
@@ -25,13 +26,7 @@ std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
   return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i]))) << what << " at " << i;
-  }
-}
+using testing::expect_close;
 
 struct Case {
   std::string device;
@@ -39,12 +34,14 @@ struct Case {
   DType weights, cache;
   bool norms;       // q_norm and k_norm
   bool input_norm;  // the layer's input norm applied by qkv_linear
+  bool biases = true;
 };
 
 std::string describe(const Case& c) {
   return c.device + "_rows" + std::to_string(c.batch * c.seq) + "_k" + std::to_string(c.hidden) +
          "_" + std::string(dtype_name(c.weights)) + "_cache_" + std::string(dtype_name(c.cache)) +
-         (c.norms ? "_norms" : "") + (c.input_norm ? "_input_norm" : "");
+         (c.norms ? "_norms" : "") + (c.input_norm ? "_input_norm" : "") +
+         (c.biases ? "" : "_no_bias");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -90,10 +87,13 @@ TEST_P(AttentionInputsTest, MatchReference) {
   const auto vector = [&](const std::vector<float>& v) {
     return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())});
   };
+  std::array<ValueId, 3> biases{-1, -1, -1};
+  if (c.biases) {
+    biases = {g.weight("bq", vector(bias[0])), g.weight("bk", vector(bias[1])),
+              g.weight("bv", vector(bias[2]))};
+  }
   const ValueId qkv = g.qkv_linear(
-      xv, {g.weight("wq", matrix(0)), g.weight("wk", matrix(1)), g.weight("wv", matrix(2))},
-      {g.weight("bq", vector(bias[0])), g.weight("bk", vector(bias[1])),
-       g.weight("bv", vector(bias[2]))},
+      xv, {g.weight("wq", matrix(0)), g.weight("wk", matrix(1)), g.weight("wv", matrix(2))}, biases,
       c.input_norm ? graph::InputNorm{g.weight("input_norm", vector(input_norm)), eps}
                    : graph::InputNorm{});
   graph::Builder::AttentionInputs in{g.view(qkv, 0, {b, s, hq, d}),
@@ -124,8 +124,8 @@ TEST_P(AttentionInputsTest, MatchReference) {
   std::vector<std::vector<float>> products(3);
   for (size_t i = 0; i < 3; ++i) {
     products[i].resize(static_cast<size_t>(rows * cols[i]));
-    ops::reference::linear(x_read.data(), w[i].data(), bias[i].data(), rows, cols[i], k,
-                           products[i].data());
+    ops::reference::linear(x_read.data(), w[i].data(), c.biases ? bias[i].data() : nullptr, rows,
+                           cols[i], k, products[i].data());
   }
   const auto prepared = [&](const std::vector<float>& values, const std::vector<float>& norm,
                             int64_t heads) {
@@ -177,6 +177,8 @@ std::vector<Case> cases() {
     all.push_back({device, 1, 1, 12, DType::bf16, DType::f32, true, true});  // k % 8 != 0
     all.push_back({device, 3, 3, 16, DType::bf16, DType::bf16, true, true});
     all.push_back({device, 3, 3, 16, DType::f32, DType::f32, false, false});
+    all.push_back({device, 1, 2, 16, DType::bf16, DType::bf16, true, true, false});
+    all.push_back({device, 3, 4, 16, DType::bf16, DType::bf16, true, true, false});
   }
   return all;
 }

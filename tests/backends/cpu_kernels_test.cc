@@ -11,12 +11,7 @@ namespace {
 
 using testing::random_values;
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i]))) << "at " << i;
-  }
-}
+using testing::expect_close;
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());

@@ -12,6 +12,7 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
+#include "support/random_values.h"
 #include "tfm/error.h"
 
 namespace tfm {
@@ -20,12 +21,7 @@ namespace {
 using graph::Builder;
 using graph::ValueId;
 
-Tensor random_tensor(const Shape& shape, std::mt19937& rng, float scale = 1.f) {
-  std::normal_distribution<float> normal(0.f, scale);
-  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
-  for (float& v : values) v = normal(rng);
-  return Tensor::from_vector(values, shape);
-}
+using testing::random_tensor;
 
 Tensor ints(std::vector<int32_t> values, const Shape& shape) {
   return Tensor::from_vector(values, shape);

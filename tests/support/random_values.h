@@ -1,9 +1,15 @@
-// Seeded uniform random inputs for kernel tests.
+// Seeded random inputs for kernel and gradient tests, and the closeness check they share.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "tfm/tensor.h"
 
 namespace tfm::testing {
 
@@ -13,6 +19,23 @@ inline std::vector<float> random_values(size_t n, uint64_t seed, float lo = -1.f
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// Normal values (mean 0, standard deviation `scale`) drawn from `rng`.
+inline Tensor random_tensor(const Shape& shape, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> normal(0.f, scale);
+  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
+  for (float& v : values) v = normal(rng);
+  return Tensor::from_vector(values, shape);
+}
+
+// Every element within tol relative to (1 + |want|); NaN never passes.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                         const std::string& what = "") {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i]))) << what << " at " << i;
+  }
 }
 
 }  // namespace tfm::testing

@@ -29,6 +29,7 @@ void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ran
 void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
             int64_t k, float* out);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
+// out may be x (each pair is read before it is written): prepare_attention rotates in place.
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out);
 // The KV cache holds f32 or bf16 (the model's dtype, as transformers' static cache does).

@@ -169,8 +169,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
       const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
+      // A bf16 KV cache (with f32 q) is read as it is; under autocast (bf16 q, k and v) every
+      // operand is widened exactly for the f32 kernels, whose long-sequence path is the fast one.
       if (q_dtype != DType::f32) {
-        // Autocast: every operand widened exactly, for the f32 kernels.
         return [=, &ptrs] {
           std::vector<float> wq, wk, wv;
           attention(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
