@@ -109,6 +109,12 @@ int program_depth(const ElementwiseProgram& program) {
   return deepest;
 }
 
+bool has_bias(const Node& node) {
+  const size_t weights = node.op == Op::kQkvLinear ? 3 : node.op == Op::kGatedLinear ? 2 : 1;
+  const size_t last = (node.residual ? 1 : 0) + (node.normed ? 1 : 0);
+  return node.inputs.size() > 1 + weights + last;
+}
+
 bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
          node.op == Op::kCopyToGroup || (node.op == Op::kCrossEntropyGrad && node.in_place);

@@ -133,4 +133,8 @@ struct Graph {
 // Does the node's output share memory with input 0 instead of owning a buffer?
 bool aliases_input(const Node& node);
 
+// Does a product node (kLinear, kGatedLinear, kQkvLinear) have biases? They follow its weights;
+// a residual or an input norm's weight comes last.
+bool has_bias(const Node& node);
+
 }  // namespace tfm::graph

@@ -74,7 +74,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Node& w = in(1);
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
-      const bool has_bias = args.size() > (n.residual ? 3u : 2u), has_residual = n.residual;
+      const bool has_bias = graph::has_bias(n), has_residual = n.residual;
       const DType x_dtype = in(0).dtype;
       return [=, &ptrs] {
         std::vector<float> widened;
@@ -86,7 +86,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kGatedLinear: {
       const DType dt = in(1).dtype, x_dtype = in(0).dtype;
       const int64_t m = rows_of(in(0).shape), nn = in(1).shape[0], k = in(1).shape[1];
-      const bool normed = n.normed, has_bias = args.size() - (normed ? 1 : 0) > 3;
+      const bool normed = n.normed, has_bias = graph::has_bias(n);
       const float eps = n.eps;
       // silu(gate) * up, as the fused elementwise chain of the unfused graph computes it.
       const graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
@@ -107,7 +107,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = in(1).dtype, x_dtype = in(0).dtype;
       const int64_t m = rows_of(in(0).shape), k = in(0).shape.back();
       const std::array<int64_t, 3> nn{in(1).shape[0], in(2).shape[0], in(3).shape[0]};
-      const bool normed = n.normed, has_bias = args.size() - (normed ? 1 : 0) > 4;
+      const bool normed = n.normed, has_bias = graph::has_bias(n);
       const float eps = n.eps;
       return [=, &ptrs] {
         std::vector<float> widened, normed_rows;

@@ -345,14 +345,6 @@ DeviceInfo describe(int index) {
           props.totalGlobalMem};
 }
 
-// Ordered with the kernels' stream as copy() is: the device is idle before and after.
-void fill_zero(void* data, size_t bytes, int index) {
-  TFM_CUDA(cudaSetDevice(index));
-  TFM_CUDA(cudaDeviceSynchronize());
-  TFM_CUDA(cudaMemset(data, 0, bytes));
-  TFM_CUDA(cudaDeviceSynchronize());
-}
-
 void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
   TFM_CUDA(cudaSetDevice(index));
   // cudaMemcpy runs on the legacy stream, which the kernels' non-blocking stream is not ordered
@@ -368,8 +360,8 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
 // Linked in whole (an object library), so this runs before main and the CUDA device type is
 // known to device_map and to the graph compiler.
 [[maybe_unused]] const bool registered = [] {
-  register_device_provider({DeviceType::cuda, "cuda", device_count, describe, device_allocate,
-                            copy, fill_zero, [](int) { return device_peak_bytes(); }});
+  register_device_provider({DeviceType::cuda, "cuda", device_count, describe, device_allocate, copy,
+                            device_fill_zero, [](int) { return device_peak_bytes(); }});
   graph::register_backend(DeviceType::cuda, &backend());
   return true;
 }();

@@ -60,6 +60,14 @@ std::shared_ptr<void> device_allocate(int index, size_t bytes) {
           }};
 }
 
+void device_fill_zero(void* data, size_t bytes, int index) {
+  TFM_CUDA(cudaSetDevice(index));
+  // cudaMemset runs on the legacy stream, which the kernels' non-blocking streams do not wait for.
+  TFM_CUDA(cudaDeviceSynchronize());
+  TFM_CUDA(cudaMemset(data, 0, bytes));
+  TFM_CUDA(cudaDeviceSynchronize());
+}
+
 std::shared_ptr<void> pinned_allocate(size_t bytes) {
   void* p = nullptr;
   TFM_CUDA(cudaMallocHost(&p, std::max<size_t>(bytes, 256)));

@@ -7,6 +7,8 @@
 namespace tfm::cuda {
 
 std::shared_ptr<void> device_allocate(int index, size_t bytes);
+// Zeroes device memory, ordered with every stream: the device is idle before and after.
+void device_fill_zero(void* data, size_t bytes, int index);
 // The most bytes device_allocate's allocations held at once, over every device.
 size_t device_peak_bytes();
 std::shared_ptr<void> pinned_allocate(size_t bytes);

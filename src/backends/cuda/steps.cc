@@ -85,10 +85,7 @@ std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
   int device = 0;
   TFM_CUDA(cudaGetDevice(&device));
   std::shared_ptr<void> buffer = device_allocate(device, bytes);
-  TFM_CUDA(cudaMemset(buffer.get(), 0, bytes));
-  // The memset runs on the legacy stream, which the executables' non-blocking streams do not wait
-  // for.
-  TFM_CUDA(cudaDeviceSynchronize());
+  device_fill_zero(buffer.get(), bytes, device);
   return buffer;
 }
 
@@ -198,7 +195,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t wi = static_cast<size_t>(n.inputs[1]);
-  const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), has_residual = n.residual;
+  const bool has_bias = graph::has_bias(n), has_residual = n.residual;
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
   const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
   const ProductRows rows = product_rows(graph, n, "linear");
@@ -229,7 +226,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = input(graph, n, 1).dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), k = input(graph, n, 0).shape.back();
-  const bool has_bias = n.inputs.size() - (n.normed ? 1 : 0) > 4;
+  const bool has_bias = graph::has_bias(n);
   std::array<size_t, 3> weight{}, bias{};
   std::array<int64_t, 3> cols{}, offset{};
   for (size_t i = 0; i < 3; ++i) {
@@ -294,7 +291,7 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const DType dt = w.dtype;
   const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
   const size_t wg = static_cast<size_t>(n.inputs[1]), wu = static_cast<size_t>(n.inputs[2]);
-  const bool has_bias = n.inputs.size() - (n.normed ? 1 : 0) > 3;
+  const bool has_bias = graph::has_bias(n);
   const size_t bg = has_bias ? static_cast<size_t>(n.inputs[3]) : 0,
                bu = has_bias ? static_cast<size_t>(n.inputs[4]) : 0;
   const auto bias = [=](StepContext& c, size_t i) {
