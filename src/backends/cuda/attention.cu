@@ -1,7 +1,8 @@
-// Attention over the static KV cache, split-K style: each block runs an online softmax over one
-// chunk of keys for one (batch, query, head), its warps taking every kWarps-th key, and the last
-// of a row's blocks to finish merges the chunks (one launch in all). Query heads of a group read
-// the same KV head (grouped-query).
+// Attention over the static KV cache, split-K style (prefill over a bf16 cache runs flash-style,
+// flash_attention.cu): each block runs an online softmax over one chunk of keys for one (batch,
+// query, head), its warps taking every kWarps-th key, and the last of a row's blocks to finish
+// merges the chunks (one launch in all). Query heads of a group read the same KV head
+// (grouped-query).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -191,7 +192,8 @@ void launch_for_head_dim(const float* q, const void* k, const void* v, const int
 
 }  // namespace
 
-size_t attention_scratch_bytes(const AttentionShape& shape) {
+size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype) {
+  if (flash_attention_applies(shape, kv_dtype)) return 0;
   const Split split = split_of(shape);
   return static_cast<size_t>(shape.batch * shape.seq * shape.q_heads * split.count *
                              (shape.head_dim + 2)) *
@@ -202,6 +204,10 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
                void* scratch, unsigned* arrivals, cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
+  if (flash_attention_applies(shape, kv_dtype)) {
+    flash_attention(q, k, v, mask, slots, shape, scale, out, stream);
+    return;
+  }
   const Split split = split_of(shape);
   const Targets t{static_cast<float*>(scratch), arrivals, out};
   if (kv_dtype == DType::bf16) {

@@ -77,18 +77,24 @@ void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dt
                 const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
                 int64_t n, int64_t k, float* y, cudaStream_t stream);
 
-// Attention over the static cache (see graph::Op::kAttention). Keys are split into chunks that
-// run as separate blocks (split-K, so a decode step fills the GPU); the last block of a row to
-// finish merges the chunks' softmax statistics. `scratch` holds attention_scratch_bytes();
-// `arrivals` holds one counter per (batch, query, q head) row, zero before the launch and left
-// zero after it.
+// Attention over the static cache (see graph::Op::kAttention). Prefill over a bf16 cache runs
+// flash-style on tensor cores where flash_attention_applies(): q and the probabilities are read
+// as bf16, as transformers' bf16 attention does, and it needs no scratch and no counters.
+// Otherwise keys are split into chunks that run as separate blocks (split-K, so a decode step
+// fills the GPU); the last block of a row to finish merges the chunks' softmax statistics.
+// `scratch` holds attention_scratch_bytes(); `arrivals` holds one counter per (batch, query,
+// q head) row, zero before the launch and left zero after it.
 struct AttentionShape {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
 };
-size_t attention_scratch_bytes(const AttentionShape& shape);
+bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype);
+size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
                void* scratch, unsigned* arrivals, cudaStream_t stream);
+void flash_attention(const float* q, const void* k, const void* v, const int32_t* mask,
+                     const int32_t* slots, const AttentionShape& shape, float scale, float* out,
+                     cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

@@ -339,8 +339,9 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   if (n.op == Op::kAttention) {
     const AttentionShape shape = attention_shape(graph, n);
-    return input(graph, n, 0).dtype == DType::bf16 ? attention_products_scratch_bytes(shape, false)
-                                                   : attention_scratch_bytes(shape);
+    return input(graph, n, 0).dtype == DType::bf16
+               ? attention_products_scratch_bytes(shape, false)
+               : attention_scratch_bytes(shape, input(graph, n, 1).dtype);
   }
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear) return linear_scratch_bytes(graph, n);
@@ -419,9 +420,13 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;
-      // The step owns its rows' arrival counters: each launch leaves them zero for the next.
-      const std::shared_ptr<void> arrivals = zeroed_device_buffer(
-          static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
+      // The step owns its rows' arrival counters (split-K only): each launch leaves them zero for
+      // the next.
+      const std::shared_ptr<void> arrivals =
+          flash_attention_applies(shape, kv_dtype)
+              ? nullptr
+              : zeroed_device_buffer(static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) *
+                                     sizeof(unsigned));
       return [=](StepContext& c) {
         attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
                   i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
