@@ -1,88 +1,10 @@
 // What attention reads of a step's new tokens (graph::Op::kPrepareAttention) in one launch: one
 // warp per head of each token, over q's heads, then k's, then v's.
-#include <cuda_bf16.h>
-
+#include "backends/cuda/attention_inputs_kernel.cuh"
 #include "backends/cuda/cuda_status.h"
-#include "backends/cuda/device_math.cuh"
-#include "backends/cuda/kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
-namespace {
-
-constexpr int kThreads = 256;
-
-struct Params {
-  AttentionInputs in;
-  float eps, scaling;
-  AttentionShape shape;
-  float* q_out;
-};
-
-// A head's D values normed (when `norm` is given) and rotated; pairs (f, f + D/2) go to
-// store(f, first, second). The arithmetic is the rms_norm and rope kernels', in their order.
-template <typename Store>
-__device__ void norm_and_rotate(const Params& p, const float* x, const float* norm, int64_t token,
-                                int lane, Store store) {
-  const int d = static_cast<int>(p.shape.head_dim), half = d / 2;
-  float inv_rms = 1.f;
-  if (norm != nullptr) {
-    float sum_sq = 0.f;
-    for (int i = lane; i < d; i += 32) sum_sq += x[i] * x[i];
-    sum_sq = warp_sum(sum_sq);
-    inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(d) + p.eps);
-  }
-  // The angle is formed in f32 as PyTorch does, so large positions round the same way.
-  const float position = static_cast<float>(p.in.positions[token]);
-  for (int f = lane; f < half; f += 32) {
-    float x1 = x[f], x2 = x[f + half];
-    if (norm != nullptr) {
-      x1 = norm[f] * (x1 * inv_rms);
-      x2 = norm[f + half] * (x2 * inv_rms);
-    }
-    const float angle = position * p.in.inv_freq[f];
-    const float c = cosf(angle) * p.scaling, s = sinf(angle) * p.scaling;
-    store(f, x1 * c - x2 * s, x2 * c + x1 * s);
-  }
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    prepare_attention_kernel(Params p, T* k_cache, T* v_cache) {
-  const AttentionShape& s = p.shape;
-  const int64_t heads = s.q_heads + 2 * s.kv_heads, d = s.head_dim, half = d / 2;
-  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  if (warp >= s.batch * s.seq * heads) return;
-  const int64_t token = warp / heads, head = warp % heads;
-  if (head < s.q_heads) {
-    float* out = p.q_out + (token * s.q_heads + head) * d;
-    norm_and_rotate(p, p.in.q + (token * s.q_heads + head) * d, p.in.q_norm, token, lane,
-                    [&](int f, float first, float second) {
-                      out[f] = first;
-                      out[f + half] = second;
-                    });
-    return;
-  }
-  // k and v rows go to the token's cache slot; a slot outside the cache writes nothing.
-  const int64_t b = token / s.seq, slot = p.in.slots[token % s.seq];
-  if (slot < 0 || slot >= s.cache_len) return;
-  const int64_t kv_head = (head - s.q_heads) % s.kv_heads;
-  const int64_t from = (token * s.kv_heads + kv_head) * d;
-  const int64_t to = ((b * s.cache_len + slot) * s.kv_heads + kv_head) * d;
-  if (head < s.q_heads + s.kv_heads) {
-    T* out = k_cache + to;
-    norm_and_rotate(p, p.in.k + from, p.in.k_norm, token, lane,
-                    [&](int f, float first, float second) {
-                      out[f] = narrow<T>(first);
-                      out[f + half] = narrow<T>(second);
-                    });
-  } else {
-    for (int64_t i = lane; i < d; i += 32) v_cache[to + i] = narrow<T>(p.in.v[from + i]);
-  }
-}
-
-}  // namespace
 
 void prepare_attention(const AttentionInputs& in, const AttentionShape& shape, float eps,
                        float attention_scaling, void* k_cache, void* v_cache, DType cache_dtype,

@@ -61,6 +61,12 @@ __device__ __forceinline__ T block_reduce(T x, Combine combine) {
   return x;
 }
 
+// Declares `name`, the block's dynamic shared memory (the launch's third parameter). A macro so
+// that tests/cuda_emulation can hand each emulated block its own.
+#ifndef TFM_DYNAMIC_SHARED_MEMORY
+#define TFM_DYNAMIC_SHARED_MEMORY(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
 inline int blocks_for(int64_t count, int threads) {
   return static_cast<int>((count + threads - 1) / threads);
 }

@@ -1,0 +1,230 @@
+// The decode GEMV kernels (see gemv.cu), in a header of their own so tests/cuda_emulation can run
+// them on the CPU.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace tfm::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // output columns per block
+
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&out)[8]) {
+  // Weights are read once per step: stream them past the caches.
+  const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
+  const float4 a = __ldcs(reinterpret_cast<const float4*>(p));
+  const float4 b = __ldcs(reinterpret_cast<const float4*>(p) + 1);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+// x[0..7] (activations or norm weights, small and reused) as two float4 through the read-only
+// cache.
+__device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(x)),
+               b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+__device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5] +
+         a[6] * b[6] + a[7] * b[7];
+}
+
+// With an input norm the products read x / rms(x) * g: the kernels stream w * g against x and
+// scale each row's sum by 1 / rms(x), whose sum of squares they gather from the same loads.
+template <bool kNorm>
+struct NormedRows {
+  static constexpr bool kNormed = kNorm;
+  const float* g;
+  float eps;
+
+  // w[0..7] (and v[0..7]) *= g[base..base + 7].
+  __device__ __forceinline__ void weigh(int base, float (&w)[8]) const {
+    if constexpr (kNorm) {
+      float gv[8];
+      load8_cached(g + base, gv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] *= gv[i];
+    }
+  }
+  __device__ __forceinline__ void weigh(int base, float (&w)[8], float (&v)[8]) const {
+    if constexpr (kNorm) {
+      float gv[8];
+      load8_cached(g + base, gv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] *= gv[i], v[i] *= gv[i];
+    }
+  }
+  // The factor a row's warp-summed product is scaled by, from each lane's sum of squares.
+  __device__ __forceinline__ float factor(float lane_sum_sq, int k) const {
+    if constexpr (kNorm) {
+      return 1.f / sqrtf(warp_sum(lane_sum_sq) / static_cast<float>(k) + eps);
+    } else {
+      return 1.f;
+    }
+  }
+};
+
+__device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
+
+// acc[m] += row · x[m] over k for the warp's column (each lane streams 8 weights at a time), and
+// with a norm sum_sq[m] += x[m] · x[m]. Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M, bool kNorm>
+__device__ __forceinline__ void row_dots(const W* row, const float* x, NormedRows<kNorm> norm,
+                                         int k, int lane, float (&acc)[M], float (&sum_sq)[M]) {
+#pragma unroll 4
+  for (int base = lane * 8; base < k; base += 32 * 8) {
+    float wv[8];
+    load8(row + base, wv);
+    norm.weigh(base, wv);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xv[8];
+      load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
+      acc[m] += dot8(wv, xv);
+      if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
+    }
+  }
+}
+
+template <typename W, int M, bool kNorm>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
+                const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
+                float* __restrict__ y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  float acc[M] = {}, sum_sq[M] = {};
+  row_dots(w + static_cast<int64_t>(col) * k, x, norm, k, lane, acc, sum_sq);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
+    const int64_t at = static_cast<int64_t>(m) * n + col;
+    // The same order of additions as the cpu: (product + bias) + residual.
+    if (lane == 0) y[at] = (sum + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
+  }
+}
+
+// The columns of q, k and v's weights one after the other: each warp finds its weight and writes
+// that product's own output. Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M, bool kNorm>
+__global__ void __launch_bounds__(kWarps * 32)
+    qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
+                    const __grid_constant__ QkvProducts p, int k) {
+  int col = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  int i = 0;
+  while (i < 2 && col >= p.n[i]) col -= static_cast<int>(p.n[i++]);
+  if (col >= p.n[i]) return;
+  float acc[M] = {}, sum_sq[M] = {};
+  row_dots(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(col) * k, x, norm, k, lane, acc,
+           sum_sq);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
+    if (lane == 0) p.y[i][m * p.n[i] + col] = sum + (p.bias[i] ? p.bias[i][col] : 0.f);
+  }
+}
+
+// Any k and alignment, one element per lane per step; `norm` as in the kernels above.
+template <typename W>
+__global__ void gemv_any_kernel(const float* x, const W* w, InputNorm norm, const float* bias,
+                                const float* residual, int m, int n, int k, float* y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  const W* row = w + static_cast<int64_t>(col) * k;
+  for (int r = 0; r < m; ++r) {
+    float acc = 0.f, sum_sq = 0.f;
+    for (int i = lane; i < k; i += 32) {
+      const float xi = x[static_cast<int64_t>(r) * k + i];
+      acc += widen(row[i]) * (norm.weight ? norm.weight[i] * xi : xi);
+      sum_sq += xi * xi;
+    }
+    acc = warp_sum(acc);
+    sum_sq = warp_sum(sum_sq);
+    if (norm.weight) acc *= 1.f / sqrtf(sum_sq / static_cast<float>(k) + norm.eps);
+    const int64_t at = static_cast<int64_t>(r) * n + col;
+    if (lane == 0) y[at] = (acc + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
+  }
+}
+
+// silu(x wg^T + bg) * (x wu^T + bu): each warp streams its column's gate and up rows once.
+// Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M, bool kNorm>
+__global__ void __launch_bounds__(kWarps * 32)
+    gated_gemv_kernel(const float* __restrict__ x, const W* __restrict__ wg,
+                      const W* __restrict__ wu, NormedRows<kNorm> norm,
+                      const float* __restrict__ bg, const float* __restrict__ bu, int n, int k,
+                      float* __restrict__ y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  const W* gate_row = wg + static_cast<int64_t>(col) * k;
+  const W* up_row = wu + static_cast<int64_t>(col) * k;
+  float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
+#pragma unroll 2
+  for (int base = lane * 8; base < k; base += 32 * 8) {
+    float gv[8], uv[8];
+    load8(gate_row + base, gv);
+    load8(up_row + base, uv);
+    norm.weigh(base, gv, uv);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xv[8];
+      load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
+      gate[m] += dot8(gv, xv);
+      up[m] += dot8(uv, xv);
+      if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float factor = norm.factor(sum_sq[m], k);
+    const float g = warp_sum(gate[m]) * factor + (bg ? bg[col] : 0.f);
+    const float u = warp_sum(up[m]) * factor + (bu ? bu[col] : 0.f);
+    if (lane == 0) y[static_cast<int64_t>(m) * n + col] = silu(g) * u;
+  }
+}
+
+// Any k and alignment, one element per lane per step.
+template <typename W>
+__global__ void gated_gemv_any_kernel(const float* x, const W* wg, const W* wu, InputNorm norm,
+                                      const float* bg, const float* bu, int m, int n, int k,
+                                      float* y) {
+  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (col >= n) return;
+  const W* gate_row = wg + static_cast<int64_t>(col) * k;
+  const W* up_row = wu + static_cast<int64_t>(col) * k;
+  for (int r = 0; r < m; ++r) {
+    float gate = 0.f, up = 0.f, sum_sq = 0.f;
+    for (int i = lane; i < k; i += 32) {
+      const float raw = x[static_cast<int64_t>(r) * k + i];
+      const float xi = norm.weight ? norm.weight[i] * raw : raw;
+      gate += widen(gate_row[i]) * xi;
+      up += widen(up_row[i]) * xi;
+      sum_sq += raw * raw;
+    }
+    sum_sq = warp_sum(sum_sq);
+    const float factor = norm.weight ? 1.f / sqrtf(sum_sq / static_cast<float>(k) + norm.eps) : 1.f;
+    const float g = warp_sum(gate) * factor + (bg ? bg[col] : 0.f);
+    const float u = warp_sum(up) * factor + (bu ? bu[col] : 0.f);
+    if (lane == 0) y[static_cast<int64_t>(r) * n + col] = silu(g) * u;
+  }
+}
+
+}  // namespace
+}  // namespace tfm::cuda

@@ -1,0 +1,154 @@
+// The split-K attention kernel over the static cache (see attention.cu), in a header of its own
+// so tests/cuda_emulation can run it on the CPU.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace tfm::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int64_t kMinKeysPerSplit = 64;
+constexpr int64_t kTargetBlocks = 512;  // enough blocks to fill 132 multiprocessors a few times
+
+struct Split {
+  int64_t count, keys;
+};
+
+// Empty shapes (no rows or no keys) get one split of one key, so nothing divides by zero.
+Split split_of(const AttentionShape& s) {
+  const int64_t rows = std::max<int64_t>(1, s.batch * s.seq * s.q_heads);
+  const int64_t max_splits = std::max<int64_t>(1, s.cache_len / kMinKeysPerSplit);
+  const int64_t wanted = std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits);
+  const int64_t keys = std::max<int64_t>(1, (s.cache_len + wanted - 1) / wanted);
+  return {std::max<int64_t>(1, (s.cache_len + keys - 1) / keys), keys};
+}
+
+// A partial result: [max score, sum of exp, unnormalized output (head_dim)].
+__device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64_t split,
+                                             int64_t splits, int head_dim) {
+  return partials + (row * splits + split) * (head_dim + 2);
+}
+
+// Merges a row's chunks into its output, one warp. A query that sees no key gets zeros, as on the
+// CPU. Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches
+// the output as it does on the CPU instead of silently dropping its chunk. The chunks were written
+// by other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
+__device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, float* out,
+                             int lane) {
+  float m = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const volatile float* p = first + sp * (head_dim + 2);
+    if (p[1] != 0.f) m = fmaxf(m, p[0]);
+  }
+  float denom = 0.f;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const volatile float* p = first + sp * (head_dim + 2);
+    const float l = p[1];
+    if (l != 0.f) denom += l * expf(p[0] - m);
+  }
+  const float inv = denom != 0.f ? 1.f / denom : 0.f;
+  for (int d = lane; d < head_dim; d += 32) {
+    float sum = 0.f;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      const volatile float* p = first + sp * (head_dim + 2);
+      if (p[1] != 0.f) sum += p[2 + d] * expf(p[0] - m);
+    }
+    out[d] = sum * inv;
+  }
+}
+
+template <typename KV, int E>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k,
+                             const KV* __restrict__ v, const int32_t* __restrict__ mask,
+                             const int32_t* __restrict__ slots, AttentionShape s, float scale,
+                             int64_t keys_per_split, float* __restrict__ partials,
+                             unsigned* __restrict__ arrivals, float* __restrict__ out) {
+  const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  const int D = static_cast<int>(s.head_dim);
+  const int64_t h = row % s.q_heads, token = row / s.q_heads;
+  const int64_t i = token % s.seq, b = token / s.seq;
+  const int64_t kvh = h / (s.q_heads / s.kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  float qr[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int d = lane + 32 * e;
+    qr[e] = d < D ? q[row * D + d] : 0.f;
+  }
+  const int64_t visible_end = min(static_cast<int64_t>(slots[i]) + 1, s.cache_len);
+  const int64_t first = split * keys_per_split;
+  const int64_t last = min(first + keys_per_split, visible_end);
+  float m = -INFINITY, l = 0.f, acc[E] = {};
+  for (int64_t j = first + warp; j < last; j += kWarps) {
+    if (mask[b * s.cache_len + j] == 0) continue;
+    const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D;
+    float dot = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int d = lane + 32 * e;
+      if (d < D) dot += qr[e] * widen(k[at + d]);
+    }
+    const float score = warp_sum(dot) * scale;
+    const float m_new = fmaxf(m, score);
+    const float correction = expf(m - m_new), p = expf(score - m_new);
+    l = l * correction + p;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int d = lane + 32 * e;
+      acc[e] = acc[e] * correction + (d < D ? p * widen(v[at + d]) : 0.f);
+    }
+    m = m_new;
+  }
+
+  __shared__ float warp_m[kWarps], warp_l[kWarps];
+  __shared__ float warp_acc[kWarps][32 * E];
+  if (lane == 0) warp_m[warp] = m, warp_l[warp] = l;
+#pragma unroll
+  for (int e = 0; e < E; ++e) warp_acc[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  if (warp != 0) return;
+  float block_m = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp_l[w] > 0.f) block_m = fmaxf(block_m, warp_m[w]);
+  }
+  float block_l = 0.f, chunk_out[E] = {};
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp_l[w] == 0.f) continue;
+    const float weight = expf(warp_m[w] - block_m);
+    block_l += warp_l[w] * weight;
+#pragma unroll
+    for (int e = 0; e < E; ++e) chunk_out[e] += warp_acc[w][lane + 32 * e] * weight;
+  }
+  float* dst = partial_at(partials, row, split, splits, D);
+  if (lane == 0) dst[0] = block_m, dst[1] = block_l;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int d = lane + 32 * e;
+    if (d < D) dst[2 + d] = chunk_out[e];
+  }
+  // Every lane's part of this chunk is visible device-wide before lane 0 counts it (the fence,
+  // then the warp barrier that orders the lanes' writes before lane 0's atomic); the row's last
+  // block merges, and leaves its counter at zero for the next launch.
+  __threadfence();
+  __syncwarp();
+  unsigned arrived = 0;
+  if (lane == 0) {
+    __threadfence();
+    arrived = atomicAdd(arrivals + row, 1u);
+  }
+  if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
+  __threadfence();
+  merge_chunks(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
+  if (lane == 0) arrivals[row] = 0;
+}
+
+}  // namespace
+}  // namespace tfm::cuda

@@ -1,0 +1,147 @@
+// A CPU emulation of the CUDA features the kernels in src/backends/cuda/*.cuh use, found first on
+// the include path of tests/cuda_emulation, so the kernels' own source runs in tests without a
+// GPU: each block's threads are real threads (barriers for __syncthreads and __syncwarp, warp
+// shuffles through a shared table), a launch's blocks run one after another, and a block's
+// __shared__ arrays are shared by its threads. It checks indexing, masking and the algorithms;
+// it does not emulate memory ordering between blocks running at once, or timing.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __align__(bytes)
+#define __shared__ static
+#define TFM_DYNAMIC_SHARED_MEMORY(name) \
+  unsigned char* name = ::tfm::cuda_emulation::dynamic_shared_memory()
+
+using cudaStream_t = void*;
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+namespace tfm::cuda_emulation {
+
+constexpr int kWarpSize = 32;
+
+// What the threads of the running launch share.
+struct Launch {
+  std::barrier<> block;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<unsigned char> shared;
+
+  Launch(unsigned threads, size_t shared_bytes) : block(threads), shared(shared_bytes + 128, 0xcd) {
+    for (unsigned w = 0; w < threads / kWarpSize; ++w) {
+      warps.push_back(std::make_unique<std::barrier<>>(kWarpSize));
+    }
+  }
+};
+
+inline Launch*& running() {
+  static Launch* launch = nullptr;
+  return launch;
+}
+
+inline unsigned char* dynamic_shared_memory() { return running()->shared.data(); }
+
+// Runs kernel() as a grid of blocks of `threads` threads (a multiple of 32), one block at a time.
+// A thread that returns waits for its block's end; so a kernel whose threads return before a
+// __syncthreads that others still reach would hang here (the emulated kernels return after their
+// last one).
+template <typename Kernel>
+void launch(dim3 grid, unsigned threads, size_t shared_bytes, Kernel kernel) {
+  gridDim = grid;
+  blockDim = {threads, 1, 1};
+  Launch state(threads, shared_bytes);
+  running() = &state;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      threadIdx = {t, 0, 0};
+      for (unsigned z = 0; z < grid.z; ++z) {
+        for (unsigned y = 0; y < grid.y; ++y) {
+          for (unsigned x = 0; x < grid.x; ++x) {
+            blockIdx = {x, y, z};
+            kernel();
+            state.block.arrive_and_wait();
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  running() = nullptr;
+}
+
+// A warp's lanes exchange values through this table (one per value type and warp).
+template <typename T>
+T exchange(T value, int source_lane) {
+  static T table[32][kWarpSize];
+  const unsigned warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  table[warp][lane] = value;
+  running()->warps[warp]->arrive_and_wait();
+  const T got = table[warp][source_lane];
+  running()->warps[warp]->arrive_and_wait();
+  return got;
+}
+
+}  // namespace tfm::cuda_emulation
+
+inline void __syncthreads() { tfm::cuda_emulation::running()->block.arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  tfm::cuda_emulation::running()->warps[threadIdx.x / 32]->arrive_and_wait();
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  return tfm::cuda_emulation::exchange(value, static_cast<int>(threadIdx.x % 32) ^ lane_mask);
+}
+template <typename T>
+T __shfl_sync(unsigned, T value, int source_lane) {
+  return tfm::cuda_emulation::exchange(value, source_lane);
+}
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+  return std::atomic_ref<unsigned>(*address).fetch_add(value);
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldcs(const T* p) {
+  return *p;
+}
+template <typename A, typename B>
+auto min(A a, B b) {
+  return b < a ? b : a;
+}
+template <typename A, typename B>
+auto max(A a, B b) {
+  return a < b ? b : a;
+}
