@@ -97,7 +97,6 @@ class FlashAttentionKernelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FlashAttentionKernelTest, MatchesReference) {
   const Inputs<__nv_bfloat16> in = inputs_for<__nv_bfloat16>(GetParam());
-  ASSERT_TRUE(flash_attention_applies(in.shape, DType::bf16));
   std::vector<float> out(in.q.size(), -7.f);
   switch (in.shape.head_dim) {
     case 16:
