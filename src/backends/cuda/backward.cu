@@ -1,116 +1,18 @@
 // The row-wise backward kernels: bias and norm-weight gradients (sums over rows), RMSNorm's input
 // gradient, the embedding table's gradient and RoPE's. Sums run in double where the cpu's do and
 // always in a fixed order, so a step's gradients are the same bits every run.
+#include "backends/cuda/backward_device_kernels.cuh"
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/cuda_status.h"
-#include "backends/cuda/device_math.cuh"
 
 namespace tfm::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-// Sums over rows: a block owns 32 neighbouring columns (coalesced reads) and splits the rows
-// between kRowSlices threads per column, whose partial sums are added in slice order.
-constexpr int kColumns = 32, kRowSlices = 16, kSumThreads = kColumns * kRowSlices;
-
-template <typename Term>
-__global__ void __launch_bounds__(kSumThreads)
-    column_sum_kernel(Term term, int64_t rows, int64_t n, float* __restrict__ out) {
-  const int64_t j = blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x;
-  double sum = 0;
-  if (j < n) {
-    for (int64_t r = threadIdx.y; r < rows; r += kRowSlices) sum += term(r, j);
-  }
-  __shared__ double partial[kRowSlices][kColumns];
-  partial[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y != 0 || j >= n) return;
-  double total = 0;
-  for (int s = 0; s < kRowSlices; ++s) total += partial[s][threadIdx.x];
-  out[j] = static_cast<float>(total);
-}
 
 template <typename Term>
 void column_sum(Term term, int64_t rows, int64_t n, float* out, cudaStream_t stream) {
   if (n == 0) return;  // a grid of no blocks fails to launch (no rows still write zeros)
   column_sum_kernel<<<blocks_for(n, kColumns), dim3(kColumns, kRowSlices), 0, stream>>>(term, rows,
                                                                                         n, out);
-}
-
-struct Element {
-  const float* x;
-  int64_t n;
-  __device__ double operator()(int64_t r, int64_t j) const { return x[r * n + j]; }
-};
-
-// RMSNorm's weight gradient term dy * x * r, rounded as the cpu does (the f32 product, then
-// times the double r).
-struct NormalizedProduct {
-  const float* x;
-  const float* dy;
-  const float* inv_rms;  // per row
-  int64_t n;
-  __device__ double operator()(int64_t r, int64_t j) const {
-    return static_cast<double>(dy[r * n + j] * x[r * n + j]) * inv_rms[r];
-  }
-};
-
-// 1 / sqrt(mean(x^2) + eps) of one row over a warp, in double and rounded to f32 as on the cpu.
-__device__ float row_inv_rms(const float* row, int hidden, float eps) {
-  double sum_sq = 0;
-  for (int i = threadIdx.x % 32; i < hidden; i += 32)
-    sum_sq += static_cast<double>(row[i]) * row[i];
-  sum_sq = warp_sum(sum_sq);
-  return static_cast<float>(1.0 / sqrt(sum_sq / hidden + eps));
-}
-
-// One warp per row.
-__global__ void inv_rms_kernel(const float* __restrict__ x, int64_t rows, int hidden, float eps,
-                               float* __restrict__ out) {
-  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  if (row >= rows) return;
-  const float r = row_inv_rms(x + row * hidden, hidden, eps);
-  if (threadIdx.x % 32 == 0) out[row] = r;
-}
-
-// One warp per row: dx = r w dy - x r^3 mean(w dy x), with r = row_inv_rms.
-__global__ void rms_norm_grad_input_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                           const float* __restrict__ dy, int64_t rows, int hidden,
-                                           float eps, float* __restrict__ dx) {
-  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const float* xr = x + row * hidden;
-  const float* dyr = dy + row * hidden;
-  const double r = row_inv_rms(xr, hidden, eps);
-  double dot = 0;
-  for (int i = lane; i < hidden; i += 32) dot += static_cast<double>(w[i]) * dyr[i] * xr[i];
-  dot = warp_sum(dot);
-  const double coef = r * r * r * dot / hidden;
-  for (int i = lane; i < hidden; i += 32) {
-    dx[row * hidden + i] = static_cast<float>(r * w[i] * dyr[i] - xr[i] * coef);
-  }
-}
-
-// One thread per column walks the tokens in order: repeated ids add in the cpu's order, with no
-// atomics. Only `hidden` threads, but the gradient is needed once per step.
-__global__ void embedding_grad_kernel(const float* __restrict__ dy, const int32_t* __restrict__ ids,
-                                      int64_t count, int64_t vocab, int64_t hidden,
-                                      float* __restrict__ d_table) {
-  const int64_t h = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (h >= hidden) return;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t id = ids[i];
-    // Ids are checked on the host (they are the embedding's); this only keeps a bad one in bounds.
-    if (id < 0 || id >= vocab) continue;
-    d_table[id * hidden + h] += dy[i * hidden + h];
-  }
-}
-
-__global__ void negate_kernel(const float* __restrict__ x, int64_t count, float* __restrict__ out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < count) out[i] = -x[i];
 }
 
 }  // namespace

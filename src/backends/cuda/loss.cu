@@ -1,80 +1,11 @@
 // Causal-LM cross-entropy over logits rows, one block per row (a row is a whole vocabulary, too
 // long for a warp). Sums run in double, as on the cpu, and in a fixed order: the loss of a step is
 // the same bits every run.
-#include <cmath>
-
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/cuda_status.h"
-#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/loss_kernels.cuh"
 
 namespace tfm::cuda {
-namespace {
-
-constexpr int kThreads = 512;
-
-// log(sum(exp(row))), formed as the cpu does: float(log(double sum of exp(x - max))) + max.
-__device__ float row_log_sum_exp(const float* row, int64_t vocab) {
-  float max = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) max = fmaxf(max, row[v]);
-  max = block_reduce(max, Max{});
-  double sum = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(row[v] - max);
-  sum = block_reduce(sum, Sum{});
-  return static_cast<float>(log(sum)) + max;
-}
-
-__device__ __forceinline__ bool in_vocab(int32_t target, int64_t vocab) {
-  return target >= 0 && target < vocab;
-}
-
-// Each row's loss into `per_row` (0 for an ignored target), summed by sum_kernel.
-__global__ void __launch_bounds__(kThreads)
-    row_loss_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
-                    int32_t ignore, int64_t vocab, double* __restrict__ per_row) {
-  const int64_t r = blockIdx.x;
-  const int32_t target = targets[r];
-  // The branch is the same for the whole block, so it may skip the block-wide reductions.
-  if (target == ignore || !in_vocab(target, vocab)) {
-    if (threadIdx.x == 0) per_row[r] = target == ignore ? 0.0 : nan("");
-    return;
-  }
-  const float* row = logits + r * vocab;
-  const float lse = row_log_sum_exp(row, vocab);
-  if (threadIdx.x == 0) per_row[r] = static_cast<double>(lse) - row[target];
-}
-
-__global__ void __launch_bounds__(kThreads)
-    sum_kernel(const double* __restrict__ per_row, int64_t rows, float* __restrict__ out) {
-  double sum = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += per_row[r];
-  sum = block_reduce(sum, Sum{});
-  if (threadIdx.x == 0) *out = static_cast<float>(sum);
-}
-
-// `d_logits` may be `logits` itself: each thread reads an element before writing it, and the
-// reductions that read the whole row finish (block_reduce synchronizes) before any write.
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_grad_kernel(const float* logits, const int32_t* __restrict__ targets,
-                              int32_t ignore, const float* __restrict__ d_loss, int64_t vocab,
-                              float* d_logits) {
-  const int64_t r = blockIdx.x;
-  const int32_t target = targets[r];
-  float* out = d_logits + r * vocab;
-  if (target == ignore || !in_vocab(target, vocab)) {
-    const float fill = target == ignore ? 0.f : nanf("");
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[v] = fill;
-    return;
-  }
-  const float* row = logits + r * vocab;
-  const float lse = row_log_sum_exp(row, vocab);
-  const float scale = *d_loss;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float p = expf(row[v] - lse) * scale;
-    out[v] = v == target ? p - scale : p;
-  }
-}
-
-}  // namespace
 
 size_t cross_entropy_scratch_bytes(int64_t rows) {
   return static_cast<size_t>(rows) * sizeof(double);

@@ -70,20 +70,26 @@ inline Launch*& running() {
 
 inline unsigned char* dynamic_shared_memory() { return running()->shared.data(); }
 
-// Runs kernel() as a grid of blocks of `threads` threads (a multiple of 32), one block at a time.
-// A thread that returns waits for its block's end; so a kernel whose threads return before a
-// __syncthreads that others still reach would hang here (the emulated kernels return after their
-// last one).
+// The thread's place in its block, x first as on a GPU; its warp is that place / 32.
+inline unsigned linear_thread() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+// Runs kernel() as a grid of blocks of block.x * block.y * block.z threads (a multiple of 32), one
+// block at a time. A thread that returns waits for its block's end; so a kernel whose threads
+// return before a __syncthreads that others still reach would hang here (the emulated kernels
+// return after their last one).
 template <typename Kernel>
-void launch(dim3 grid, unsigned threads, size_t shared_bytes, Kernel kernel) {
+void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel) {
+  const unsigned threads = block.x * block.y * block.z;
   gridDim = grid;
-  blockDim = {threads, 1, 1};
+  blockDim = block;
   Launch state(threads, shared_bytes);
   running() = &state;
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      threadIdx = {t, 0, 0};
+      threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
       for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
           for (unsigned x = 0; x < grid.x; ++x) {
@@ -99,11 +105,16 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, Kernel kernel) {
   running() = nullptr;
 }
 
+template <typename Kernel>
+void launch(dim3 grid, unsigned threads, size_t shared_bytes, Kernel kernel) {
+  launch(grid, dim3{threads, 1, 1}, shared_bytes, kernel);
+}
+
 // A warp's lanes exchange values through this table (one per value type and warp).
 template <typename T>
 T exchange(T value, int source_lane) {
   static T table[32][kWarpSize];
-  const unsigned warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const unsigned warp = linear_thread() / kWarpSize, lane = linear_thread() % kWarpSize;
   table[warp][lane] = value;
   running()->warps[warp]->arrive_and_wait();
   const T got = table[warp][source_lane];
@@ -115,11 +126,14 @@ T exchange(T value, int source_lane) {
 
 inline void __syncthreads() { tfm::cuda_emulation::running()->block.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) {
-  tfm::cuda_emulation::running()->warps[threadIdx.x / 32]->arrive_and_wait();
+  tfm::cuda_emulation::running()
+      ->warps[tfm::cuda_emulation::linear_thread() / 32]
+      ->arrive_and_wait();
 }
 template <typename T>
 T __shfl_xor_sync(unsigned, T value, int lane_mask) {
-  return tfm::cuda_emulation::exchange(value, static_cast<int>(threadIdx.x % 32) ^ lane_mask);
+  const auto lane = static_cast<int>(tfm::cuda_emulation::linear_thread() % 32);
+  return tfm::cuda_emulation::exchange(value, lane ^ lane_mask);
 }
 template <typename T>
 T __shfl_sync(unsigned, T value, int source_lane) {
@@ -145,3 +159,7 @@ template <typename A, typename B>
 auto max(A a, B b) {
   return a < b ? b : a;
 }
+
+// CUDA's isnan and isinf are global functions in device code; <cmath> puts them in std only.
+using std::isinf;
+using std::isnan;

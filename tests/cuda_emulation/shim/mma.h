@@ -56,7 +56,7 @@ void mma_sync(D& d, const A& a, const B& b, const C& c) {
 
 template <typename Fragment>
 void store_matrix_sync(float* p, const Fragment& f, unsigned ld, layout_t layout) {
-  if (threadIdx.x % 32 != 0) return;
+  if (tfm::cuda_emulation::linear_thread() % 32 != 0) return;
   for (unsigned r = 0; r < 16; ++r) {
     for (unsigned c = 0; c < 16; ++c) {
       p[layout == mem_row_major ? r * ld + c : c * ld + r] = f.x[r][c];

@@ -1,0 +1,146 @@
+// The row-wise and element-wise kernels (see pointwise.cu), in a header of their own so
+// tests/cuda_emulation can run them on the CPU.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "backends/cuda/device_math.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace tfm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void embedding_kernel(const T* table, int64_t first_id, int64_t vocab, int64_t hidden,
+                                 const int32_t* ids, int64_t count, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count * hidden) return;
+  // A vocabulary shard reads other ranks' ids as zero rows. Ids are checked on the host before
+  // they are copied; this also keeps a bad one in bounds.
+  const int64_t row = ids[i / hidden] - first_id;
+  out[i] = row >= 0 && row < vocab ? widen(table[row * hidden + i % hidden]) : 0.f;
+}
+
+template <typename T>
+__global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
+                                T* out) {
+  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* in = x + row * hidden;
+  float sum_sq = 0.f;
+  for (int i = lane; i < hidden; i += 32) sum_sq += in[i] * in[i];
+  sum_sq = warp_sum(sum_sq);
+  const float inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
+  T* o = out + row * hidden;
+  for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (in[i] * inv_rms));
+}
+
+__global__ void rope_kernel(const float* x, const int32_t* positions, const float* inv_freq,
+                            int64_t tokens, int64_t heads, int half, float scaling, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= tokens * heads * half) return;
+  const int64_t token = i / (heads * half);
+  const int f = static_cast<int>(i % half);
+  // The angle is formed in f32 as PyTorch does, so large positions round the same way.
+  const float angle = static_cast<float>(positions[token]) * inv_freq[f];
+  const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
+  const int64_t base = (i / half) * 2 * half;
+  const float x1 = x[base + f], x2 = x[base + f + half];
+  out[base + f] = x1 * c - x2 * s;
+  out[base + f + half] = x2 * c + x1 * s;
+}
+
+__global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int64_t start,
+                                 int64_t length, int64_t total, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= total) return;
+  const int64_t e = i % inner, s = (i / inner) % length, b = i / (inner * length);
+  out[i] = x[(b * seq + start + s) * inner + e];
+}
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* x, To* out, int64_t count) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = narrow<To>(widen(x[i]));
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t total) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < total) y[i] += bias[i % n];
+}
+
+constexpr int kArgmaxThreads = 1024;
+
+// One block per row: each thread scans a strided slice, then the block reduces (value, index).
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* x, int64_t n, int32_t* out) {
+  const float* row = x + blockIdx.x * n;
+  float best = -INFINITY;
+  int64_t best_at = n;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    if (row[i] > best) best = row[i], best_at = i;
+  }
+  __shared__ float values[kArgmaxThreads];
+  __shared__ int64_t indices[kArgmaxThreads];
+  values[threadIdx.x] = best;
+  indices[threadIdx.x] = best_at;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float v = values[threadIdx.x + half];
+      const int64_t at = indices[threadIdx.x + half];
+      if (v > values[threadIdx.x] || (v == values[threadIdx.x] && at < indices[threadIdx.x])) {
+        values[threadIdx.x] = v;
+        indices[threadIdx.x] = at;
+      }
+    }
+    __syncthreads();
+  }
+  // A row of NaN or -inf only has no larger value: index 0, as std::max_element gives. So does a
+  // NaN first element: std::max_element compares with `<`, so nothing ever replaces it.
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = static_cast<int32_t>(indices[0] < n && !isnan(row[0]) ? indices[0] : 0);
+  }
+}
+
+__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  float stack[graph::kMaxElementwiseDepth];
+  int top = -1;
+  for (int p = 0; p < program.count; ++p) {
+    switch (static_cast<graph::EwCode>(program.code[p])) {
+      case graph::EwCode::kLoad:
+        stack[++top] = program.inputs[program.operand[p]][i];
+        break;
+      case graph::EwCode::kAdd:
+        --top;
+        stack[top] += stack[top + 1];
+        break;
+      case graph::EwCode::kMul:
+        --top;
+        stack[top] *= stack[top + 1];
+        break;
+      case graph::EwCode::kSilu:
+        stack[top] = stack[top] / (1.f + expf(-stack[top]));
+        break;
+      case graph::EwCode::kScale:
+        stack[top] *= program.scalar[p];
+        break;
+      case graph::EwCode::kSiluGrad: {
+        --top;
+        const float x = stack[top], dy = stack[top + 1];
+        const float sigmoid = 1.f / (1.f + expf(-x));
+        stack[top] = dy * sigmoid * (1.f + x * (1.f - sigmoid));
+        break;
+      }
+    }
+  }
+  out[i] = stack[0];
+}
+
+}  // namespace
+}  // namespace tfm::cuda

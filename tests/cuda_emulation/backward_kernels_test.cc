@@ -1,0 +1,141 @@
+// The CUDA row-wise backward kernels, their own source run on the CPU through the emulation in
+// shim/ (no GPU needed): sums over rows (bias gradients) and RMSNorm's weight gradient against
+// closed forms and the cpu backend's kernels (checked against finite differences in tests/graph),
+// RMSNorm's input gradient against the cpu's, the embedding table's gradient (repeated ids added,
+// bad ids skipped) against the plain sum, and the negated frequencies RoPE's gradient rotates by.
+// Shapes leave partial blocks: column counts not a multiple of 32, row counts not a multiple of
+// the row slices or of a block's warps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cuda/backward_device_kernels.cuh"
+#include "cuda_emulation/emulated_values.h"
+#include "ops/reference.h"
+
+namespace tfm::cuda {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+
+constexpr float kTol = 1e-5f;
+
+dim3 blocks(int64_t count, int threads) {
+  return {static_cast<unsigned>(blocks_for(count, threads)), 1, 1};
+}
+
+// column_sum's launch in backward.cu: kColumns x kRowSlices threads per block of columns.
+template <typename Term>
+void column_sum(Term term, int64_t rows, int64_t n, float* out) {
+  cuda_emulation::launch(blocks(n, kColumns), dim3{kColumns, kRowSlices, 1}, 0,
+                         [&] { column_sum_kernel(term, rows, n, out); });
+}
+
+TEST(BackwardKernels, ReduceRows) {
+  constexpr int64_t n = 70;
+  for (const int64_t rows : {37, 5, 0}) {
+    const std::vector<float> x = random_values(static_cast<size_t>(rows * n), 41);
+    std::vector<float> want(n), out(n, -7.f);
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < rows; ++r) sum += x[r * n + j];
+      want[j] = static_cast<float>(sum);
+    }
+    column_sum(Element{x.data(), n}, rows, n, out.data());
+    expect_close(out, want, kTol, "rows " + std::to_string(rows));
+  }
+}
+
+// The launcher's two kernels: 1 / rms per row (a warp per row), then the column sum of
+// dy * x * r.
+TEST(BackwardKernels, RmsNormGradWeight) {
+  constexpr int64_t rows = 37, hidden = 70;
+  constexpr float eps = 1e-6f;
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 42, -2.f, 2.f);
+  const std::vector<float> dy = random_values(x.size(), 43);
+  std::vector<float> inv_rms(rows, -7.f), dw(hidden, -7.f), want_inv_rms(rows), want_dw(hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum_sq = 0;
+    for (int64_t i = 0; i < hidden; ++i)
+      sum_sq += static_cast<double>(x[r * hidden + i]) * x[r * hidden + i];
+    want_inv_rms[r] = static_cast<float>(1.0 / std::sqrt(sum_sq / hidden + eps));
+  }
+  cpu::rms_norm_grad_weight(x.data(), dy.data(), rows, hidden, eps, want_dw.data());
+
+  cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+    inv_rms_kernel(x.data(), rows, static_cast<int>(hidden), eps, inv_rms.data());
+  });
+  expect_close(inv_rms, want_inv_rms, kTol, "inv_rms");
+  column_sum(NormalizedProduct{x.data(), dy.data(), inv_rms.data(), hidden}, rows, hidden,
+             dw.data());
+  expect_close(dw, want_dw, kTol, "dw");
+}
+
+TEST(BackwardKernels, RmsNormGradInput) {
+  constexpr float eps = 1e-5f;
+  struct Shape {
+    int64_t rows, hidden;
+  };
+  for (const Shape& shape : {Shape{19, 70}, Shape{3, 300}}) {
+    const int64_t rows = shape.rows, hidden = shape.hidden;
+    const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 44, -2.f, 2.f);
+    const std::vector<float> w = random_values(static_cast<size_t>(hidden), 45, 0.5f, 1.5f);
+    const std::vector<float> dy = random_values(x.size(), 46);
+    std::vector<float> dx(x.size(), -7.f), want(x.size());
+    cpu::rms_norm_grad_input(x.data(), w.data(), dy.data(), rows, hidden, eps, want.data());
+    cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), rows, static_cast<int>(hidden), eps,
+                                 dx.data());
+    });
+    expect_close(dx, want, kTol, "rows " + std::to_string(rows));
+  }
+}
+
+// dy's rows added into the table by id in token order; ids repeat, and ids outside the vocabulary
+// (checked on the host) are skipped. The launcher zeroes the table first.
+TEST(BackwardKernels, EmbeddingGrad) {
+  constexpr int64_t vocab = 11, hidden = 300;
+  const std::vector<int32_t> ids = {3, 7, 3, 0, 10, -1, 7, 7, 2, 11, 3, 5, 0};
+  const auto count = static_cast<int64_t>(ids.size());
+  const std::vector<float> dy = random_values(static_cast<size_t>(count * hidden), 47);
+  std::vector<float> d_table(static_cast<size_t>(vocab * hidden), 0.f), want(d_table.size());
+  std::vector<double> sums(want.size(), 0.0);
+  for (int64_t i = 0; i < count; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) continue;
+    for (int64_t h = 0; h < hidden; ++h) sums[ids[i] * hidden + h] += dy[i * hidden + h];
+  }
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(sums[i]);
+  cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
+    embedding_grad_kernel(dy.data(), ids.data(), count, vocab, hidden, d_table.data());
+  });
+  expect_close(d_table, want, kTol);
+}
+
+// rope_grad rotates dy by the forward RoPE with negated frequencies (pointwise.cu's kernel): the
+// negation here, and that rotation (by the reference) matching the cpu's rope_grad.
+TEST(BackwardKernels, NegatedFrequenciesForRopeGrad) {
+  constexpr int64_t batch = 2, seq = 3, heads = 2, head_dim = 520, half = head_dim / 2;
+  constexpr float scaling = 1.25f;
+  std::vector<float> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(10000.f, -2.f * i / head_dim);
+  std::vector<float> negated(half, 7.f), want_negated(half);
+  for (int64_t i = 0; i < half; ++i) want_negated[i] = -inv_freq[i];
+  cuda_emulation::launch(blocks(half, kThreads), kThreads, 0,
+                         [&] { negate_kernel(inv_freq.data(), half, negated.data()); });
+  expect_close(negated, want_negated, 0.f, "negated");
+
+  const std::vector<float> dy =
+      random_values(static_cast<size_t>(batch * seq * heads * head_dim), 48);
+  const std::vector<int32_t> positions = {0, 5, 9, 2, 3, 4};
+  std::vector<float> dx(dy.size()), want(dy.size());
+  ops::reference::rope(dy.data(), positions.data(), negated.data(), batch, seq, heads, head_dim,
+                       scaling, dx.data());
+  cpu::rope_grad(dy.data(), positions.data(), inv_freq.data(), batch, seq, heads, head_dim, scaling,
+                 want.data());
+  expect_close(dx, want, kTol, "rope_grad");
+}
+
+}  // namespace
+}  // namespace tfm::cuda

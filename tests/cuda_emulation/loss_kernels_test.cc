@@ -1,0 +1,153 @@
+// The CUDA cross-entropy kernels, their own source run on the CPU through the emulation in shim/
+// (no GPU needed), launched as loss.cu launches them: each row's loss and their sum against
+// ops::reference::cross_entropy, and the gradient against its closed form (softmax - one-hot)
+// times d_loss, written apart and in place; rows longer than the block, targets at either end of
+// the vocabulary, ignored targets (graph::kIgnoreIndex: no loss, zero gradient) and targets
+// outside the vocabulary (NaN).
+#include "backends/cuda/loss_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda_emulation/emulated_values.h"
+#include "ops/reference.h"
+
+namespace tfm::cuda {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+
+constexpr int64_t kVocab = 1500;  // a row is longer than the block: each thread loops
+constexpr int32_t kIgnore = graph::kIgnoreIndex;
+
+dim3 one_block_per(int64_t rows) { return {static_cast<unsigned>(rows), 1, 1}; }
+
+std::vector<float> logits_for(int64_t rows) {
+  return random_values(static_cast<size_t>(rows * kVocab), 21, -8.f, 8.f);
+}
+
+bool in_range(int32_t target) { return target >= 0 && target < kVocab; }
+
+TEST(LossKernels, RowLossesAndTheirSum) {
+  const std::vector<int32_t> targets = {17, kIgnore, 0, kVocab - 1, 1234, kIgnore, 600};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const std::vector<float> logits = logits_for(rows);
+  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    const double want =
+        ops::reference::cross_entropy(logits.data() + r * kVocab, targets.data() + r, 1, kVocab);
+    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
+    if (targets[r] == kIgnore) {
+      EXPECT_EQ(per_row[r], 0.0) << "row " << r;
+    }
+  }
+  float loss = -7.f;
+  cuda_emulation::launch({1, 1, 1}, kThreads, 0, [&] { sum_kernel(per_row.data(), rows, &loss); });
+  const double want = ops::reference::cross_entropy(logits.data(), targets.data(), rows, kVocab);
+  expect_close({loss}, {static_cast<float>(want)}, 1e-5f, "loss sum");
+}
+
+TEST(LossKernels, TargetOutsideTheVocabularyIsNan) {
+  const std::vector<int32_t> targets = {kVocab, -1, 3};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const std::vector<float> logits = logits_for(rows);
+  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
+  });
+  EXPECT_TRUE(std::isnan(per_row[0]));
+  EXPECT_TRUE(std::isnan(per_row[1]));
+  const double want =
+      ops::reference::cross_entropy(logits.data() + 2 * kVocab, &targets[2], 1, kVocab);
+  EXPECT_NEAR(per_row[2], want, 1e-5 * (1 + want));
+}
+
+TEST(LossKernels, SumOfManyRows) {
+  for (const int64_t rows : {int64_t{1100}, int64_t{3}, int64_t{0}}) {
+    const std::vector<float> values = random_values(static_cast<size_t>(rows), 22, 0.f, 10.f);
+    const std::vector<double> per_row(values.begin(), values.end());
+    double want = 0;
+    for (const double v : per_row) want += v;
+    float loss = -7.f;
+    cuda_emulation::launch({1, 1, 1}, kThreads, 0,
+                           [&] { sum_kernel(per_row.data(), rows, &loss); });
+    expect_close({loss}, {static_cast<float>(want)}, 1e-5f, "sum of " + std::to_string(rows));
+  }
+}
+
+// (softmax(row) - one_hot(target)) * d_loss in double; 0 for an ignored target.
+std::vector<float> closed_form_grad(const std::vector<float>& logits,
+                                    const std::vector<int32_t>& targets, float d_loss) {
+  std::vector<float> want(logits.size(), 0.f);
+  for (size_t r = 0; r < targets.size(); ++r) {
+    if (!in_range(targets[r])) continue;
+    const float* row = logits.data() + r * kVocab;
+    double max = -INFINITY, sum = 0;
+    for (int64_t v = 0; v < kVocab; ++v) max = std::max(max, double{row[v]});
+    for (int64_t v = 0; v < kVocab; ++v) sum += std::exp(row[v] - max);
+    for (int64_t v = 0; v < kVocab; ++v) {
+      const double p = std::exp(row[v] - max) / sum;
+      want[r * kVocab + v] = static_cast<float>((p - (v == targets[r] ? 1.0 : 0.0)) * d_loss);
+    }
+  }
+  return want;
+}
+
+TEST(LossKernels, Gradient) {
+  const std::vector<int32_t> targets = {17, kIgnore, 0, kVocab - 1, 1234, kIgnore, 600};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const std::vector<float> logits = logits_for(rows);
+  // The mean over the 5 counted rows: d_loss is what the kernel scales each row's softmax by.
+  const float d_loss = 1.f / 5;
+  const std::vector<float> want = closed_form_grad(logits, targets, d_loss);
+
+  std::vector<float> d_logits(logits.size(), -7.f);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
+                              d_logits.data());
+  });
+  expect_close(d_logits, want, 1e-5f, "d logits");
+
+  // Written over the logits, as when only the loss reads them.
+  std::vector<float> in_place = logits;
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(in_place.data(), targets.data(), kIgnore, &d_loss, kVocab,
+                              in_place.data());
+  });
+  expect_close(in_place, want, 1e-5f, "d logits in place");
+
+  // Each row's gradient sums to 0 (the softmax sums to 1).
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t v = 0; v < kVocab; ++v) sum += d_logits[r * kVocab + v];
+    EXPECT_NEAR(sum, 0.0, 1e-6) << "row " << r;
+  }
+}
+
+TEST(LossKernels, GradientOfATargetOutsideTheVocabularyIsNan) {
+  const std::vector<int32_t> targets = {-1, 5, kVocab};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const std::vector<float> logits = logits_for(rows);
+  const float d_loss = 0.75f;
+  std::vector<float> d_logits(logits.size(), -7.f);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
+                              d_logits.data());
+  });
+  for (int64_t v = 0; v < kVocab; ++v) {
+    ASSERT_TRUE(std::isnan(d_logits[v])) << v;
+    ASSERT_TRUE(std::isnan(d_logits[2 * kVocab + v])) << v;
+  }
+  const std::vector<float> want = closed_form_grad(logits, targets, d_loss);
+  const std::vector<float> middle(d_logits.begin() + kVocab, d_logits.begin() + 2 * kVocab);
+  expect_close(middle, {want.begin() + kVocab, want.begin() + 2 * kVocab}, 1e-5f, "row 1");
+}
+
+}  // namespace
+}  // namespace tfm::cuda

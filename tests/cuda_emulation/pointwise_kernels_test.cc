@@ -1,0 +1,258 @@
+// The CUDA row-wise and element-wise kernels, their own source run on the CPU through the
+// emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
+// table and a vocabulary shard, f32 and bf16 tables), rms_norm (f32 and bf16 out), rope,
+// slice_seq, cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
+// than the block) and fused elementwise programs; against the scalar references in src/ops or the
+// op's closed form.
+#include "backends/cuda/pointwise_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cuda_emulation/emulated_values.h"
+#include "ops/reference.h"
+
+namespace tfm::cuda {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+using testing::to_bf16;
+using testing::widened;
+
+// The launchers' grid for one thread per element (or per lane of a row's warp).
+dim3 grid_for(int64_t threads) {
+  return {static_cast<unsigned>(blocks_for(threads, kThreads)), 1, 1};
+}
+
+template <typename T>
+std::vector<T> stored(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>) {
+    return values;
+  } else {
+    return to_bf16(values);
+  }
+}
+
+template <typename T>
+constexpr float tolerance() {
+  return std::is_same_v<T, float> ? 1e-5f : 8e-3f;
+}
+
+template <typename T>
+void check_embedding(int64_t first_id, int64_t vocab, int64_t hidden) {
+  const std::vector<T> table = stored<T>(random_values(static_cast<size_t>(vocab * hidden), 1));
+  // Ids below, inside and above the shard, repeated, first and last row of it.
+  const std::vector<int32_t> ids = {
+      static_cast<int32_t>(first_id + vocab - 1), static_cast<int32_t>(first_id),
+      static_cast<int32_t>(first_id + 2),         static_cast<int32_t>(first_id + vocab),
+      static_cast<int32_t>(first_id + 2),         static_cast<int32_t>(first_id + vocab + 7),
+      static_cast<int32_t>(first_id - 1),         static_cast<int32_t>(first_id + 1)};
+  const int64_t count = static_cast<int64_t>(ids.size());
+  std::vector<float> out(static_cast<size_t>(count * hidden), -7.f);
+  cuda_emulation::launch(grid_for(count * hidden), kThreads, 0, [&] {
+    embedding_kernel<T>(table.data(), first_id, vocab, hidden, ids.data(), count, out.data());
+  });
+  // The shard's rows through the reference; ids outside it give zero rows.
+  const std::vector<float> wide = widened(table);
+  std::vector<float> want(out.size(), 0.f);
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t row = static_cast<int32_t>(ids[i] - first_id);
+    if (row < 0 || row >= vocab) continue;
+    ops::reference::embedding(wide.data(), vocab, hidden, &row, 1, want.data() + i * hidden);
+  }
+  expect_close(out, want, 0.f, "embedding");
+}
+
+TEST(PointwiseKernels, Embedding) {
+  check_embedding<float>(0, 20, 45);
+  check_embedding<__nv_bfloat16>(0, 20, 45);
+  check_embedding<float>(5, 6, 71);
+  check_embedding<__nv_bfloat16>(40, 9, 33);
+}
+
+template <typename T>
+void check_rms_norm(int64_t rows, int hidden) {
+  const float eps = 1e-5f;
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 2, -2.f, 2.f);
+  const std::vector<float> w = random_values(static_cast<size_t>(hidden), 3, 0.5f, 1.5f);
+  std::vector<T> out = stored<T>(std::vector<float>(x.size(), -7.f));
+  cuda_emulation::launch(grid_for(rows * 32), kThreads, 0, [&] {
+    rms_norm_kernel<T>(x.data(), w.data(), rows, hidden, eps, out.data());
+  });
+  std::vector<float> want(x.size());
+  ops::reference::rms_norm(x.data(), w.data(), rows, hidden, eps, want.data());
+  expect_close(widened(out), want, tolerance<T>(), "rms_norm");
+}
+
+TEST(PointwiseKernels, RmsNorm) {
+  check_rms_norm<float>(19, 100);  // 8 rows a block: 3 blocks, the last partly idle
+  check_rms_norm<__nv_bfloat16>(19, 100);
+  check_rms_norm<float>(3, 7);  // fewer values than lanes
+  check_rms_norm<__nv_bfloat16>(9, 256);
+}
+
+TEST(PointwiseKernels, Rope) {
+  const int64_t batch = 2, seq = 3, heads = 5, head_dim = 26, half = head_dim / 2;
+  const float scaling = 1.25f;
+  const std::vector<float> x =
+      random_values(static_cast<size_t>(batch * seq * heads * head_dim), 4);
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(10000.f, -2.f * static_cast<float>(i) / head_dim);
+  }
+  const std::vector<int32_t> positions = {0, 1, 2, 17, 30, 41};
+  std::vector<float> out(x.size(), -7.f);
+  const int64_t tokens = batch * seq;
+  cuda_emulation::launch(grid_for(tokens * heads * half), kThreads, 0, [&] {
+    rope_kernel(x.data(), positions.data(), inv_freq.data(), tokens, heads, static_cast<int>(half),
+                scaling, out.data());
+  });
+  std::vector<float> want(x.size());
+  ops::reference::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, head_dim,
+                       scaling, want.data());
+  expect_close(out, want, 1e-5f, "rope");
+}
+
+TEST(PointwiseKernels, SliceSeq) {
+  const int64_t batch = 3, seq = 11, inner = 37, start = 4, length = 5;
+  const std::vector<float> x = random_values(static_cast<size_t>(batch * seq * inner), 5);
+  const int64_t total = batch * length * inner;
+  std::vector<float> out(static_cast<size_t>(total), -7.f);
+  cuda_emulation::launch(grid_for(total), kThreads, 0, [&] {
+    slice_seq_kernel(x.data(), seq, inner, start, length, total, out.data());
+  });
+  std::vector<float> want;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = start; s < start + length; ++s) {
+      const float* row = x.data() + (b * seq + s) * inner;
+      want.insert(want.end(), row, row + inner);
+    }
+  }
+  expect_close(out, want, 0.f, "slice_seq");
+}
+
+template <typename From, typename To>
+void check_cast(int64_t count) {
+  const std::vector<float> values = random_values(static_cast<size_t>(count), 6, -3.f, 3.f);
+  const std::vector<From> x = stored<From>(values);
+  std::vector<To> out = stored<To>(std::vector<float>(x.size(), -7.f));
+  cuda_emulation::launch(grid_for(count), kThreads, 0,
+                         [&] { cast_kernel<From, To>(x.data(), out.data(), count); });
+  // A value read as f32 is kept to bf16's precision, or exactly.
+  const float tol = std::is_same_v<To, float> || std::is_same_v<From, To> ? 0.f : 4e-3f;
+  expect_close(widened(out), widened(x), tol, "cast");
+}
+
+TEST(PointwiseKernels, Cast) {
+  check_cast<float, __nv_bfloat16>(700);
+  check_cast<__nv_bfloat16, float>(700);
+  check_cast<__nv_bfloat16, __nv_bfloat16>(700);
+  check_cast<float, float>(700);
+  // Values bf16 holds exactly come back unchanged; one halfway between two bf16 values rounds to
+  // the even one.
+  const std::vector<float> exact = {1.f, -0.5f, 3.140625f, 0.f, 65280.f, 1.f + 1.f / 256};
+  std::vector<__nv_bfloat16> out(exact.size());
+  cuda_emulation::launch(grid_for(static_cast<int64_t>(exact.size())), kThreads, 0, [&] {
+    cast_kernel<float, __nv_bfloat16>(exact.data(), out.data(), static_cast<int64_t>(exact.size()));
+  });
+  expect_close(widened(out), {1.f, -0.5f, 3.140625f, 0.f, 65280.f, 1.f}, 0.f, "exact cast");
+}
+
+TEST(PointwiseKernels, AddBias) {
+  const int64_t rows = 9, n = 61;
+  const std::vector<float> y0 = random_values(static_cast<size_t>(rows * n), 7);
+  const std::vector<float> bias = random_values(static_cast<size_t>(n), 8);
+  std::vector<float> y = y0;
+  cuda_emulation::launch(grid_for(rows * n), kThreads, 0,
+                         [&] { add_bias_kernel(y.data(), bias.data(), n, rows * n); });
+  std::vector<float> want(y0.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = y0[i] + bias[i % n];
+  expect_close(y, want, 0.f, "add_bias");
+}
+
+void check_argmax(const std::vector<float>& x, int64_t rows, int64_t n) {
+  std::vector<int32_t> out(static_cast<size_t>(rows), -7);
+  cuda_emulation::launch({static_cast<unsigned>(rows), 1, 1}, kArgmaxThreads, 0,
+                         [&] { argmax_kernel(x.data(), n, out.data()); });
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.data() + r * n;
+    EXPECT_EQ(out[r], std::max_element(row, row + n) - row) << "row " << r << " of " << n;
+  }
+}
+
+TEST(PointwiseKernels, Argmax) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const int64_t n : {int64_t{2500}, int64_t{37}}) {
+    const int64_t rows = 7;
+    std::vector<float> x = random_values(static_cast<size_t>(rows * n), 9, -5.f, 5.f);
+    float* r1 = x.data() + n;  // a tie: the first of equals wins
+    r1[n / 3] = r1[n - 2] = r1[n / 5] = 9.f;
+    float* r2 = x.data() + 2 * n;  // all -inf: index 0
+    std::fill(r2, r2 + n, -kInf);
+    float* r3 = x.data() + 3 * n;  // a NaN first: index 0
+    r3[0] = nan;
+    float* r4 = x.data() + 4 * n;  // the largest last, a NaN in the middle (skipped)
+    r4[n - 1] = 7.f;
+    r4[n / 2] = nan;
+    float* r5 = x.data() + 5 * n;  // all NaN: index 0
+    std::fill(r5, r5 + n, nan);
+    float* r6 = x.data() + 6 * n;  // +inf, -inf elsewhere
+    std::fill(r6, r6 + n, -kInf);
+    r6[n - 3] = kInf;
+    check_argmax(x, rows, n);
+  }
+}
+
+TEST(PointwiseKernels, Elementwise) {
+  using graph::EwCode;
+  const int64_t count = 777;
+  std::vector<std::vector<float>> inputs;
+  for (uint64_t i = 0; i < 4; ++i) {
+    inputs.push_back(random_values(static_cast<size_t>(count), 10 + i, -4.f, 4.f));
+  }
+  const float* const ptrs[4] = {inputs[0].data(), inputs[1].data(), inputs[2].data(),
+                                inputs[3].data()};
+  // silu'(x0) * x1 * silu(x2) + 0.5 * x3, and x3 + x0 * (x1 + x2): every instruction, a stack of 3.
+  const std::vector<graph::ElementwiseProgram> programs = {
+      {{{EwCode::kLoad, 0},
+        {EwCode::kLoad, 1},
+        {EwCode::kSiluGrad},
+        {EwCode::kLoad, 2},
+        {EwCode::kSilu},
+        {EwCode::kMul},
+        {EwCode::kLoad, 3},
+        {EwCode::kScale, 0, 0.5f},
+        {EwCode::kAdd}}},
+      {{{EwCode::kLoad, 3},
+        {EwCode::kLoad, 0},
+        {EwCode::kLoad, 1},
+        {EwCode::kLoad, 2},
+        {EwCode::kAdd},
+        {EwCode::kMul},
+        {EwCode::kAdd}}},
+      {{{EwCode::kLoad, 2}}},
+  };
+  for (const graph::ElementwiseProgram& program : programs) {
+    EwKernelProgram kp;
+    kp.count = static_cast<int>(program.instrs.size());
+    for (int p = 0; p < kp.count; ++p) {
+      kp.code[p] = static_cast<uint8_t>(program.instrs[p].code);
+      kp.operand[p] = static_cast<uint8_t>(program.instrs[p].operand);
+      kp.scalar[p] = program.instrs[p].scalar;
+    }
+    for (int i = 0; i < 4; ++i) kp.inputs[i] = ptrs[i];
+    std::vector<float> out(static_cast<size_t>(count), -7.f), want(out.size());
+    cuda_emulation::launch(grid_for(count), kThreads, 0,
+                           [&] { elementwise_kernel(kp, count, out.data()); });
+    ops::reference::elementwise(program, ptrs, count, want.data());
+    expect_close(out, want, 1e-5f, "elementwise");
+  }
+}
+
+}  // namespace
+}  // namespace tfm::cuda
