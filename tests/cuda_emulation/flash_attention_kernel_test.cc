@@ -23,13 +23,14 @@ using testing::widened;
 struct Case {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
   int64_t first_slot;  // the queries' first slot; the slots before it hold earlier tokens
+  float key_range = 2.f;  // keys uniform in [-key_range, key_range]: larger, peakier softmax
 };
 
 std::string describe(const Case& c) {
   return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_len" +
          std::to_string(c.cache_len) + "_h" + std::to_string(c.q_heads) + "x" +
          std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) + "_at" +
-         std::to_string(c.first_slot);
+         std::to_string(c.first_slot) + "_keys" + std::to_string(static_cast<int>(c.key_range));
 }
 
 // The inputs of one case, and the reference output for the cache as stored (KV: float or bf16).
@@ -50,7 +51,7 @@ Inputs<KV> inputs_for(const Case& c) {
   const int64_t row = c.kv_heads * c.head_dim;
   in.q = random_values(static_cast<size_t>(c.batch * c.seq * c.q_heads * c.head_dim), 1);
   std::vector<float> k =
-      random_values(static_cast<size_t>(c.batch * c.cache_len * row), 2, -2.f, 2.f);
+      random_values(static_cast<size_t>(c.batch * c.cache_len * row), 2, -c.key_range, c.key_range);
   std::vector<float> v = random_values(k.size(), 3);
   in.slots.resize(static_cast<size_t>(c.seq));
   for (int64_t i = 0; i < c.seq; ++i) in.slots[i] = static_cast<int32_t>(c.first_slot + i);
@@ -88,8 +89,8 @@ void run_flash(const Inputs<__nv_bfloat16>& in, std::vector<float>& out) {
   const dim3 grid{static_cast<unsigned>((in.shape.seq + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(in.shape.q_heads), static_cast<unsigned>(in.shape.batch)};
   cuda_emulation::launch(grid, kWarps * 32, Layout<D>::total, [&] {
-    flash_attention_kernel<D>(in.q.data(), in.k.data(), in.v.data(), in.mask.data(),
-                              in.slots.data(), in.shape, in.scale, out.data());
+    flash_attention_kernel<D, float, false>(in.q.data(), in.k.data(), in.v.data(), in.mask.data(),
+                                            in.slots.data(), in.shape, in.scale, out.data(), {});
   });
 }
 
@@ -117,13 +118,12 @@ TEST_P(FlashAttentionKernelTest, MatchesReference) {
   expect_close(out, in.want, 1e-2f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKernelTest,
-                         ::testing::Values(Case{2, 12, 20, 4, 2, 16, 0},
-                                           Case{1, 70, 96, 2, 1, 32, 5},
-                                           Case{2, 130, 200, 4, 1, 64, 40},
-                                           Case{2, 65, 160, 2, 2, 128, 7},
-                                           Case{1, 2, 300, 4, 2, 128, 250}),
-                         [](const auto& info) { return describe(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FlashAttentionKernelTest,
+    ::testing::Values(Case{2, 12, 20, 4, 2, 16, 0}, Case{1, 70, 96, 2, 1, 32, 5},
+                      Case{2, 130, 200, 4, 1, 64, 40}, Case{2, 65, 160, 2, 2, 128, 7},
+                      Case{1, 2, 300, 4, 2, 128, 250}, Case{2, 65, 160, 2, 2, 64, 7, 8.f}),
+    [](const auto& info) { return describe(info.param); });
 
 }  // namespace
 }  // namespace tfm::cuda

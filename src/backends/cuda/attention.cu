@@ -62,7 +62,7 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                void* scratch, unsigned* arrivals, cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   if (flash_attention_applies(shape, kv_dtype)) {
-    flash_attention(q, k, v, mask, slots, shape, scale, out, stream);
+    flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, stream);
     return;
   }
   const Split split = split_of(shape);

@@ -1,26 +1,82 @@
-// Prefill attention over a bf16 cache, flash-style on tensor cores: a block takes 64 queries of
-// one head (16 per warp) and walks the cache in tiles of 64 keys, each tile's scores and its
-// probabilities times the values as bf16 WMMA products with f32 accumulation, the softmax kept
-// online per query row. Scores are never written to global memory and nothing needs merging.
+// Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
+// autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
+// and walks the keys in tiles of 64, each tile's products as bf16 WMMA tiles with f32
+// accumulation and the softmax kept online per query row: scores never reach global memory.
 #include "backends/cuda/cuda_status.h"
-#include "backends/cuda/flash_attention_kernel.cuh"
+#include "backends/cuda/flash_attention_grad_kernels.cuh"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
 namespace {
 
-template <int D>
-void launch(const float* q, const void* k, const void* v, const int32_t* mask, const int32_t* slots,
-            const AttentionShape& s, float scale, float* out, cudaStream_t stream) {
-  constexpr size_t bytes = Layout<D>::total;
-  TFM_CUDA(cudaFuncSetAttribute(flash_attention_kernel<D>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+// Kernels whose shared memory passes 48 KB must say so before their launch.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+  TFM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>((s.seq + kBlockRows - 1) / kBlockRows),
-                  static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.batch));
-  flash_attention_kernel<D><<<grid, kWarps * 32, bytes, stream>>>(
-      q, static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v), mask, slots, s,
-      scale, out);
+}
+
+dim3 query_tiles(const AttentionShape& s) {
+  return dim3(static_cast<unsigned>((s.seq + kBlockRows - 1) / kBlockRows),
+              static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.batch));
+}
+
+template <int D, typename Q, bool kStats>
+void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
+                    const int32_t* slots, const AttentionShape& s, float scale, float* out,
+                    RowStatsTarget stats, cudaStream_t stream) {
+  constexpr size_t bytes = Layout<D>::total;
+  allow_shared_memory(flash_attention_kernel<D, Q, kStats>, bytes);
+  flash_attention_kernel<D, Q, kStats><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
+      static_cast<const Q*>(q), static_cast<const __nv_bfloat16*>(k),
+      static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats);
+}
+
+template <int D>
+void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
+                     const int32_t* slots, const float* dy, const AttentionShape& s, float scale,
+                     float* grads, float* stats, cudaStream_t stream) {
+  launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale, nullptr,
+                                         RowStatsTarget{dy, stats}, stream);
+  constexpr size_t bytes = GradLayout<D>::total;
+  const auto* q16 = static_cast<const __nv_bfloat16*>(q);
+  const auto* k16 = static_cast<const __nv_bfloat16*>(k);
+  const auto* v16 = static_cast<const __nv_bfloat16*>(v);
+  const int64_t q_total = s.batch * s.seq * s.q_heads * D;
+  const int64_t kv_total = s.batch * s.cache_len * s.kv_heads * D;
+  allow_shared_memory(flash_attention_dkdv_kernel<D>, bytes);
+  const dim3 key_tiles(static_cast<unsigned>((s.cache_len + kTileKeys - 1) / kTileKeys),
+                       static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(s.batch));
+  flash_attention_dkdv_kernel<D><<<key_tiles, kWarps * 32, bytes, stream>>>(
+      q16, k16, v16, mask, slots, dy, stats, s, scale, grads + q_total, grads + q_total + kv_total);
+  allow_shared_memory(flash_attention_dq_kernel<D>, bytes);
+  flash_attention_dq_kernel<D><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
+      q16, k16, v16, mask, slots, dy, stats, s, scale, grads);
+}
+
+// Calls launch(std::integral_constant<int, head_dim>{}) for the head sizes with a kernel.
+template <typename F>
+void with_head_dim(int64_t head_dim, F launch) {
+  switch (head_dim) {
+    case 16:
+      return launch(std::integral_constant<int, 16>{});
+    case 32:
+      return launch(std::integral_constant<int, 32>{});
+    case 64:
+      return launch(std::integral_constant<int, 64>{});
+    case 128:
+      return launch(std::integral_constant<int, 128>{});
+    default:
+      throw Error("[cuda attention] flash attention has no kernel for head_dim " +
+                  std::to_string(head_dim));
+  }
+}
+
+// The key and value tiles of the forward pass are read 16 bytes at a time.
+void check_aligned(const void* k, const void* v) {
+  if (reinterpret_cast<uintptr_t>(k) % 16 != 0 || reinterpret_cast<uintptr_t>(v) % 16 != 0) {
+    throw Error("[cuda attention] keys and values must be 16-byte aligned");
+  }
 }
 
 }  // namespace
@@ -30,31 +86,37 @@ bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype) {
   return kv_dtype == DType::bf16 && shape.seq > 1 && (d == 16 || d == 32 || d == 64 || d == 128);
 }
 
-void flash_attention(const float* q, const void* k, const void* v, const int32_t* mask,
-                     const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-                     cudaStream_t stream) {
-  // The tiles are read 16 bytes at a time.
-  if (reinterpret_cast<uintptr_t>(k) % 16 != 0 || reinterpret_cast<uintptr_t>(v) % 16 != 0) {
-    throw Error("[cuda attention] the KV cache is not 16-byte aligned");
-  }
-  switch (shape.head_dim) {
-    case 16:
-      launch<16>(q, k, v, mask, slots, shape, scale, out, stream);
-      break;
-    case 32:
-      launch<32>(q, k, v, mask, slots, shape, scale, out, stream);
-      break;
-    case 64:
-      launch<64>(q, k, v, mask, slots, shape, scale, out, stream);
-      break;
-    case 128:
-      launch<128>(q, k, v, mask, slots, shape, scale, out, stream);
-      break;
-    default:
-      throw Error("[cuda attention] flash attention has no kernel for head_dim " +
-                  std::to_string(shape.head_dim));
-  }
+void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
+                     const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
+                     float scale, float* out, cudaStream_t stream) {
+  if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
+  check_aligned(k, v);
+  with_head_dim(shape.head_dim, [&](auto d) {
+    if (q_dtype == DType::bf16) {
+      launch_forward<decltype(d)::value, __nv_bfloat16, false>(q, k, v, mask, slots, shape, scale,
+                                                               out, {}, stream);
+    } else {
+      launch_forward<decltype(d)::value, float, false>(q, k, v, mask, slots, shape, scale, out, {},
+                                                       stream);
+    }
+  });
   check_launch("flash_attention");
+}
+
+size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
+  return static_cast<size_t>(2 * shape.batch * shape.seq * shape.q_heads) * sizeof(float);
+}
+
+void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
+                          const int32_t* slots, const float* dy, const AttentionShape& shape,
+                          float scale, float* grads, void* scratch, cudaStream_t stream) {
+  if (shape.batch * shape.q_heads * (shape.seq + shape.cache_len) == 0) return;
+  check_aligned(k, v);
+  with_head_dim(shape.head_dim, [&](auto d) {
+    launch_backward<decltype(d)::value>(q, k, v, mask, slots, dy, shape, scale, grads,
+                                        static_cast<float*>(scratch), stream);
+  });
+  check_launch("flash_attention_grad");
 }
 
 }  // namespace tfm::cuda

@@ -40,7 +40,8 @@ using Bf16Fragment =
 using Accumulator = wmma::fragment<wmma::accumulator, kFragment, kFragment, kFragment, float>;
 
 // The tile's keys and values; keys past the cache or masked out are zeros, so a stale or
-// non-finite value in an empty slot cannot reach the output through a zero probability.
+// non-finite value in a masked slot cannot reach the output through a zero probability. (Slots
+// a query may not see for causality hold the sequence's own later tokens.)
 template <int D>
 __device__ void load_tile(const __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* mask,
                           const AttentionShape& s, int64_t b, int64_t kvh, int64_t key0,
@@ -102,12 +103,22 @@ __device__ void softmax_step(float* scores_row, __nv_bfloat16* probs_row, const 
   for (int d = 0; d < D / 2; ++d) st.acc[d] *= correction;
 }
 
-template <int D>
+// What the backward pass needs of each query row (row = (b * seq + i) * q_heads + h):
+// stats[2 * row] = log-sum-exp of its scaled scores, stats[2 * row + 1] = delta = dy · out
+// (zeros for a query that sees no key).
+struct RowStatsTarget {
+  const float* dy;
+  float* stats;
+};
+
+// The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D]; with kStats it
+// writes the rows' backward statistics instead.
+template <int D, typename Q, bool kStats>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_kernel(const float* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+    flash_attention_kernel(const Q* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                            const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                            const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                           float* __restrict__ out) {
+                           float* __restrict__ out, RowStatsTarget stats) {
   using L = Layout<D>;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);
@@ -124,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int e = threadIdx.x; e < kBlockRows * D; e += blockDim.x) {
     const int r = e / D, d = e % D;
     const int64_t i = first_query + r;
-    const float x = i < s.seq ? q[((b * s.seq + i) * s.q_heads + h) * D + d] : 0.f;
+    const float x = i < s.seq ? widen(q[((b * s.seq + i) * s.q_heads + h) * D + d]) : 0.f;
     qs[r * L::ld + d] = __float2bfloat16_rn(x);
   }
   // The block's queries see keys up to their largest slot (causal: later tiles are skipped).
@@ -192,12 +203,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncwarp();  // read before the next tile's scores overwrite it
   }
 
-  if (i >= s.seq) return;
   // A query that sees no key gets zeros, as on the CPU.
   const float inv = st.sum > 0.f ? 1.f / st.sum : 0.f;
-  float* dst = out + ((b * s.seq + i) * s.q_heads + h) * D + half * (D / 2);
+  const int64_t at = ((b * s.seq + i) * s.q_heads + h) * D + half * (D / 2);
+  if constexpr (kStats) {
+    float dot = 0.f;
+    if (i < s.seq) {
 #pragma unroll
-  for (int d = 0; d < D / 2; ++d) dst[d] = st.acc[d] * inv;
+      for (int d = 0; d < D / 2; ++d) dot += stats.dy[at + d] * (st.acc[d] * inv);
+    }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);  // every lane, before any leaves
+    if (i < s.seq && half == 0) {
+      float* row_stats = stats.stats + 2 * ((b * s.seq + i) * s.q_heads + h);
+      row_stats[0] = st.sum > 0.f ? st.max + logf(st.sum) : 0.f;
+      row_stats[1] = dot;
+    }
+  } else {
+    if (i >= s.seq) return;
+#pragma unroll
+    for (int d = 0; d < D / 2; ++d) out[at + d] = st.acc[d] * inv;
+  }
 }
 
 }  // namespace

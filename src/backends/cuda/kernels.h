@@ -92,9 +92,17 @@ size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
                void* scratch, unsigned* arrivals, cudaStream_t stream);
-void flash_attention(const float* q, const void* k, const void* v, const int32_t* mask,
-                     const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-                     cudaStream_t stream);
+// q f32, or bf16 (training under autocast, where k and v are the sequence's own, cache_len =
+// seq); k and v bf16.
+void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
+                     const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
+                     float scale, float* out, cudaStream_t stream);
+// The backward pass of flash_attention with bf16 q: grads = f32 [dq | dk | dv]. `scratch` holds
+// flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out).
+size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
+void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
+                          const int32_t* slots, const float* dy, const AttentionShape& shape,
+                          float scale, float* grads, void* scratch, cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

@@ -7,6 +7,7 @@
 #include "backends/cuda/collective_steps.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/device_memory.h"
+#include "backends/cuda/flash_attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/training_steps.h"
@@ -339,6 +340,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   if (n.op == Op::kAttention) {
     const AttentionShape shape = attention_shape(graph, n);
+    if (runs_flash_attention(graph, n)) return 0;
     return input(graph, n, 0).dtype == DType::bf16
                ? attention_products_scratch_bytes(shape, false)
                : attention_scratch_bytes(shape, input(graph, n, 1).dtype);
@@ -415,7 +417,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       };
     }
     case Op::kAttention: {
-      // Under autocast (bf16 q, k and v), as tensor-core products.
+      // Under autocast (bf16 q, k and v): flash-style, or else as tensor-core products.
+      if (runs_flash_attention(graph, n)) return flash_attention_step(graph, n, out);
       if (in(0).dtype == DType::bf16) return attention_products_step(graph, n, out);
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;

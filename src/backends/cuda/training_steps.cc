@@ -7,6 +7,7 @@
 
 #include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/backward_kernels.h"
+#include "backends/cuda/flash_attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "tfm/error.h"
@@ -80,6 +81,9 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
     case Op::kRopeGrad:
       return rope_grad_scratch_bytes(n.shape[3]);
     case Op::kAttentionGrad:
+      if (runs_flash_attention(graph, n)) {
+        return flash_attention_grad_scratch_bytes(attention_shape(graph, n));
+      }
       return input(graph, n, 0).dtype == DType::bf16
                  ? attention_products_scratch_bytes(attention_shape(graph, n), true)
                  : attention_grad_scratch_bytes(attention_shape(graph, n));
@@ -160,7 +164,8 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kAttentionGrad: {
-      // Under autocast (bf16 q, k and v), as tensor-core products.
+      // Under autocast (bf16 q, k and v): flash-style, or else as tensor-core products.
+      if (runs_flash_attention(graph, n)) return flash_attention_grad_step(graph, n, out);
       if (in(0).dtype == DType::bf16) return attention_grad_products_step(graph, n, out);
       if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32) {
         throw Error("[cuda attention_grad] needs f32 keys and values, got " +

@@ -6,10 +6,13 @@
 // it does not emulate memory ordering between blocks running at once, or timing.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -50,17 +53,27 @@ namespace tfm::cuda_emulation {
 
 constexpr int kWarpSize = 32;
 
-// What the threads of the running launch share.
+// What the threads of the running launch share. The dynamic shared memory is exactly as large as
+// the launch asked (rounded to its 128-byte alignment), so AddressSanitizer sees an overrun, and
+// holds NaN bytes at the start of every block, so a read before a write shows.
 struct Launch {
   std::barrier<> block;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<unsigned char> shared;
+  size_t shared_bytes;
+  std::unique_ptr<unsigned char, decltype(&std::free)> shared;
 
-  Launch(unsigned threads, size_t shared_bytes) : block(threads), shared(shared_bytes + 128, 0xcd) {
+  Launch(unsigned threads, size_t bytes)
+      : block(threads),
+        shared_bytes((bytes + 127) / 128 * 128),
+        shared(static_cast<unsigned char*>(
+                   std::aligned_alloc(128, std::max<size_t>(shared_bytes, 128))),
+               &std::free) {
     for (unsigned w = 0; w < threads / kWarpSize; ++w) {
       warps.push_back(std::make_unique<std::barrier<>>(kWarpSize));
     }
   }
+
+  void poison_shared() { std::memset(shared.get(), 0xff, shared_bytes); }
 };
 
 inline Launch*& running() {
@@ -68,7 +81,7 @@ inline Launch*& running() {
   return launch;
 }
 
-inline unsigned char* dynamic_shared_memory() { return running()->shared.data(); }
+inline unsigned char* dynamic_shared_memory() { return running()->shared.get(); }
 
 // The thread's place in its block, x first as on a GPU; its warp is that place / 32.
 inline unsigned linear_thread() {
@@ -93,6 +106,8 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel) {
       for (unsigned z = 0; z < grid.z; ++z) {
         for (unsigned y = 0; y < grid.y; ++y) {
           for (unsigned x = 0; x < grid.x; ++x) {
+            if (t == 0) state.poison_shared();
+            state.block.arrive_and_wait();
             blockIdx = {x, y, z};
             kernel();
             state.block.arrive_and_wait();

@@ -1,0 +1,124 @@
+// The CUDA flash-style attention of training under bf16 autocast (q, k and v bf16, keys = the
+// sequence's own), its own source run on the CPU through the emulation in shim/: the forward
+// pass against the scalar reference in src/ops, and the backward pass (row statistics, then dk
+// and dv per key tile, then dq per query tile) against the CPU backend's attention_grad, which
+// tests/graph checks against finite differences. The kernels round the probabilities, dy and the
+// scores' gradient to bf16 for their products, so the tolerance is bf16's. Cases cover grouped
+// KV heads, several query and key tiles, a sequence that is not a multiple of the tile, and a
+// left-padded row whose first queries see no key (their dq, and the padded keys' dk and dv, are
+// zero).
+#include "backends/cuda/flash_attention_grad_kernels.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "cuda_emulation/emulated_values.h"
+#include "ops/reference.h"
+
+namespace tfm::cuda {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+using testing::to_bf16;
+using testing::widened;
+
+struct Case {
+  int64_t batch, seq, q_heads, kv_heads, head_dim, padding;
+};
+
+std::string describe(const Case& c) {
+  return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_h" +
+         std::to_string(c.q_heads) + "x" + std::to_string(c.kv_heads) + "_d" +
+         std::to_string(c.head_dim) + "_pad" + std::to_string(c.padding);
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
+
+template <int D>
+void check(const Case& c) {
+  const AttentionShape s{c.batch, c.seq, c.seq, c.q_heads, c.kv_heads, D};
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  const int64_t q_count = c.batch * c.seq * c.q_heads * D,
+                kv_count = c.batch * c.seq * c.kv_heads * D;
+  const std::vector<__nv_bfloat16> q = to_bf16(random_values(static_cast<size_t>(q_count), 41));
+  const std::vector<__nv_bfloat16> k =
+      to_bf16(random_values(static_cast<size_t>(kv_count), 42, -2.f, 2.f));
+  const std::vector<__nv_bfloat16> v = to_bf16(random_values(static_cast<size_t>(kv_count), 43));
+  const std::vector<float> dy = random_values(static_cast<size_t>(q_count), 44);
+  std::vector<int32_t> slots(static_cast<size_t>(c.seq)),
+      mask(static_cast<size_t>(c.batch * c.seq), 1);
+  for (int64_t i = 0; i < c.seq; ++i) slots[i] = static_cast<int32_t>(i);
+  for (int64_t j = 0; j < c.padding; ++j) mask[(c.batch - 1) * c.seq + j] = 0;
+  const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
+
+  std::vector<float> want_out(static_cast<size_t>(q_count));
+  ops::reference::attention(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), c.batch,
+                            c.seq, c.seq, c.q_heads, c.kv_heads, D, scale, want_out.data());
+  std::vector<float> want_grads(static_cast<size_t>(q_count + 2 * kv_count));
+  cpu::attention_grad(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), dy.data(),
+                      c.batch, c.seq, c.seq, c.q_heads, c.kv_heads, D, scale, want_grads.data());
+
+  const dim3 query_tiles{static_cast<unsigned>((c.seq + kBlockRows - 1) / kBlockRows),
+                         static_cast<unsigned>(c.q_heads), static_cast<unsigned>(c.batch)};
+  const dim3 key_tiles{static_cast<unsigned>((c.seq + kTileKeys - 1) / kTileKeys),
+                       static_cast<unsigned>(c.kv_heads), static_cast<unsigned>(c.batch)};
+  std::vector<float> out(static_cast<size_t>(q_count), -7.f);
+  cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
+    flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k.data(), v.data(), mask.data(),
+                                                    slots.data(), s, scale, out.data(), {});
+  });
+  expect_close(out, want_out, 1e-2f, "forward");
+
+  std::vector<float> stats(static_cast<size_t>(2 * c.batch * c.seq * c.q_heads), -7.f);
+  std::vector<float> grads(want_grads.size(), -7.f);
+  float* dq = grads.data();
+  float* dk = dq + q_count;
+  float* dv = dk + kv_count;
+  cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
+    flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k.data(), v.data(), mask.data(),
+                                                   slots.data(), s, scale, nullptr,
+                                                   {dy.data(), stats.data()});
+  });
+  cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+    flash_attention_dkdv_kernel<D>(q.data(), k.data(), v.data(), mask.data(), slots.data(),
+                                   dy.data(), stats.data(), s, scale, dk, dv);
+  });
+  cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+    flash_attention_dq_kernel<D>(q.data(), k.data(), v.data(), mask.data(), slots.data(), dy.data(),
+                                 stats.data(), s, scale, dq);
+  });
+  const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
+    return std::vector<float>(all.begin() + first, all.begin() + first + count);
+  };
+  expect_close(part(grads, 0, q_count), part(want_grads, 0, q_count), 1e-2f, "dq");
+  expect_close(part(grads, q_count, kv_count), part(want_grads, q_count, kv_count), 1e-2f, "dk");
+  expect_close(part(grads, q_count + kv_count, kv_count),
+               part(want_grads, q_count + kv_count, kv_count), 1e-2f, "dv");
+}
+
+class FlashAttentionGradKernelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FlashAttentionGradKernelTest, MatchesCpuBackend) {
+  const Case& c = GetParam();
+  switch (c.head_dim) {
+    case 16:
+      return check<16>(c);
+    case 64:
+      return check<64>(c);
+    case 128:
+      return check<128>(c);
+    default:
+      FAIL() << "head_dim " << c.head_dim << " not covered here";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionGradKernelTest,
+                         ::testing::Values(Case{2, 70, 4, 2, 16, 5}, Case{1, 130, 2, 1, 64, 0},
+                                           Case{2, 40, 2, 2, 128, 3}),
+                         [](const auto& info) { return describe(info.param); });
+
+}  // namespace
+}  // namespace tfm::cuda
