@@ -51,50 +51,12 @@ struct GradTiles {
         query_slots(reinterpret_cast<int32_t*>(smem + GradLayout<D>::query_slots)) {}
 };
 
-// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a bf16 tile; rows past n,
-// and with a mask (the batch row's [n] key mask) masked rows, are zeros, so a non-finite value in
-// a padded slot cannot reach a gradient through a zero probability.
-template <int D, typename T>
-__device__ void load_rows(const T* src, int64_t b, int64_t n, int64_t heads, int64_t head,
-                          int64_t first, __nv_bfloat16* tile, const int32_t* mask = nullptr) {
-  for (int e = threadIdx.x; e < kTileKeys * D; e += blockDim.x) {
-    const int r = e / D, d = e % D;
-    const int64_t j = first + r;
-    const bool kept = j < n && (mask == nullptr || mask[b * n + j] != 0);
-    const float x = kept ? widen(src[((b * n + j) * heads + head) * D + d]) : 0.f;
-    tile[r * Layout<D>::ld + d] = __float2bfloat16_rn(x);
-  }
-}
-
 // Which of the tile's keys exist and are not masked out.
 __device__ void load_keys_kept(const int32_t* mask, const AttentionShape& s, int64_t b,
                                int64_t key0, int32_t* keys_kept) {
   for (int c = threadIdx.x; c < kTileKeys; c += blockDim.x) {
     const int64_t j = key0 + c;
     keys_kept[c] = j < s.cache_len && mask[b * s.cache_len + j] != 0;
-  }
-}
-
-// acc (16 x 16 tiles) = a [16, D] times b^T, b's 64 rows [64, D]: 16 x 64 f32 into staging.
-template <int D>
-__device__ void product_with_rows_t(const __nv_bfloat16* a, const __nv_bfloat16* b,
-                                    float* staging) {
-#pragma unroll
-  for (int cb = 0; cb < kTileKeys / kFragment; ++cb) {
-    Accumulator acc;
-    wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-    for (int kb = 0; kb < D / kFragment; ++kb) {
-      Bf16Fragment x;
-      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                     wmma::col_major>
-          y_t;
-      wmma::load_matrix_sync(x, a + kb * kFragment, Layout<D>::ld);
-      wmma::load_matrix_sync(y_t, b + cb * kFragment * Layout<D>::ld + kb * kFragment,
-                             Layout<D>::ld);
-      wmma::mma_sync(acc, x, y_t, acc);
-    }
-    wmma::store_matrix_sync(staging + cb * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
   }
 }
 
@@ -176,11 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     for (int64_t first_query = 0; first_query < s.seq; first_query += kBlockRows) {
       // Causal: a tile whose queries all sit before the keys sees none of them.
-      int64_t last_slot = -1;
-      for (int64_t i = first_query; i < min(first_query + kBlockRows, s.seq); ++i) {
-        last_slot = max(last_slot, static_cast<int64_t>(slots[i]));
-      }
-      if (last_slot < key0) continue;
+      if (keys_seen_by(slots, s, first_query) <= key0) continue;
       __syncthreads();  // the previous query tile is no longer read
       load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, t.q);
       load_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, t.dy);
@@ -243,11 +201,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, t.q);
   load_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, t.dy);
-  int64_t keys_end = 0;
-  for (int64_t i = first_query; i < min(first_query + kBlockRows, s.seq); ++i) {
-    keys_end = max(keys_end, static_cast<int64_t>(slots[i]) + 1);
-  }
-  keys_end = min(keys_end, s.cache_len);
+  const int64_t keys_end = keys_seen_by(slots, s, first_query);
 
   const int64_t i = first_query + warp * kWarpRows + row;
   const bool exists = i < s.seq;

@@ -39,6 +39,32 @@ using Bf16Fragment =
     wmma::fragment<wmma::matrix_a, kFragment, kFragment, kFragment, __nv_bfloat16, wmma::row_major>;
 using Accumulator = wmma::fragment<wmma::accumulator, kFragment, kFragment, kFragment, float>;
 
+// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a bf16 tile; rows past n,
+// and with a mask (the batch row's [n] key mask) masked rows, are zeros, so a non-finite value in
+// a padded slot cannot reach a gradient through a zero probability.
+template <int D, typename T>
+__device__ void load_rows(const T* src, int64_t b, int64_t n, int64_t heads, int64_t head,
+                          int64_t first, __nv_bfloat16* tile, const int32_t* mask = nullptr) {
+  for (int e = threadIdx.x; e < kTileKeys * D; e += blockDim.x) {
+    const int r = e / D, d = e % D;
+    const int64_t j = first + r;
+    const bool kept = j < n && (mask == nullptr || mask[b * n + j] != 0);
+    const float x = kept ? widen(src[((b * n + j) * heads + head) * D + d]) : 0.f;
+    tile[r * Layout<D>::ld + d] = __float2bfloat16_rn(x);
+  }
+}
+
+// The keys a block's queries first_query .. first_query + 63 may see end at their largest slot
+// (causal: later key tiles are skipped).
+__device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShape& s,
+                                       int64_t first_query) {
+  int64_t end = 0;
+  for (int64_t i = first_query; i < min(first_query + kBlockRows, s.seq); ++i) {
+    end = max(end, static_cast<int64_t>(slots[i]) + 1);
+  }
+  return min(end, s.cache_len);
+}
+
 // The tile's keys and values; keys past the cache or masked out are zeros, so a stale or
 // non-finite value in a masked slot cannot reach the output through a zero probability. (Slots
 // a query may not see for causality hold the sequence's own later tokens.)
@@ -58,6 +84,53 @@ __device__ void load_tile(const __nv_bfloat16* k, const __nv_bfloat16* v, const 
     }
     *reinterpret_cast<uint4*>(ks + c * Layout<D>::ld + part * 8) = key;
     *reinterpret_cast<uint4*>(vs + c * Layout<D>::ld + part * 8) = value;
+  }
+}
+
+// staging [16, 64] (f32, s_ld) = a [16, D] times b^T, b's 64 rows [64, D] (bf16, ld): a warp's
+// 16 rows against a tile's 64.
+template <int D>
+__device__ void product_with_rows_t(const __nv_bfloat16* a, const __nv_bfloat16* b,
+                                    float* staging) {
+#pragma unroll
+  for (int cb = 0; cb < kTileKeys / kFragment; ++cb) {
+    Accumulator acc;
+    wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int kb = 0; kb < D / kFragment; ++kb) {
+      Bf16Fragment x;
+      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
+                     wmma::col_major>
+          y_t;
+      wmma::load_matrix_sync(x, a + kb * kFragment, Layout<D>::ld);
+      wmma::load_matrix_sync(y_t, b + cb * kFragment * Layout<D>::ld + kb * kFragment,
+                             Layout<D>::ld);
+      wmma::mma_sync(acc, x, y_t, acc);
+    }
+    wmma::store_matrix_sync(staging + cb * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
+  }
+}
+
+// staging [16, D] (f32, s_ld) = p [16, 64] (bf16, p_ld) times rows [64, D] (bf16, ld).
+template <int D>
+__device__ void product_with_rows(const __nv_bfloat16* p, const __nv_bfloat16* rows,
+                                  float* staging) {
+#pragma unroll
+  for (int db = 0; db < D / kFragment; ++db) {
+    Accumulator acc;
+    wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+    for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
+      Bf16Fragment x;
+      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
+                     wmma::row_major>
+          y;
+      wmma::load_matrix_sync(x, p + kb * kFragment, Layout<D>::p_ld);
+      wmma::load_matrix_sync(y, rows + kb * kFragment * Layout<D>::ld + db * kFragment,
+                             Layout<D>::ld);
+      wmma::mma_sync(acc, x, y, acc);
+    }
+    wmma::store_matrix_sync(staging + db * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
   }
 }
 
@@ -131,19 +204,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
 
-  // The block's queries rounded to bf16, as the product reads them; rows past the sequence zero.
-  for (int e = threadIdx.x; e < kBlockRows * D; e += blockDim.x) {
-    const int r = e / D, d = e % D;
-    const int64_t i = first_query + r;
-    const float x = i < s.seq ? widen(q[((b * s.seq + i) * s.q_heads + h) * D + d]) : 0.f;
-    qs[r * L::ld + d] = __float2bfloat16_rn(x);
-  }
-  // The block's queries see keys up to their largest slot (causal: later tiles are skipped).
-  int64_t keys_end = 0;
-  for (int64_t i = first_query; i < min(first_query + kBlockRows, s.seq); ++i) {
-    keys_end = max(keys_end, static_cast<int64_t>(slots[i]) + 1);
-  }
-  keys_end = min(keys_end, s.cache_len);
+  load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, qs);  // rounded to bf16 for the product
+  const int64_t keys_end = keys_seen_by(slots, s, first_query);
 
   const int64_t i = first_query + warp * kWarpRows + row;
   const int64_t row_end = i < s.seq ? min(static_cast<int64_t>(slots[i]) + 1, s.cache_len) : 0;
@@ -157,45 +219,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_tile<D>(k, v, mask, s, b, kvh, key0, ks, vs);
     __syncthreads();
 
-    // Scores of the warp's 16 queries against the tile's keys: Q [16, D] times K^T [D, 64].
-#pragma unroll
-    for (int cb = 0; cb < kTileKeys / kFragment; ++cb) {
-      Accumulator score;
-      wmma::fill_fragment(score, 0.f);
-#pragma unroll
-      for (int kb = 0; kb < D / kFragment; ++kb) {
-        Bf16Fragment a;
-        wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                       wmma::col_major>
-            key_t;
-        wmma::load_matrix_sync(a, warp_q + kb * kFragment, L::ld);
-        wmma::load_matrix_sync(key_t, ks + cb * kFragment * L::ld + kb * kFragment, L::ld);
-        wmma::mma_sync(score, a, key_t, score);
-      }
-      wmma::store_matrix_sync(warp_scores + cb * kFragment, score, L::s_ld, wmma::mem_row_major);
-    }
+    product_with_rows_t<D>(warp_q, ks, warp_scores);  // S = q k^T, the warp's 16 queries
     __syncwarp();
     softmax_step<D>(warp_scores + row * L::s_ld, warp_probs + row * L::p_ld, mask, s, b, key0,
                     row_end, scale, half, st);
     __syncwarp();
 
-    // The tile's share of the output, P [16, 64] times V [64, D], staged where the scores were.
-#pragma unroll
-    for (int db = 0; db < D / kFragment; ++db) {
-      Accumulator gathered;
-      wmma::fill_fragment(gathered, 0.f);
-#pragma unroll
-      for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
-        Bf16Fragment p;
-        wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                       wmma::row_major>
-            value;
-        wmma::load_matrix_sync(p, warp_probs + kb * kFragment, L::p_ld);
-        wmma::load_matrix_sync(value, vs + kb * kFragment * L::ld + db * kFragment, L::ld);
-        wmma::mma_sync(gathered, p, value, gathered);
-      }
-      wmma::store_matrix_sync(warp_scores + db * kFragment, gathered, L::s_ld, wmma::mem_row_major);
-    }
+    // The tile's share of the output, P v, staged where the scores were.
+    product_with_rows<D>(warp_probs, vs, warp_scores);
     __syncwarp();
     const float* staged = warp_scores + row * L::s_ld + half * (D / 2);
 #pragma unroll
