@@ -60,24 +60,12 @@ __device__ void load_keys_kept(const int32_t* mask, const AttentionShape& s, int
   }
 }
 
-// acc[db] += p [16, 64] (bf16, p_ld) times rows [64, D].
+// acc[db] += p [16, 64] times rows [64, D], column block db.
 template <int D>
 __device__ void accumulate_product(const __nv_bfloat16* p, const __nv_bfloat16* rows,
                                    Accumulator (&acc)[D / kFragment]) {
 #pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) {
-#pragma unroll
-    for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
-      Bf16Fragment x;
-      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                     wmma::row_major>
-          y;
-      wmma::load_matrix_sync(x, p + kb * kFragment, Layout<D>::p_ld);
-      wmma::load_matrix_sync(y, rows + kb * kFragment * Layout<D>::ld + db * kFragment,
-                             Layout<D>::ld);
-      wmma::mma_sync(acc[db], x, y, acc[db]);
-    }
-  }
+  for (int db = 0; db < D / kFragment; ++db) accumulate_column_block<D>(p, rows, db, acc[db]);
 }
 
 // Writes a warp's 16 accumulated rows (f32 [16, D]) through its staging area to rows

@@ -111,7 +111,23 @@ __device__ void product_with_rows_t(const __nv_bfloat16* a, const __nv_bfloat16*
   }
 }
 
-// staging [16, D] (f32, s_ld) = p [16, 64] (bf16, p_ld) times rows [64, D] (bf16, ld).
+// acc += p [16, 64] (bf16, p_ld) times columns db * 16 .. db * 16 + 15 of rows [64, D] (bf16, ld).
+template <int D>
+__device__ void accumulate_column_block(const __nv_bfloat16* p, const __nv_bfloat16* rows, int db,
+                                        Accumulator& acc) {
+#pragma unroll
+  for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
+    Bf16Fragment x;
+    wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16, wmma::row_major>
+        y;
+    wmma::load_matrix_sync(x, p + kb * kFragment, Layout<D>::p_ld);
+    wmma::load_matrix_sync(y, rows + kb * kFragment * Layout<D>::ld + db * kFragment,
+                           Layout<D>::ld);
+    wmma::mma_sync(acc, x, y, acc);
+  }
+}
+
+// staging [16, D] (f32, s_ld) = p [16, 64] times rows [64, D].
 template <int D>
 __device__ void product_with_rows(const __nv_bfloat16* p, const __nv_bfloat16* rows,
                                   float* staging) {
@@ -119,17 +135,7 @@ __device__ void product_with_rows(const __nv_bfloat16* p, const __nv_bfloat16* r
   for (int db = 0; db < D / kFragment; ++db) {
     Accumulator acc;
     wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-    for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
-      Bf16Fragment x;
-      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                     wmma::row_major>
-          y;
-      wmma::load_matrix_sync(x, p + kb * kFragment, Layout<D>::p_ld);
-      wmma::load_matrix_sync(y, rows + kb * kFragment * Layout<D>::ld + db * kFragment,
-                             Layout<D>::ld);
-      wmma::mma_sync(acc, x, y, acc);
-    }
+    accumulate_column_block<D>(p, rows, db, acc);
     wmma::store_matrix_sync(staging + db * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
   }
 }
