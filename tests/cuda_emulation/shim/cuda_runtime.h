@@ -11,6 +11,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -132,6 +133,11 @@ T exchange(T value, int source_lane) {
   const unsigned warp = linear_thread() / kWarpSize, lane = linear_thread() % kWarpSize;
   table[warp][lane] = value;
   running()->warps[warp]->arrive_and_wait();
+  // A GPU reads lane source_lane % 32; a kernel asking for another lane has a bug worth seeing.
+  if (source_lane < 0 || source_lane >= kWarpSize) {
+    std::fprintf(stderr, "shuffle from lane %d of a 32-lane warp\n", source_lane);
+    std::abort();
+  }
   const T got = table[warp][source_lane];
   running()->warps[warp]->arrive_and_wait();
   return got;
