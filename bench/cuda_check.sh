@@ -10,26 +10,7 @@
 # on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
 #   run(command="bash bench/cuda_check.sh $OUT .debs", carry=[".debs"], timeout_s=480)
 set -uo pipefail
-out=$(mkdir -p "$1" && cd "$1" && pwd)
-debs=${2:-.debs}
-deps=/tmp/deps
-model=/tmp/qwen3-0.6b
-build=build-h200
-stage() { echo "== $1 $(date +%T)" | tee -a "$out/stages.log"; }
-
-stage unpack
-for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
-# Their pkg-config and Gloo CMake files name /usr; point them at the unpacked copy.
-sed -i "s|^prefix=/usr|prefix=$deps/usr|" "$deps"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
-sed -i "s|\"/usr/lib/|\"$deps/usr/lib/|g" "$deps"/usr/share/cmake/Gloo/GlooTargets-*.cmake
-export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH:$deps/usr/bin
-export PKG_CONFIG_PATH=$deps/usr/lib/x86_64-linux-gnu/pkgconfig
-export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:${LD_LIBRARY_PATH:-}
-export CMAKE_POLICY_VERSION_MINIMUM=3.5
-# PyTorch's NCCL (header and library) where the system has no nccl.h.
-NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null) &&
-  export NCCL_HOME && echo "NCCL_HOME=$NCCL_HOME" >> "$out/stages.log"
-nvidia-smi >> "$out/stages.log" 2>&1
+source "$(dirname "$0")/cuda_env.sh"
 
 stage checkpoint
 (timeout 120 python3 tools/make_random_checkpoint.py --out "$model" >> "$out/stages.log" 2>&1) &

@@ -13,6 +13,7 @@
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/nccl_group.h"
 #include "backends/cuda/optimizer_kernels.h"
+#include "backends/cuda/step_profile.h"
 #include "backends/cuda/steps.h"
 #include "graph/backend.h"
 #include "tfm/error.h"
@@ -180,10 +181,17 @@ class CudaExecutable : public graph::Executable {
       }
     }
     check_ids(id_checks_, inputs);
-    // A capture bakes in the state buffers' addresses: another KV cache needs another capture.
-    if (!exec_ || state != captured_state_) capture(state);
-    TFM_CUDA(cudaGraphLaunch(exec_, stream()));
-    synchronize_with_timeout(stream());
+    if (step_profile_enabled()) {
+      const StepProfile profile(graph, plan_.schedule);
+      enqueue(&profile);
+      synchronize_with_timeout(stream());
+      profile.report();
+    } else {
+      // A capture bakes in the state buffers' addresses: another KV cache needs another capture.
+      if (!exec_ || state != captured_state_) capture(state);
+      TFM_CUDA(cudaGraphLaunch(exec_, stream()));
+      synchronize_with_timeout(stream());
+    }
     std::vector<const void*> host;
     for (size_t offset : output_offsets_) {
       host.push_back(static_cast<const char*>(host_outputs_.get()) + offset);
@@ -212,13 +220,18 @@ class CudaExecutable : public graph::Executable {
     }
   }
 
-  void enqueue() {
+  // With a profile, an event goes before and after each step.
+  void enqueue(const StepProfile* profile = nullptr) {
     if (input_bytes_ > 0) {
       TFM_CUDA(cudaMemcpyAsync(device_inputs_.get(), host_inputs_.get(), input_bytes_,
                                cudaMemcpyHostToDevice, stream()));
     }
     StepContext context{ptrs_, scratch_.get(), workspace_.get(), stream()};
-    for (const Step& step : steps_) step(context);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (profile) profile->mark(i, stream());
+      steps_[i](context);
+    }
+    if (profile) profile->mark(steps_.size(), stream());
     const Graph& graph = plan_.graph;
     for (size_t i = 0; i < graph.outputs.size(); ++i) {
       const auto id = static_cast<size_t>(graph.outputs[i]);

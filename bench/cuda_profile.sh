@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# On the H200 machine: where the GPU time goes. Builds the benches, then runs a bf16 training
+# step of a Qwen3-0.6B-shaped model (8 x 1024), a 1024-token prefill with batch-1 decode, and
+# batch-16 decode, each with TFM_CUDA_PROFILE=1 (the time per op and shape, per compiled-graph
+# run; see src/backends/cuda/step_profile.h). Writes profile_*.txt and stages.log into OUTDIR.
+#   bench/cuda_profile.sh OUTDIR [DEBS_DIR]
+#   run(command="bash bench/cuda_profile.sh $OUT .debs", carry=[".debs"], timeout_s=300)
+set -uo pipefail
+source "$(dirname "$0")/cuda_env.sh"
+
+stage checkpoint
+(timeout 120 python3 tools/make_random_checkpoint.py --out "$model" >> "$out/stages.log" 2>&1) &
+checkpoint=$!
+
+stage build
+timeout 200 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
+  > "$out/build.log" 2>&1 &&
+  timeout 200 cmake --build "$build" --target train_bench generate_bench >> "$out/build.log" 2>&1
+echo "build exit $?" | tee -a "$out/stages.log"
+wait $checkpoint
+
+stage train-profile
+TFM_CUDA_PROFILE=1 timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda \
+  --bf16 --batch 8 --seq 1024 --steps 1 > "$out/profile_train.txt" 2>&1
+echo "train profile exit $?" | tee -a "$out/stages.log"
+
+stage decode-profile
+for batch in 1 16; do
+  TFM_CUDA_PROFILE=1 timeout 60 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
+    --new-tokens 3 --prefill 1024 --batches "$batch" > "$out/profile_decode_b$batch.txt" 2>&1
+  echo "decode profile batch $batch exit $?" | tee -a "$out/stages.log"
+done
+stage done
