@@ -26,16 +26,22 @@ dim3 blocks(int64_t count, int threads) {
   return {static_cast<unsigned>(blocks_for(count, threads)), 1, 1};
 }
 
-// column_sum's launch in backward.cu: kColumns x kRowSlices threads per block of columns.
+// column_sum's launches in backward.cu: kColumns x kRowSlices threads per block of columns and
+// chunk of rows, then a thread per column over the chunks.
 template <typename Term>
 void column_sum(Term term, int64_t rows, int64_t n, float* out) {
-  cuda_emulation::launch(blocks(n, kColumns), dim3{kColumns, kRowSlices, 1}, 0,
-                         [&] { column_sum_kernel(term, rows, n, out); });
+  std::vector<double> partials(static_cast<size_t>(row_chunks(rows) * n));
+  const dim3 grid{static_cast<unsigned>(blocks_for(n, kColumns)),
+                  static_cast<unsigned>(row_chunks(rows)), 1};
+  cuda_emulation::launch(grid, dim3{kColumns, kRowSlices, 1}, 0,
+                         [&] { column_chunk_sum_kernel(term, rows, n, partials.data()); });
+  cuda_emulation::launch(blocks(n, kThreads), kThreads, 0,
+                         [&] { sum_chunks_kernel(partials.data(), row_chunks(rows), n, out); });
 }
 
 TEST(BackwardKernels, ReduceRows) {
   constexpr int64_t n = 70;
-  for (const int64_t rows : {37, 5, 0}) {
+  for (const int64_t rows : {2500, 37, 5, 0}) {  // 2500: three chunks of rows, the last partial
     const std::vector<float> x = random_values(static_cast<size_t>(rows * n), 41);
     std::vector<float> want(n), out(n, -7.f);
     for (int64_t j = 0; j < n; ++j) {

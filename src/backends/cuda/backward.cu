@@ -8,17 +8,32 @@
 namespace tfm::cuda {
 namespace {
 
+size_t column_sum_scratch_bytes(int64_t rows, int64_t n) {
+  return static_cast<size_t>(row_chunks(rows) * n) * sizeof(double);
+}
+
 template <typename Term>
-void column_sum(Term term, int64_t rows, int64_t n, float* out, cudaStream_t stream) {
+void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials,
+                cudaStream_t stream) {
   if (n == 0) return;  // a grid of no blocks fails to launch (no rows still write zeros)
-  column_sum_kernel<<<blocks_for(n, kColumns), dim3(kColumns, kRowSlices), 0, stream>>>(term, rows,
-                                                                                        n, out);
+  auto* chunk_sums = static_cast<double*>(partials);
+  const dim3 grid(static_cast<unsigned>(blocks_for(n, kColumns)),
+                  static_cast<unsigned>(row_chunks(rows)));
+  column_chunk_sum_kernel<<<grid, dim3(kColumns, kRowSlices), 0, stream>>>(term, rows, n,
+                                                                           chunk_sums);
+  sum_chunks_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(chunk_sums, row_chunks(rows),
+                                                                      n, out);
 }
 
 }  // namespace
 
-void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, cudaStream_t stream) {
-  column_sum(Element{x, n}, rows, n, out, stream);
+size_t reduce_rows_scratch_bytes(int64_t rows, int64_t n) {
+  return column_sum_scratch_bytes(rows, n);
+}
+
+void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scratch,
+                 cudaStream_t stream) {
+  column_sum(Element{x, n}, rows, n, out, scratch, stream);
   check_launch("reduce_rows");
 }
 
@@ -30,8 +45,10 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
   check_launch("rms_norm_grad_input");
 }
 
-size_t rms_norm_grad_weight_scratch_bytes(int64_t rows) {
-  return static_cast<size_t>(rows) * sizeof(float);
+// 1 / rms per row, then the column sum's partials (8-byte aligned after the rows' floats).
+size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden) {
+  return static_cast<size_t>((rows + 1) / 2 * 2) * sizeof(float) +
+         column_sum_scratch_bytes(rows, hidden);
 }
 
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
@@ -43,7 +60,8 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
         x, rows, static_cast<int>(hidden), eps, inv_rms);
     check_launch("rms_norm_grad_weight_inv_rms");
   }
-  column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw, stream);
+  column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw,
+             inv_rms + (rows + 1) / 2 * 2, stream);
   check_launch("rms_norm_grad_weight");
 }
 

@@ -12,17 +12,26 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Sums over rows: a block owns 32 neighbouring columns (coalesced reads) and splits the rows
-// between kRowSlices threads per column, whose partial sums are added in slice order.
+// Sums over rows in two passes, so that few columns still fill the GPU: the rows are cut into
+// chunks of kChunkRows, a block sums one chunk for 32 neighbouring columns (coalesced reads),
+// its kRowSlices threads per column adding in slice order, into a double per (chunk, column);
+// then one thread per column adds the chunks in order. The order is fixed: reruns give the same
+// bits.
 constexpr int kColumns = 32, kRowSlices = 16, kSumThreads = kColumns * kRowSlices;
+constexpr int64_t kChunkRows = 1024;
+
+inline int64_t row_chunks(int64_t rows) {
+  return rows == 0 ? 1 : (rows + kChunkRows - 1) / kChunkRows;
+}
 
 template <typename Term>
 __global__ void __launch_bounds__(kSumThreads)
-    column_sum_kernel(Term term, int64_t rows, int64_t n, float* __restrict__ out) {
+    column_chunk_sum_kernel(Term term, int64_t rows, int64_t n, double* __restrict__ partials) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(kColumns) + threadIdx.x;
+  const int64_t first = blockIdx.y * kChunkRows, last = min(first + kChunkRows, rows);
   double sum = 0;
   if (j < n) {
-    for (int64_t r = threadIdx.y; r < rows; r += kRowSlices) sum += term(r, j);
+    for (int64_t r = first + threadIdx.y; r < last; r += kRowSlices) sum += term(r, j);
   }
   __shared__ double partial[kRowSlices][kColumns];
   partial[threadIdx.y][threadIdx.x] = sum;
@@ -30,6 +39,16 @@ __global__ void __launch_bounds__(kSumThreads)
   if (threadIdx.y != 0 || j >= n) return;
   double total = 0;
   for (int s = 0; s < kRowSlices; ++s) total += partial[s][threadIdx.x];
+  partials[blockIdx.y * n + j] = total;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    sum_chunks_kernel(const double* __restrict__ partials, int64_t chunks, int64_t n,
+                      float* __restrict__ out) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= n) return;
+  double total = 0;
+  for (int64_t c = 0; c < chunks; ++c) total += partials[c * n + j];
   out[j] = static_cast<float>(total);
 }
 

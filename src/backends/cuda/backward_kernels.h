@@ -13,7 +13,9 @@
 namespace tfm::cuda {
 
 // out[j] = the sum over rows of x[r, j], in a fixed order.
-void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, cudaStream_t stream);
+size_t reduce_rows_scratch_bytes(int64_t rows, int64_t n);
+void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scratch,
+                 cudaStream_t stream);
 
 // loss_sum[0] = the sum over rows whose target is not `ignore` (graph::kIgnoreIndex, which device
 // code cannot include) of -log softmax(logits[r])[target], rows added in a fixed order. A target
@@ -33,7 +35,7 @@ void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t 
 
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
                          int64_t hidden, float eps, float* dx, cudaStream_t stream);
-size_t rms_norm_grad_weight_scratch_bytes(int64_t rows);
+size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream);
 

@@ -77,7 +77,10 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
     case Op::kCrossEntropy:
       return cross_entropy_scratch_bytes(rows_of(input(graph, n, 0).shape));
     case Op::kRmsNormGradWeight:
-      return rms_norm_grad_weight_scratch_bytes(rows_of(input(graph, n, 0).shape));
+      return rms_norm_grad_weight_scratch_bytes(rows_of(input(graph, n, 0).shape),
+                                                input(graph, n, 0).shape.back());
+    case Op::kReduceRows:
+      return reduce_rows_scratch_bytes(rows_of(input(graph, n, 0).shape), n.shape[0]);
     case Op::kRopeGrad:
       return rope_grad_scratch_bytes(n.shape[3]);
     case Op::kAttentionGrad:
@@ -109,7 +112,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kReduceRows: {
       const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
       return [=](StepContext& c) {
-        reduce_rows(f32_at(c, args[0]), rows, cols, f32_at(c, out), c.stream);
+        reduce_rows(f32_at(c, args[0]), rows, cols, f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kCrossEntropy: {
