@@ -157,6 +157,13 @@ size_t attention_products_scratch_bytes(const AttentionShape& shape, bool backwa
   return Layout(shape, backward).bytes;
 }
 
+bool attention_products_fit_budget(const AttentionShape& shape) {
+  const Layout one_row(
+      AttentionShape{1, shape.seq, shape.cache_len, shape.q_heads, shape.kv_heads, shape.head_dim},
+      false);
+  return one_row.score_elems * kF32 <= kScoresBudgetBytes;
+}
+
 Step attention_products_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
   check_bf16(graph, n, "attention");
   const Layout l(attention_shape(graph, n), false);
