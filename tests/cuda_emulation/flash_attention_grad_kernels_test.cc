@@ -6,12 +6,13 @@
 // scores' gradient to bf16 for their products, so the tolerance is bf16's. Cases cover grouped
 // KV heads, several query and key tiles, a sequence that is not a multiple of the tile, and a
 // left-padded row whose first queries see no key (their dq, and the padded keys' dk and dv, are
-// zero).
+// zero) and whose padded slots hold non-finite keys and values.
 #include "backends/cuda/flash_attention_grad_kernels.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/kernels.h"
 #include "cuda_emulation/emulated_values.h"
@@ -53,6 +54,16 @@ void check(const Case& c) {
   for (int64_t i = 0; i < c.seq; ++i) slots[i] = static_cast<int32_t>(i);
   for (int64_t j = 0; j < c.padding; ++j) mask[(c.batch - 1) * c.seq + j] = 0;
   const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
+  // Non-finite keys and values in the padded slots: the reference never reads them, and no
+  // gradient may either.
+  std::vector<__nv_bfloat16> k_stored = k, v_stored = v;
+  for (int64_t j = 0; j < c.padding; ++j) {
+    for (int64_t e = 0; e < c.kv_heads * D; ++e) {
+      const size_t at = static_cast<size_t>(((c.batch - 1) * c.seq + j) * c.kv_heads * D + e);
+      k_stored[at] = __float2bfloat16_rn(std::numeric_limits<float>::infinity());
+      v_stored[at] = __float2bfloat16_rn(std::numeric_limits<float>::quiet_NaN());
+    }
+  }
 
   std::vector<float> want_out(static_cast<size_t>(q_count));
   ops::reference::attention(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), c.batch,
@@ -67,8 +78,9 @@ void check(const Case& c) {
                        static_cast<unsigned>(c.kv_heads), static_cast<unsigned>(c.batch)};
   std::vector<float> out(static_cast<size_t>(q_count), -7.f);
   cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
-    flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k.data(), v.data(), mask.data(),
-                                                    slots.data(), s, scale, out.data(), {});
+    flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k_stored.data(), v_stored.data(),
+                                                    mask.data(), slots.data(), s, scale, out.data(),
+                                                    {});
   });
   expect_close(out, want_out, 1e-2f, "forward");
 
@@ -78,17 +90,17 @@ void check(const Case& c) {
   float* dk = dq + q_count;
   float* dv = dk + kv_count;
   cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
-    flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k.data(), v.data(), mask.data(),
-                                                   slots.data(), s, scale, nullptr,
+    flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k_stored.data(), v_stored.data(),
+                                                   mask.data(), slots.data(), s, scale, nullptr,
                                                    {dy.data(), stats.data()});
   });
   cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
-    flash_attention_dkdv_kernel<D>(q.data(), k.data(), v.data(), mask.data(), slots.data(),
-                                   dy.data(), stats.data(), s, scale, dk, dv);
+    flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                   slots.data(), dy.data(), stats.data(), s, scale, dk, dv);
   });
   cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
-    flash_attention_dq_kernel<D>(q.data(), k.data(), v.data(), mask.data(), slots.data(), dy.data(),
-                                 stats.data(), s, scale, dq);
+    flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                 slots.data(), dy.data(), stats.data(), s, scale, dq);
   });
   const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
     return std::vector<float>(all.begin() + first, all.begin() + first + count);
@@ -117,7 +129,10 @@ TEST_P(FlashAttentionGradKernelTest, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionGradKernelTest,
                          ::testing::Values(Case{2, 70, 4, 2, 16, 5}, Case{1, 130, 2, 1, 64, 0},
-                                           Case{2, 40, 2, 2, 128, 3}),
+                                           Case{2, 40, 2, 2, 128, 3},
+                                           // A last query tile whose one query sees the first
+                                           // key of the last key tile.
+                                           Case{1, 65, 2, 1, 16, 0}),
                          [](const auto& info) { return describe(info.param); });
 
 }  // namespace

@@ -110,7 +110,11 @@ size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const float* dy, const AttentionShape& shape,
                           float scale, float* grads, void* scratch, cudaStream_t stream) {
-  if (shape.batch * shape.q_heads * (shape.seq + shape.cache_len) == 0) return;
+  if (shape.batch * shape.q_heads == 0) return;  // no gradient to write
+  if (shape.seq == 0 || shape.cache_len == 0) {
+    throw Error("[cuda attention_grad] flash-style needs queries and keys (seq " +
+                std::to_string(shape.seq) + ", keys " + std::to_string(shape.cache_len) + ")");
+  }
   check_aligned(k, v);
   with_head_dim(shape.head_dim, [&](auto d) {
     launch_backward<decltype(d)::value>(q, k, v, mask, slots, dy, shape, scale, grads,
