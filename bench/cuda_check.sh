@@ -17,12 +17,8 @@ stage checkpoint
 checkpoint=$!
 
 stage build
-timeout 240 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
-  > "$out/build.log" 2>&1 &&
-  timeout 240 cmake --build "$build" --target tfm tfmrun tfm_backends_tests tfm_models_tests \
-    tfm_generation_tests tfm_core_tests tfm_training_tests generate_bench collectives_bench \
-    train_bench step_memory_bench >> "$out/build.log" 2>&1
+build_targets tfm tfmrun tfm_backends_tests tfm_models_tests tfm_generation_tests tfm_core_tests \
+  tfm_training_tests generate_bench collectives_bench train_bench step_memory_bench
 echo "build exit $?" | tee -a "$out/stages.log"
 grep "tfm: " "$out/build.log" >> "$out/stages.log"
 wait $checkpoint

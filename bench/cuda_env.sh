@@ -22,3 +22,12 @@ NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/
   export NCCL_HOME && echo "NCCL_HOME=$NCCL_HOME" >> "$out/stages.log"
 nvidia-smi >> "$out/stages.log" 2>&1
 
+
+# Configures the Release build for sm_90 against the unpacked packages, then builds the targets
+# named; the log goes to OUTDIR/build.log.
+build_targets() {
+  timeout 200 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
+    > "$out/build.log" 2>&1 &&
+    timeout 240 cmake --build "$build" --target "$@" >> "$out/build.log" 2>&1
+}

@@ -13,10 +13,7 @@ stage checkpoint
 checkpoint=$!
 
 stage build
-timeout 200 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
-  > "$out/build.log" 2>&1 &&
-  timeout 200 cmake --build "$build" --target train_bench generate_bench >> "$out/build.log" 2>&1
+build_targets train_bench generate_bench
 echo "build exit $?" | tee -a "$out/stages.log"
 wait $checkpoint
 
