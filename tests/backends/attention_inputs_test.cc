@@ -20,11 +20,7 @@ namespace {
 using graph::ValueId;
 
 using testing::random_values;
-
-// The values as the backend sees them after the weights' or the cache's rounding.
-std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
-  return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
-}
+using testing::rounded;
 
 using testing::expect_close;
 

@@ -18,6 +18,7 @@ namespace {
 using graph::ValueId;
 using testing::expect_close;
 using testing::random_values;
+using testing::rounded;
 
 struct Case {
   std::string device;
@@ -32,10 +33,6 @@ std::string describe(const Case& c) {
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
-
-std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
-  return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
-}
 
 class GatedLinearTest : public ::testing::TestWithParam<Case> {};
 

@@ -29,6 +29,11 @@ inline Tensor random_tensor(const Shape& shape, std::mt19937& rng, float scale =
   return Tensor::from_vector(values, shape);
 }
 
+// The values as a backend stores them in `dtype` (bf16 keeps 8 bits of mantissa).
+inline std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
+  return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
+}
+
 // Every element within tol relative to (1 + |want|); NaN never passes.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
                          const std::string& what = "") {

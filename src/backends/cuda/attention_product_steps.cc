@@ -30,6 +30,14 @@ uint32_t alignment_of(std::initializer_list<int64_t> bytes) {
   return alignment;
 }
 
+// A row of scores, padded to 8 elements (16-byte aligned rows).
+int64_t score_row_elems(const AttentionShape& s) { return (s.cache_len + 7) / 8 * 8; }
+
+// The f32 scores of one batch row.
+int64_t batch_row_score_bytes(const AttentionShape& s) {
+  return s.q_heads * s.seq * score_row_elems(s) * kF32;
+}
+
 // The sizes of one pass over `chunk` batch rows, and where each buffer sits in scratch.
 struct Layout {
   AttentionShape s{};
@@ -44,8 +52,8 @@ struct Layout {
 
   Layout(const AttentionShape& shape, bool backward) : s(shape) {
     group_rows = s.q_heads / s.kv_heads * s.seq;
-    score_ld = (s.cache_len + 7) / 8 * 8;
-    const int64_t row_scores = s.q_heads * s.seq * score_ld * kF32;
+    score_ld = score_row_elems(s);
+    const int64_t row_scores = batch_row_score_bytes(s);
     // The largest divisor of the batch whose scores fit the budget: every pass runs the same
     // products.
     for (int64_t c = s.batch; c >= 1; --c) {
@@ -158,10 +166,7 @@ size_t attention_products_scratch_bytes(const AttentionShape& shape, bool backwa
 }
 
 bool attention_products_fit_budget(const AttentionShape& shape) {
-  const Layout one_row(
-      AttentionShape{1, shape.seq, shape.cache_len, shape.q_heads, shape.kv_heads, shape.head_dim},
-      false);
-  return one_row.score_elems * kF32 <= kScoresBudgetBytes;
+  return batch_row_score_bytes(shape) <= kScoresBudgetBytes;
 }
 
 Step attention_products_step(const graph::Graph& graph, const graph::Node& n, size_t out) {

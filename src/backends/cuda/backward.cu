@@ -8,10 +8,6 @@
 namespace tfm::cuda {
 namespace {
 
-size_t column_sum_scratch_bytes(int64_t rows, int64_t n) {
-  return static_cast<size_t>(row_chunks(rows) * n) * sizeof(double);
-}
-
 template <typename Term>
 void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials,
                 cudaStream_t stream) {
@@ -28,7 +24,7 @@ void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials,
 }  // namespace
 
 size_t reduce_rows_scratch_bytes(int64_t rows, int64_t n) {
-  return column_sum_scratch_bytes(rows, n);
+  return static_cast<size_t>(row_chunks(rows) * n) * sizeof(double);
 }
 
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scratch,
@@ -45,10 +41,16 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
   check_launch("rms_norm_grad_input");
 }
 
-// 1 / rms per row, then the column sum's partials (8-byte aligned after the rows' floats).
+namespace {
+
+// Scratch: 1 / rms per row, then the column sum's partials, 8-byte aligned after the rows.
+int64_t inv_rms_floats(int64_t rows) { return (rows + 1) / 2 * 2; }
+
+}  // namespace
+
 size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden) {
-  return static_cast<size_t>((rows + 1) / 2 * 2) * sizeof(float) +
-         column_sum_scratch_bytes(rows, hidden);
+  return static_cast<size_t>(inv_rms_floats(rows)) * sizeof(float) +
+         reduce_rows_scratch_bytes(rows, hidden);
 }
 
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
@@ -61,7 +63,7 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
     check_launch("rms_norm_grad_weight_inv_rms");
   }
   column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw,
-             inv_rms + (rows + 1) / 2 * 2, stream);
+             inv_rms + inv_rms_floats(rows), stream);
   check_launch("rms_norm_grad_weight");
 }
 

@@ -2,6 +2,8 @@
 // autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
 // and walks the keys in tiles of 64, each tile's products as bf16 WMMA tiles with f32
 // accumulation and the softmax kept online per query row: scores never reach global memory.
+#include <utility>
+
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/flash_attention_grad_kernels.cuh"
 #include "tfm/error.h"
@@ -54,21 +56,20 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
       q16, k16, v16, mask, slots, dy, stats, s, scale, grads);
 }
 
-// Calls launch(std::integral_constant<int, head_dim>{}) for the head sizes with a kernel.
+// The head sizes with a kernel.
+using HeadDims = std::integer_sequence<int, 16, 32, 64, 128>;
+
+// Calls launch(std::integral_constant<int, head_dim>{}) if head_dim has a kernel; says whether.
+template <typename F, int... Ds>
+bool dispatch_head_dim(int64_t head_dim, F launch, std::integer_sequence<int, Ds...>) {
+  return ((head_dim == Ds ? (launch(std::integral_constant<int, Ds>{}), true) : false) || ...);
+}
+
 template <typename F>
 void with_head_dim(int64_t head_dim, F launch) {
-  switch (head_dim) {
-    case 16:
-      return launch(std::integral_constant<int, 16>{});
-    case 32:
-      return launch(std::integral_constant<int, 32>{});
-    case 64:
-      return launch(std::integral_constant<int, 64>{});
-    case 128:
-      return launch(std::integral_constant<int, 128>{});
-    default:
-      throw Error("[cuda attention] flash attention has no kernel for head_dim " +
-                  std::to_string(head_dim));
+  if (!dispatch_head_dim(head_dim, launch, HeadDims{})) {
+    throw Error("[cuda attention] flash attention has no kernel for head_dim " +
+                std::to_string(head_dim));
   }
 }
 
@@ -82,8 +83,9 @@ void check_aligned(const void* k, const void* v) {
 }  // namespace
 
 bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype) {
-  const int64_t d = shape.head_dim;
-  return kv_dtype == DType::bf16 && shape.seq > 1 && (d == 16 || d == 32 || d == 64 || d == 128);
+  return kv_dtype == DType::bf16 && shape.seq > 1 &&
+         dispatch_head_dim(
+             shape.head_dim, [](auto) {}, HeadDims{});
 }
 
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,

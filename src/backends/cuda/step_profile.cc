@@ -7,23 +7,21 @@
 #include <string>
 
 #include "backends/cuda/cuda_status.h"
+#include "tfm/tensor.h"
 
 namespace tfm::cuda {
 namespace {
 
 constexpr size_t kRowsShown = 25;
 
-std::string shape_text(const Shape& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 }  // namespace
 
 bool step_profile_enabled() {
-  const char* value = std::getenv("TFM_CUDA_PROFILE");
-  return value != nullptr && std::string(value) != "0";
+  static const bool enabled = [] {
+    const char* value = std::getenv("TFM_CUDA_PROFILE");
+    return value != nullptr && std::string(value) != "0";
+  }();
+  return enabled;
 }
 
 StepProfile::StepProfile(const graph::Graph& graph, const std::vector<graph::ValueId>& schedule)
@@ -50,7 +48,7 @@ void StepProfile::report() const {
     float ms = 0.f;
     TFM_CUDA(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
     const graph::Node& n = graph_.nodes[static_cast<size_t>(schedule_[i])];
-    Total& t = by_kind[std::string(graph::op_name(n.op)) + " " + shape_text(n.shape) + " " +
+    Total& t = by_kind[std::string(graph::op_name(n.op)) + " " + shape_str(n.shape) + " " +
                        std::string(dtype_name(n.dtype))];
     t.ms += ms;
     ++t.count;
