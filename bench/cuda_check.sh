@@ -12,9 +12,7 @@
 set -uo pipefail
 source "$(dirname "$0")/cuda_env.sh"
 
-stage checkpoint
-(timeout 120 python3 tools/make_random_checkpoint.py --out "$model" >> "$out/stages.log" 2>&1) &
-checkpoint=$!
+start_checkpoint
 
 stage build
 build_targets tfm tfmrun tfm_backends_tests tfm_models_tests tfm_generation_tests tfm_core_tests \

@@ -31,3 +31,11 @@ build_targets() {
     > "$out/build.log" 2>&1 &&
     timeout 240 cmake --build "$build" --target "$@" >> "$out/build.log" 2>&1
 }
+
+# Makes the Qwen3-0.6B-shaped checkpoint (random bf16 weights, that machine's transformers) in the
+# background while the build runs; `wait $checkpoint` before using it.
+start_checkpoint() {
+  stage checkpoint
+  (timeout 120 python3 tools/make_random_checkpoint.py --out "$model" >> "$out/stages.log" 2>&1) &
+  checkpoint=$!
+}
