@@ -1,8 +1,8 @@
 // Attention over the static KV cache, split-K style (prefill over a bf16 cache runs flash-style,
-// flash_attention.cu): each block runs an online softmax over one chunk of keys for one (batch,
-// query, head), its warps taking every kWarps-th key, and the last of a row's blocks to finish
-// merges the chunks (one launch in all). Query heads of a group read the same KV head
-// (grouped-query).
+// flash_attention.cu): each block runs an online softmax over one chunk of the keys its query
+// sees for one (batch, query, head), its warps taking every kWarps-th key, and the last of a row's
+// blocks to finish merges the chunks (one launch in all). Query heads of a group read the same KV
+// head (grouped-query).
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/split_attention_kernel.cuh"
 #include "tfm/error.h"
@@ -23,9 +23,9 @@ void launch_partials(const float* q, const void* k, const void* v, const int32_t
                      const Targets& t, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(s.batch * s.seq * s.q_heads),
                   static_cast<unsigned>(split.count));
-  attention_partial_kernel<KV, E><<<grid, kWarps * 32, 0, stream>>>(
-      q, static_cast<const KV*>(k), static_cast<const KV*>(v), mask, slots, s, scale, split.keys,
-      t.partials, t.arrivals, t.out);
+  attention_partial_kernel<KV, E>
+      <<<grid, kWarps * 32, 0, stream>>>(q, static_cast<const KV*>(k), static_cast<const KV*>(v),
+                                         mask, slots, s, scale, t.partials, t.arrivals, t.out);
 }
 
 template <typename KV>

@@ -13,20 +13,21 @@ namespace tfm::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int64_t kMinKeysPerSplit = 64;
+constexpr int64_t kMinKeysPerSplit = 16;
 constexpr int64_t kTargetBlocks = 512;  // enough blocks to fill 132 multiprocessors a few times
 
+// How many chunks a row's keys are cut into. The cut itself is made in the kernel, over the keys a
+// query sees (its slot + 1, known only when the step runs), so a short context in a long cache
+// still spreads over every chunk.
 struct Split {
-  int64_t count, keys;
+  int64_t count;
 };
 
-// Empty shapes (no rows or no keys) get one split of one key, so nothing divides by zero.
+// Empty shapes (no rows or no keys) get one split, so nothing divides by zero.
 Split split_of(const AttentionShape& s) {
   const int64_t rows = std::max<int64_t>(1, s.batch * s.seq * s.q_heads);
   const int64_t max_splits = std::max<int64_t>(1, s.cache_len / kMinKeysPerSplit);
-  const int64_t wanted = std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits);
-  const int64_t keys = std::max<int64_t>(1, (s.cache_len + wanted - 1) / wanted);
-  return {std::max<int64_t>(1, (s.cache_len + keys - 1) / keys), keys};
+  return {std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits)};
 }
 
 // A partial result: [max score, sum of exp, unnormalized output (head_dim)].
@@ -35,31 +36,45 @@ __device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64
   return partials + (row * splits + split) * (head_dim + 2);
 }
 
-// Merges a row's chunks into its output, one warp. A query that sees no key gets zeros, as on the
-// CPU. Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches
-// the output as it does on the CPU instead of silently dropping its chunk. The chunks were written
-// by other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
+// Merges a row's chunks into its output, one warp: lane i reads chunk i's max and sum (and every
+// 32nd after it), so the loads go out together. A query that sees no key gets zeros, as on the CPU.
+// Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the
+// output as it does on the CPU instead of silently dropping its chunk. The chunks were written by
+// other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
+template <int E>
 __device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, float* out,
                              int lane) {
+  const auto chunk = [&](int64_t sp) { return first + sp * (head_dim + 2); };
   float m = -INFINITY;
-  for (int64_t sp = 0; sp < splits; ++sp) {
-    const volatile float* p = first + sp * (head_dim + 2);
-    if (p[1] != 0.f) m = fmaxf(m, p[0]);
+  for (int64_t sp = lane; sp < splits; sp += 32) {
+    if (chunk(sp)[1] != 0.f) m = fmaxf(m, chunk(sp)[0]);
   }
+  m = warp_reduce(m, Max{});
   float denom = 0.f;
-  for (int64_t sp = 0; sp < splits; ++sp) {
-    const volatile float* p = first + sp * (head_dim + 2);
-    const float l = p[1];
-    if (l != 0.f) denom += l * expf(p[0] - m);
+  for (int64_t sp = lane; sp < splits; sp += 32) {
+    const float l = chunk(sp)[1];
+    if (l != 0.f) denom += l * expf(chunk(sp)[0] - m);
   }
+  denom = warp_sum(denom);
   const float inv = denom != 0.f ? 1.f / denom : 0.f;
-  for (int d = lane; d < head_dim; d += 32) {
-    float sum = 0.f;
-    for (int64_t sp = 0; sp < splits; ++sp) {
-      const volatile float* p = first + sp * (head_dim + 2);
-      if (p[1] != 0.f) sum += p[2 + d] * expf(p[0] - m);
+  float acc[E] = {};
+  for (int64_t base = 0; base < splits; base += 32) {
+    const int64_t mine = base + lane;
+    float weight = 0.f;
+    if (mine < splits && chunk(mine)[1] != 0.f) weight = expf(chunk(mine)[0] - m);
+    const int n = static_cast<int>(min(int64_t{32}, splits - base));
+    for (int j = 0; j < n; ++j) {
+      const float w = __shfl_sync(0xffffffffu, weight, j);
+      if (w == 0.f && chunk(base + j)[1] == 0.f) continue;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        if (lane + 32 * e < head_dim) acc[e] += chunk(base + j)[2 + lane + 32 * e] * w;
+      }
     }
-    out[d] = sum * inv;
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (lane + 32 * e < head_dim) out[lane + 32 * e] = acc[e] * inv;
   }
 }
 
@@ -68,8 +83,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k,
                              const KV* __restrict__ v, const int32_t* __restrict__ mask,
                              const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                             int64_t keys_per_split, float* __restrict__ partials,
-                             unsigned* __restrict__ arrivals, float* __restrict__ out) {
+                             float* __restrict__ partials, unsigned* __restrict__ arrivals,
+                             float* __restrict__ out) {
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
   const int64_t h = row % s.q_heads, token = row / s.q_heads;
@@ -84,6 +99,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     qr[e] = d < D ? q[row * D + d] : 0.f;
   }
   const int64_t visible_end = min(static_cast<int64_t>(slots[i]) + 1, s.cache_len);
+  const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
   const int64_t first = split * keys_per_split;
   const int64_t last = min(first + keys_per_split, visible_end);
   float m = -INFINITY, l = 0.f, acc[E] = {};
@@ -146,7 +162,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
   __threadfence();
-  merge_chunks(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
+  merge_chunks<E>(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
   if (lane == 0) arrivals[row] = 0;
 }
 
