@@ -1,8 +1,8 @@
 // The CUDA decode GEMV kernels, their own source run on the CPU through the emulation in shim/
 // (no GPU needed), against the scalar references in src/ops: q, k and v's products in one launch,
 // the gated (SiLU) product, and the plain product with bias and residual; with and without the
-// layer's input RMSNorm applied inside the product; the vectorized kernels (k % 8 == 0) and the
-// any-k ones.
+// layer's input RMSNorm applied inside the product; the vectorized kernels (k % 8 == 0), each
+// column read by 1 to 8 warps, and the any-k ones.
 #include "backends/cuda/gemv_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -22,9 +22,12 @@ using testing::widened;
 
 constexpr float kEps = 1e-6f;
 
-dim3 grid_for(int64_t columns) {
-  return {static_cast<unsigned>((columns + kWarps - 1) / kWarps), 1, 1};
+dim3 grid_for(int64_t columns, int slices = 1) {
+  return {static_cast<unsigned>(blocks_for(columns, slices)), 1, 1};
 }
+
+// Each column read by 1, 2, 4 and 8 warps (slices of k).
+constexpr int kSlices[] = {1, 2, 4, 8};
 
 // x's rows, RMS-normed by g when asked: what the products read.
 std::vector<float> product_input(const std::vector<float>& x, const std::vector<float>& g, int m,
@@ -35,7 +38,7 @@ std::vector<float> product_input(const std::vector<float>& x, const std::vector<
 }
 
 template <int M, bool kNorm>
-void check_qkv(int k, int nq, int nkv, bool biases) {
+void check_qkv(int k, int nq, int nkv, bool biases, std::initializer_list<int> slice_counts) {
   const std::vector<float> x = random_values(static_cast<size_t>(M * k), 1);
   const std::vector<float> g = random_values(static_cast<size_t>(k), 2, 0.5f, 1.5f);
   const int64_t n[3] = {nq, nkv, nkv};
@@ -56,15 +59,22 @@ void check_qkv(int k, int nq, int nkv, bool biases) {
                       {n[0], n[1], n[2]},
                       {y[0].data(), y[1].data(), y[2].data()}};
   const NormedRows<kNorm> norm{kNorm ? g.data() : nullptr, kEps};
-  cuda_emulation::launch(grid_for(nq + 2 * nkv), kWarps * 32, 0,
-                         [&] { qkv_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), norm, p, k); });
-  for (size_t i = 0; i < 3; ++i) expect_close(y[i], want[i], 1e-5f, "product " + std::to_string(i));
+  for (const int slices : slice_counts) {
+    for (auto& out : y) std::fill(out.begin(), out.end(), -7.f);
+    cuda_emulation::launch(grid_for(nq + 2 * nkv, slices), kWarps * 32, 0, [&] {
+      qkv_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), norm, p, k, slices);
+    });
+    for (size_t i = 0; i < 3; ++i) {
+      expect_close(y[i], want[i], 1e-5f,
+                   "product " + std::to_string(i) + ", slices " + std::to_string(slices));
+    }
+  }
 }
 
 TEST(GemvKernels, QkvProducts) {
-  check_qkv<1, true>(64, 64, 32, true);
-  check_qkv<3, false>(512, 128, 64, false);
-  check_qkv<8, true>(1024, 96, 32, true);
+  check_qkv<1, true>(64, 64, 32, true, {1, 2, 4, 8});
+  check_qkv<3, false>(512, 128, 64, false, {1, 8});
+  check_qkv<8, true>(1024, 96, 32, true, {4});
 }
 
 // silu(h wg^T + bg) * (h wu^T + bu), by the vectorized kernel (M rows) and the any-k one.
@@ -86,13 +96,16 @@ void check_gated(int k, int n, bool biases) {
   const float* bias_g = biases ? bg.data() : nullptr;
   const float* bias_u = biases ? bu.data() : nullptr;
 
-  std::vector<float> y(want.size(), -7.f);
+  std::vector<float> y(want.size());
   const NormedRows<kNorm> norm{kNorm ? g.data() : nullptr, kEps};
-  cuda_emulation::launch(grid_for(n), kWarps * 32, 0, [&] {
-    gated_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), wg.data(), wu.data(), norm, bias_g, bias_u,
-                                               n, k, y.data());
-  });
-  expect_close(y, want, 1e-5f, "vectorized");
+  for (const int slices : kSlices) {
+    std::fill(y.begin(), y.end(), -7.f);
+    cuda_emulation::launch(grid_for(n, slices), kWarps * 32, 0, [&] {
+      gated_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), wg.data(), wu.data(), norm, bias_g,
+                                                 bias_u, n, k, slices, y.data());
+    });
+    expect_close(y, want, 1e-5f, "vectorized, slices " + std::to_string(slices));
+  }
 
   std::fill(y.begin(), y.end(), -7.f);
   const InputNorm any_norm{kNorm ? g.data() : nullptr, kEps};
@@ -109,26 +122,31 @@ TEST(GemvKernels, GatedProduct) {
   check_gated<2, true>(256, 9, false);
 }
 
-// (x w^T + bias) + residual, f32 weights, by the vectorized kernel and the any-k one (k = 250).
+// (x w^T + bias) + residual, f32 weights, by the vectorized kernel (k = 2048: every one of 8 slices
+// reads some) and the any-k one (k = 250).
 TEST(GemvKernels, ProductWithBiasAndResidual) {
   constexpr int m = 2, n = 33;
-  for (const int k : {256, 250}) {
+  for (const int k : {2048, 250}) {
     const std::vector<float> x = random_values(static_cast<size_t>(m * k), 21);
     const std::vector<float> w = random_values(static_cast<size_t>(n * k), 22);
     const std::vector<float> bias = random_values(n, 23), residual = random_values(m * n, 24);
-    std::vector<float> want(static_cast<size_t>(m * n)), y(want.size(), -7.f);
+    std::vector<float> want(static_cast<size_t>(m * n)), y(want.size());
     ops::reference::linear(x.data(), w.data(), bias.data(), m, n, k, want.data());
     for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-    cuda_emulation::launch(grid_for(n), kWarps * 32, 0, [&] {
-      if (k % 8 == 0) {
-        gemv_kernel<float, m, false>(x.data(), w.data(), NormedRows<false>{nullptr, 0.f},
-                                     bias.data(), residual.data(), n, k, y.data());
-      } else {
-        gemv_any_kernel<float>(x.data(), w.data(), InputNorm{}, bias.data(), residual.data(), m, n,
-                               k, y.data());
-      }
-    });
-    expect_close(y, want, 1e-5f, "k " + std::to_string(k));
+    for (const int slices : kSlices) {
+      if (k % 8 != 0 && slices > 1) break;  // the any-k kernel reads a column with one warp
+      std::fill(y.begin(), y.end(), -7.f);
+      cuda_emulation::launch(grid_for(n, slices), kWarps * 32, 0, [&] {
+        if (k % 8 == 0) {
+          gemv_kernel<float, m, false>(x.data(), w.data(), NormedRows<false>{nullptr, 0.f},
+                                       bias.data(), residual.data(), n, k, slices, y.data());
+        } else {
+          gemv_any_kernel<float>(x.data(), w.data(), InputNorm{}, bias.data(), residual.data(), m,
+                                 n, k, y.data());
+        }
+      });
+      expect_close(y, want, 1e-5f, "k " + std::to_string(k) + ", slices " + std::to_string(slices));
+    }
   }
 }
 

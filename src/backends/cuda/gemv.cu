@@ -9,6 +9,20 @@
 namespace tfm::cuda {
 namespace {
 
+// Enough warps in flight for the weights to stream at full rate: about half of what an H200's
+// 132 multiprocessors hold at once.
+constexpr int kWantedWarps = 4096;
+
+// How many warps read each output column (kWarps divisible by it), each a slice of k: more for
+// products with few columns, while every lane still reads at least 8 weights.
+int slices_for(int64_t n, int64_t k) {
+  int slices = 1;
+  while (slices < kWarps && n * slices < kWantedWarps && k >= int64_t{32} * 8 * slices * 2) {
+    slices *= 2;
+  }
+  return slices;
+}
+
 // Calls launch(std::integral_constant<int, m>{}) for the row count m (1 .. kGemvMaxRows): the
 // kernels keep one accumulator per row in registers.
 template <typename F>
@@ -45,14 +59,16 @@ template <typename W>
 void launch(const float* x, const W* w, const float* bias, const float* residual, int m, int n,
             int k, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
-  const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
+  const int threads = kWarps * 32;
   if (!vectorizable(x, w, k)) {
-    gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, w, InputNorm{}, bias, residual, m, n, k, y);
+    gemv_any_kernel<<<blocks_for(n, 1), threads, 0, stream>>>(x, w, InputNorm{}, bias, residual, m,
+                                                              n, k, y);
     return;
   }
+  const int slices = slices_for(n, k);
   with_rows(m, [&](auto rows) {
-    gemv_kernel<W, decltype(rows)::value, false><<<blocks, threads, 0, stream>>>(
-        x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n, k, y);
+    gemv_kernel<W, decltype(rows)::value, false><<<blocks_for(n, slices), threads, 0, stream>>>(
+        x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n, k, slices, y);
   });
 }
 
@@ -67,17 +83,17 @@ void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int
   if (!aligned) {
     for (int i = 0; i < 3; ++i) {
       if (p.n[i] == 0) continue;
-      gemv_any_kernel<<<static_cast<int>((p.n[i] + kWarps - 1) / kWarps), threads, 0, stream>>>(
+      gemv_any_kernel<<<blocks_for(p.n[i], 1), threads, 0, stream>>>(
           x, static_cast<const W*>(p.w[i]), norm, p.bias[i], nullptr, m, static_cast<int>(p.n[i]),
           k, p.y[i]);
     }
     return;
   }
-  const int blocks = static_cast<int>((n + kWarps - 1) / kWarps);
+  const int slices = slices_for(n, k);
   with_norm(norm, [&](auto normed) {
     with_rows(m, [&](auto rows) {
       qkv_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>
-          <<<blocks, threads, 0, stream>>>(x, normed, p, k);
+          <<<blocks_for(n, slices), threads, 0, stream>>>(x, normed, p, k, slices);
     });
   });
 }
@@ -86,15 +102,18 @@ template <typename W>
 void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& norm, const float* bg,
                   const float* bu, int m, int n, int k, float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
-  const int blocks = (n + kWarps - 1) / kWarps, threads = kWarps * 32;
+  const int threads = kWarps * 32;
   if (!vectorizable(x, wg, k, norm) || !vectorizable(x, wu, k, norm)) {
-    gated_gemv_any_kernel<<<blocks, threads, 0, stream>>>(x, wg, wu, norm, bg, bu, m, n, k, y);
+    gated_gemv_any_kernel<<<blocks_for(n, 1), threads, 0, stream>>>(x, wg, wu, norm, bg, bu, m, n,
+                                                                    k, y);
     return;
   }
+  const int slices = slices_for(n, k);
   with_norm(norm, [&](auto normed) {
     with_rows(m, [&](auto rows) {
       gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>
-          <<<blocks, threads, 0, stream>>>(x, wg, wu, normed, bg, bu, n, k, y);
+          <<<blocks_for(n, slices), threads, 0, stream>>>(x, wg, wu, normed, bg, bu, n, k, slices,
+                                                          y);
     });
   });
 }

@@ -10,7 +10,7 @@
 namespace tfm::cuda {
 namespace {
 
-constexpr int kWarps = 8;  // output columns per block
+constexpr int kWarps = 8;  // per block; each output column takes 1, 2, 4 or 8 of them
 
 __device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&out)[8]) {
   // Weights are read once per step: stream them past the caches.
@@ -70,10 +70,10 @@ struct NormedRows {
       for (int i = 0; i < 8; ++i) w[i] *= gv[i], v[i] *= gv[i];
     }
   }
-  // The factor a row's warp-summed product is scaled by, from each lane's sum of squares.
-  __device__ __forceinline__ float factor(float lane_sum_sq, int k) const {
+  // The factor a row's summed product is scaled by, from the row's sum of squares.
+  __device__ __forceinline__ float factor(float sum_sq, int k) const {
     if constexpr (kNorm) {
-      return 1.f / sqrtf(warp_sum(lane_sum_sq) / static_cast<float>(k) + eps);
+      return 1.f / sqrtf(sum_sq / static_cast<float>(k) + eps);
     } else {
       return 1.f;
     }
@@ -82,13 +82,66 @@ struct NormedRows {
 
 __device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
 
-// acc[m] += row · x[m] over k for the warp's column (each lane streams 8 weights at a time), and
-// with a norm sum_sq[m] += x[m] · x[m]. Needs k % 8 == 0 and 16-byte aligned rows.
+// Each output column is read by `slices` warps of a block (1, 2, 4 or 8, chosen per shape so that
+// a product with few columns still keeps enough loads in flight), warp w reading the k slice
+// w % slices: lane `lane` of slice s starts at element (s * 32 + lane) * 8 and steps over
+// 32 * 8 * slices elements.
+struct ColumnSlice {
+  int col, first, step;
+  bool active;
+};
+
+// The grid for n columns of `slices` warps each.
+inline int blocks_for(int64_t n, int slices) {
+  const int64_t columns_per_block = kWarps / slices;
+  return static_cast<int>((n + columns_per_block - 1) / columns_per_block);
+}
+
+__device__ __forceinline__ ColumnSlice column_slice(int slices, int n) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int col = blockIdx.x * (kWarps / slices) + warp / slices;
+  return {col, ((warp % slices) * 32 + lane) * 8, 32 * 8 * slices, col < n};
+}
+
+// Sums each of v's entries over the lanes of a warp, then over the warps that share a column
+// (their slices), in a fixed order; every lane of those warps gets the totals. Every thread of
+// the block calls it (it holds barriers when slices > 1).
+template <int N>
+__device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
+  if (slices == 1) return;
+  __shared__ float per_warp[kWarps][N];
+  const int warp = threadIdx.x / 32;
+  __syncthreads();  // an earlier call's readers are done with per_warp
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) per_warp[warp][i] = v[i];
+  }
+  __syncthreads();
+  const int first = warp - warp % slices;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    float total = 0.f;
+    for (int w = 0; w < slices; ++w) total += per_warp[first + w][i];
+    v[i] = total;
+  }
+}
+
+// Whether this thread writes its column's results: lane 0 of the column's first slice.
+__device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) {
+  return c.active && threadIdx.x % (32 * slices) == 0;
+}
+
+// acc[m] += row · x[m] over this slice of k (each lane streams 8 weights at a time), and with a
+// norm sum_sq[m] += x[m] · x[m]. Needs k % 8 == 0 and 16-byte aligned rows.
 template <typename W, int M, bool kNorm>
 __device__ __forceinline__ void row_dots(const W* row, const float* x, NormedRows<kNorm> norm,
-                                         int k, int lane, float (&acc)[M], float (&sum_sq)[M]) {
+                                         int k, const ColumnSlice& c, float (&acc)[M],
+                                         float (&sum_sq)[M]) {
+  if (!c.active) return;
 #pragma unroll 4
-  for (int base = lane * 8; base < k; base += 32 * 8) {
+  for (int base = c.first; base < k; base += c.step) {
     float wv[8];
     load8(row + base, wv);
     norm.weigh(base, wv);
@@ -106,17 +159,19 @@ template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
                 const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
-                float* __restrict__ y) {
-  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (col >= n) return;
+                int slices, float* __restrict__ y) {
+  const ColumnSlice c = column_slice(slices, n);
   float acc[M] = {}, sum_sq[M] = {};
-  row_dots(w + static_cast<int64_t>(col) * k, x, norm, k, lane, acc, sum_sq);
+  row_dots(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, acc, sum_sq);
+  sum_slices(acc, slices);
+  if constexpr (kNorm) sum_slices(sum_sq, slices);
+  if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
-    const int64_t at = static_cast<int64_t>(m) * n + col;
+    const float sum = acc[m] * norm.factor(sum_sq[m], k);
+    const int64_t at = static_cast<int64_t>(m) * n + c.col;
     // The same order of additions as the cpu: (product + bias) + residual.
-    if (lane == 0) y[at] = (sum + (bias ? bias[col] : 0.f)) + (residual ? residual[at] : 0.f);
+    y[at] = (sum + (bias ? bias[c.col] : 0.f)) + (residual ? residual[at] : 0.f);
   }
 }
 
@@ -125,19 +180,20 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
-                    const __grid_constant__ QkvProducts p, int k) {
-  int col = blockIdx.x * kWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+                    const __grid_constant__ QkvProducts p, int k, int slices) {
+  ColumnSlice c = column_slice(slices, static_cast<int>(p.n[0] + p.n[1] + p.n[2]));
   int i = 0;
-  while (i < 2 && col >= p.n[i]) col -= static_cast<int>(p.n[i++]);
-  if (col >= p.n[i]) return;
+  while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
   float acc[M] = {}, sum_sq[M] = {};
-  row_dots(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(col) * k, x, norm, k, lane, acc,
+  row_dots(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k, x, norm, k, c, acc,
            sum_sq);
+  sum_slices(acc, slices);
+  if constexpr (kNorm) sum_slices(sum_sq, slices);
+  if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float sum = warp_sum(acc[m]) * norm.factor(sum_sq[m], k);
-    if (lane == 0) p.y[i][m * p.n[i] + col] = sum + (p.bias[i] ? p.bias[i][col] : 0.f);
+    const float sum = acc[m] * norm.factor(sum_sq[m], k);
+    p.y[i][m * p.n[i] + c.col] = sum + (p.bias[i] ? p.bias[i][c.col] : 0.f);
   }
 }
 
@@ -163,40 +219,45 @@ __global__ void gemv_any_kernel(const float* x, const W* w, InputNorm norm, cons
   }
 }
 
-// silu(x wg^T + bg) * (x wu^T + bu): each warp streams its column's gate and up rows once.
+// silu(x wg^T + bg) * (x wu^T + bu): each column's warps stream its gate and up rows once.
 // Needs k % 8 == 0 and 16-byte aligned rows.
 template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     gated_gemv_kernel(const float* __restrict__ x, const W* __restrict__ wg,
                       const W* __restrict__ wu, NormedRows<kNorm> norm,
                       const float* __restrict__ bg, const float* __restrict__ bu, int n, int k,
-                      float* __restrict__ y) {
-  const int col = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (col >= n) return;
-  const W* gate_row = wg + static_cast<int64_t>(col) * k;
-  const W* up_row = wu + static_cast<int64_t>(col) * k;
+                      int slices, float* __restrict__ y) {
+  const ColumnSlice c = column_slice(slices, n);
+  const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
+  const W* up_row = wu + static_cast<int64_t>(c.col) * k;
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
+  if (c.active) {
 #pragma unroll 2
-  for (int base = lane * 8; base < k; base += 32 * 8) {
-    float gv[8], uv[8];
-    load8(gate_row + base, gv);
-    load8(up_row + base, uv);
-    norm.weigh(base, gv, uv);
+    for (int base = c.first; base < k; base += c.step) {
+      float gv[8], uv[8];
+      load8(gate_row + base, gv);
+      load8(up_row + base, uv);
+      norm.weigh(base, gv, uv);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xv[8];
-      load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
-      gate[m] += dot8(gv, xv);
-      up[m] += dot8(uv, xv);
-      if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
+      for (int m = 0; m < M; ++m) {
+        float xv[8];
+        load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
+        gate[m] += dot8(gv, xv);
+        up[m] += dot8(uv, xv);
+        if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
+      }
     }
   }
+  sum_slices(gate, slices);
+  sum_slices(up, slices);
+  if constexpr (kNorm) sum_slices(sum_sq, slices);
+  if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float factor = norm.factor(sum_sq[m], k);
-    const float g = warp_sum(gate[m]) * factor + (bg ? bg[col] : 0.f);
-    const float u = warp_sum(up[m]) * factor + (bu ? bu[col] : 0.f);
-    if (lane == 0) y[static_cast<int64_t>(m) * n + col] = silu(g) * u;
+    const float g = gate[m] * factor + (bg ? bg[c.col] : 0.f);
+    const float u = up[m] * factor + (bu ? bu[c.col] : 0.f);
+    y[static_cast<int64_t>(m) * n + c.col] = silu(g) * u;
   }
 }
 
