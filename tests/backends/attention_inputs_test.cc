@@ -26,7 +26,9 @@ using testing::expect_close;
 
 struct Case {
   std::string device;
-  int64_t batch, seq, hidden;  // batch x seq rows: up to 8 take the GEMV on CUDA, more cuBLASLt
+  // batch x seq rows: up to 8 take the GEMV on CUDA, up to 16 with bf16 weights the tensor-core
+  // tiles, more cuBLASLt.
+  int64_t batch, seq, hidden;
   DType weights, cache;
   bool norms;       // q_norm and k_norm
   bool input_norm;  // the layer's input norm applied by qkv_linear

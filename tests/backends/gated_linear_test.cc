@@ -22,7 +22,9 @@ using testing::rounded;
 
 struct Case {
   std::string device;
-  int64_t rows, hidden, out;  // up to 8 rows take the GEMV on CUDA, more cuBLASLt
+  // Up to 8 rows take the GEMV on CUDA; up to 16 with bf16 weights and columns a multiple of 16
+  // the tensor-core tiles; more, cuBLASLt.
+  int64_t rows, hidden, out;
   DType weights;
   bool norm, biases;
 };
@@ -67,7 +69,8 @@ TEST_P(GatedLinearTest, MatchesReference) {
 
   std::vector<float> h = x;
   if (c.norm) ops::reference::rms_norm(x.data(), norm.data(), m, k, eps, h.data());
-  // cuBLASLt's bf16 products (CUDA, more than 8 rows) read the activations rounded to bf16 too.
+  // CUDA's bf16 products of more than 8 rows (tensor-core tiles, cuBLASLt) read the activations
+  // rounded to bf16 too.
   if (c.device == "cuda" && m > 8 && c.weights == DType::bf16) h = rounded(h, DType::bf16);
   std::vector<float> gate(static_cast<size_t>(m * n)), up(gate.size()), want(gate.size());
   ops::reference::linear(h.data(), w_gate.data(), c.biases ? b_gate.data() : nullptr, m, n, k,
@@ -91,6 +94,8 @@ std::vector<Case> cases() {
     all.push_back({device, 2, 20, 7, DType::bf16, true, true});  // k % 8 != 0
     all.push_back({device, 11, 64, 40, DType::bf16, true, false});
     all.push_back({device, 11, 64, 40, DType::f32, false, true});
+    all.push_back({device, 11, 64, 48, DType::bf16, true, true});
+    all.push_back({device, 16, 128, 32, DType::bf16, false, false});
   }
   return all;
 }

@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 
+#include <new>
 #include <vector>
 
 #include "support/random_values.h"
@@ -24,5 +25,26 @@ inline std::vector<float> widened(const std::vector<__nv_bfloat16>& values) {
 }
 
 inline std::vector<float> widened(const std::vector<float>& values) { return values; }
+
+// Storage 32-byte aligned, as WMMA needs of the tiles it loads from global memory (a device
+// allocation is 256-byte aligned; std::vector's only 16).
+template <typename T>
+struct Aligned32 {
+  using value_type = T;
+  Aligned32() = default;
+  template <typename U>
+  explicit Aligned32(const Aligned32<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{32}));
+  }
+  void deallocate(T* p, size_t n) { ::operator delete (p, n * sizeof(T), std::align_val_t{32}); }
+  bool operator==(const Aligned32&) const { return true; }
+};
+
+inline std::vector<__nv_bfloat16, Aligned32<__nv_bfloat16>> aligned_bf16(
+    const std::vector<float>& values) {
+  const std::vector<__nv_bfloat16> narrow = to_bf16(values);
+  return {narrow.begin(), narrow.end()};
+}
 
 }  // namespace tfm::testing

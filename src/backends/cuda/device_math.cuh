@@ -21,6 +21,8 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
+__device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
+
 struct Sum {
   template <typename T>
   __device__ __forceinline__ T operator()(T a, T b) const {

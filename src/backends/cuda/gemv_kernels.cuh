@@ -80,8 +80,6 @@ struct NormedRows {
   }
 };
 
-__device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
-
 // Each output column is read by `slices` warps of a block (1, 2, 4 or 8, chosen per shape so that
 // a product with few columns still keeps enough loads in flight), warp w reading the k slice
 // w % slices: lane `lane` of slice s starts at element (s * 32 + lane) * 8 and steps over

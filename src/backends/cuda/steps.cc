@@ -113,9 +113,25 @@ EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size
   return k;
 }
 
-// Large row counts go to cuBLASLt; bf16 weights then need bf16 activations.
-bool uses_matmul(const graph::Graph& graph, const Node& n) {
-  return rows_of(input(graph, n, 0).shape) > kGemvMaxRows;
+// Which kernel runs a product: the GEMV for few rows, the tensor-core tiles for a few more (f32
+// activations, bf16 weights whose shapes and alignment fit), cuBLASLt otherwise. The last two
+// read bf16 activations when the weights are bf16.
+enum class ProductPath { kGemv, kSkinny, kMatmul };
+
+ProductPath product_path(const graph::Graph& graph, const Node& n) {
+  const Node& x = input(graph, n, 0);
+  const int64_t m = rows_of(x.shape);
+  if (m <= kGemvMaxRows) return ProductPath::kGemv;
+  if (m > kSkinnyMaxRows || x.dtype != DType::f32) return ProductPath::kMatmul;
+  // The weights: inputs 1 .. 3 of q, k and v's products, 1 .. 2 of the gated one, 1 otherwise.
+  const size_t weights = n.op == Op::kQkvLinear ? 3 : n.op == Op::kGatedLinear ? 2 : 1;
+  bool fit = true;
+  for (size_t i = 1; i <= weights; ++i) {
+    const Node& w = input(graph, n, i);
+    fit = fit && w.dtype == DType::bf16 && skinny_shapes_fit(w.shape[1], {w.shape[0]}) &&
+          matmul_operand(graph, n.inputs[i], true).alignment >= 32;
+  }
+  return fit ? ProductPath::kSkinny : ProductPath::kMatmul;
 }
 
 size_t arena_aligned(size_t bytes) {
@@ -124,13 +140,18 @@ size_t arena_aligned(size_t bytes) {
 
 // Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, rows of
 // the weights' dtype (f32 rows cast to bf16 for bf16 weights, or RMS-normed straight into that
-// dtype when the node has an input norm; the GEMV norms them as it reads); for the GEMV, which
-// reads f32 rows, autocast's bf16 activations widened.
+// dtype when the node has an input norm; the GEMV norms them as it reads); for the tensor-core
+// tiles the same, in a buffer of 16 rows; for the GEMV, which reads f32 rows, autocast's bf16
+// activations widened.
 size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   const Node& x = input(graph, n, 0);
   const DType w = input(graph, n, 1).dtype;
   const auto count = static_cast<size_t>(shape_numel(x.shape));
-  if (!uses_matmul(graph, n)) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
+  const ProductPath path = product_path(graph, n);
+  if (path == ProductPath::kGemv) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
+  if (path == ProductPath::kSkinny) {
+    return static_cast<size_t>(kSkinnyMaxRows * x.shape.back()) * dtype_size(w);
+  }
   return n.normed || (w != DType::f32 && x.dtype == DType::f32) ? count * dtype_size(w) : 0;
 }
 
@@ -139,27 +160,29 @@ struct ProductRows {
   size_t x = 0;
   DType x_dtype = DType::f32, w_dtype = DType::f32;
   int64_t count = 0, hidden = 0;
-  bool gemv = false;
+  ProductPath path = ProductPath::kMatmul;
   MatmulOperand operand;  // the rows as the cuBLASLt product reads them
   bool normed = false;    // graph::Node::normed: `norm` is the input norm's weight
   size_t norm = 0;
   float eps = 0.f;
 
+  bool gemv() const { return path == ProductPath::kGemv; }
+
   const void* prepare(StepContext& c) const {
     const void* rows = c.ptrs[x];
-    if (normed && !gemv) {  // x is f32 (graph::Builder's rule)
+    if (normed && !gemv()) {  // x is f32 (graph::Builder's rule)
       rms_norm(static_cast<const float*>(rows), f32_at(c, norm), count / hidden, hidden, eps,
                c.scratch, w_dtype, c.stream);
       return c.scratch;
     }
-    const DType want = gemv ? DType::f32 : w_dtype;
+    const DType want = gemv() ? DType::f32 : w_dtype;
     if (x_dtype == want) return rows;
     cast(rows, x_dtype, c.scratch, want, count, c.stream);
     return c.scratch;
   }
   // The norm the GEMV applies as it reads the rows.
   InputNorm gemv_norm(StepContext& c) const {
-    return normed && gemv ? InputNorm{f32_at(c, norm), eps} : InputNorm{};
+    return normed && gemv() ? InputNorm{f32_at(c, norm), eps} : InputNorm{};
   }
 };
 
@@ -172,6 +195,7 @@ ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* o
                 " weights are not supported" + (n.normed ? " under an input norm" : ""));
   }
   const int64_t k = x.shape.back();
+  const ProductPath path = product_path(graph, n);
   // Rows normed or cast into scratch start 256-aligned.
   const MatmulOperand operand =
       x.dtype != w_dtype || n.normed
@@ -182,7 +206,7 @@ ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* o
           w_dtype,
           shape_numel(x.shape),
           k,
-          !uses_matmul(graph, n),
+          path,
           operand,
           n.normed,
           n.normed ? static_cast<size_t>(n.inputs.back()) : 0,
@@ -200,12 +224,20 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
   const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
   const ProductRows rows = product_rows(graph, n, "linear");
-  if (rows.gemv) {
+  if (rows.gemv()) {
     return [=](StepContext& c) {
       gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], dt,
            has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
            has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
            static_cast<float*>(c.ptrs[out]), c.stream);
+    };
+  }
+  if (rows.path == ProductPath::kSkinny) {
+    return [=](StepContext& c) {
+      skinny_linear(rows.prepare(c), c.ptrs[wi],
+                    has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
+                    has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
+                    static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
   // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
@@ -247,11 +279,14 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     return p;
   };
   const ProductRows rows = product_rows(graph, n, "qkv_linear");
-  if (rows.gemv) {
+  if (rows.gemv()) {
     return [=](StepContext& c) {
       qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.gemv_norm(c), m, k,
                c.stream);
     };
+  }
+  if (rows.path == ProductPath::kSkinny) {
+    return [=](StepContext& c) { skinny_qkv(rows.prepare(c), bind(c), m, k, c.stream); };
   }
   std::array<std::shared_ptr<const Matmul>, 3> products;
   for (size_t i = 0; i < 3; ++i) {
@@ -281,7 +316,7 @@ size_t gate_scratch_offset(const graph::Graph& graph, const Node& n) {
 }
 
 size_t gated_linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
-  if (!uses_matmul(graph, n)) return linear_scratch_bytes(graph, n);
+  if (product_path(graph, n) != ProductPath::kMatmul) return linear_scratch_bytes(graph, n);
   return gate_scratch_offset(graph, n) + static_cast<size_t>(shape_numel(n.shape)) * sizeof(float);
 }
 
@@ -299,11 +334,17 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     return has_bias ? static_cast<const float*>(c.ptrs[i]) : nullptr;
   };
   const ProductRows rows = product_rows(graph, n, "gated_linear");
-  if (rows.gemv) {
+  if (rows.gemv()) {
     return [=](StepContext& c) {
       gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
                  rows.gemv_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
                  static_cast<float*>(c.ptrs[out]), c.stream);
+    };
+  }
+  if (rows.path == ProductPath::kSkinny) {
+    return [=](StepContext& c) {
+      skinny_gated(rows.prepare(c), c.ptrs[wg], c.ptrs[wu], bias(c, bg), bias(c, bu), m, nn, k,
+                   static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
   // The two weights are separate allocations, each with its own alignment.
