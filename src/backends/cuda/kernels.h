@@ -78,22 +78,23 @@ void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dt
                 const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
                 int64_t n, int64_t k, float* y, cudaStream_t stream);
 
-// The same three products for up to kSkinnyMaxRows rows, on tensor cores: x is [m, k] bf16 in a
-// buffer of 16 rows (rows m .. 15 are read, never written out), the weights bf16, k % 16 == 0,
-// every n % 16 == 0 (skinny_shapes_fit), x and the weights 32-byte aligned.
+// The same three products for up to kSkinnyMaxRows rows, on tensor cores: x's rows (f32, normed
+// by `norm` on the way as the GEMV does) are rounded to bf16 as cuBLASLt's products read them; the
+// weights bf16, k % 16 == 0, every n % 16 == 0 (skinny_shapes_fit), the weights 32-byte aligned.
 inline constexpr int64_t kSkinnyMaxRows = 16;
 inline bool skinny_shapes_fit(int64_t k, std::initializer_list<int64_t> columns) {
   bool fit = k % 16 == 0;
   for (int64_t n : columns) fit = fit && n % 16 == 0;
   return fit;
 }
-void skinny_linear(const void* x, const void* w, const float* bias, const float* residual,
-                   int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
-void skinny_qkv(const void* x, const QkvProducts& products, int64_t m, int64_t k,
-                cudaStream_t stream);
-void skinny_gated(const void* x, const void* w_gate, const void* w_up, const float* bias_gate,
-                  const float* bias_up, int64_t m, int64_t n, int64_t k, float* y,
-                  cudaStream_t stream);
+void skinny_linear(const float* x, const void* w, const InputNorm& norm, const float* bias,
+                   const float* residual, int64_t m, int64_t n, int64_t k, float* y,
+                   cudaStream_t stream);
+void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& norm, int64_t m,
+                int64_t k, cudaStream_t stream);
+void skinny_gated(const float* x, const void* w_gate, const void* w_up, const InputNorm& norm,
+                  const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
+                  float* y, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Prefill over a bf16 cache runs
 // flash-style on tensor cores where flash_attention_applies(): q and the probabilities are read

@@ -27,24 +27,86 @@ inline int skinny_blocks(int64_t tiles, int slices) {
   return static_cast<int>((tiles + tiles_per_block - 1) / tiles_per_block);
 }
 
-// Shared memory a launch of `products` products per warp needs: each warp's tiles, to sum them.
+constexpr int kGroupSteps = 4;  // k steps whose weights a warp loads before it multiplies
+
+// x's rows 0 .. 15 in bf16 as the tiles read them: rows past m are zeros and, with an input norm,
+// each row is RMS-normed on the way (g * (x / rms(x)), rounded as the rms_norm kernel rounds).
+template <bool kNorm>
+struct SkinnyRows {
+  const float* x;
+  int m, k;
+  const float* g;  // the norm's weight (kNorm)
+  float eps;
+};
+
+// Shared memory a launch of `products` products per warp needs: each warp's x tiles for a group of
+// steps, its sums per product (to add up a tile's slices), and the rows' 1 / rms.
 inline size_t skinny_shared_bytes(int products) {
-  return static_cast<size_t>(products) * kSkinnyWarps * kTile * kTile * sizeof(float);
+  return kSkinnyWarps * kGroupSteps * kTile * kTile * sizeof(__nv_bfloat16) +
+         static_cast<size_t>(products) * kSkinnyWarps * kTile * kTile * sizeof(float) +
+         kTile * sizeof(float);
 }
 
-// Each warp multiplies x's 16 rows [16, k] by one tile of 16 weight rows of each of P products,
-// over its slice of k: warp w takes the tile blockIdx.x * (kSkinnyWarps / slices) + w / slices and
-// every slices-th step of 16 from (w % slices) * 16. The slices of a tile are then summed in
-// shared memory in a fixed order, and `write(row, tile, column, values)` is called for each of the
-// tile's outputs in rows below m, column 0..15 within the tile, values[p] product p's sum.
-// `rows(tile, p)` gives product p's first weight row of a tile. x and every tile start 32-byte
-// aligned, k % 16 == 0.
-template <int P, typename Rows, typename Write>
-__device__ __forceinline__ void skinny_tiles(const __nv_bfloat16* __restrict__ x, Rows rows,
-                                             int tiles, int m, int k, int slices, Write write) {
+// 1 / rms of each of x's first 16 rows (those past m: 0), by the block's warps, into inv_rms.
+template <bool kNorm>
+__device__ __forceinline__ void rows_inverse_rms(const SkinnyRows<kNorm>& rows, float* inv_rms) {
+  if constexpr (kNorm) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int row = warp; row < kTile; row += kSkinnyWarps) {
+      float sum_sq = 0.f;
+      if (row < rows.m) {
+        const float* in = rows.x + static_cast<int64_t>(row) * rows.k;
+        for (int i = lane; i < rows.k; i += 32) sum_sq += in[i] * in[i];
+      }
+      sum_sq = warp_sum(sum_sq);
+      if (lane == 0) {
+        inv_rms[row] =
+            row < rows.m ? 1.f / sqrtf(sum_sq / static_cast<float>(rows.k) + rows.eps) : 0.f;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Writes the 16 x 16 tile of x's rows at column `step`, as bf16, into `tile` (row-major): lane l
+// converts row l / 2, columns (l % 2) * 8 .. + 7.
+template <bool kNorm>
+__device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const float* inv_rms,
+                                           int step, __nv_bfloat16* tile) {
+  const int lane = threadIdx.x % 32, row = lane / 2, column = step + (lane % 2) * 8;
+  float v[8] = {};
+  if (row < rows.m) {
+    const float* in = rows.x + static_cast<int64_t>(row) * rows.k + column;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = __ldg(in + i);
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = rows.g[column + i] * (v[i] * inv_rms[row]);
+    }
+  }
+  __nv_bfloat16* out = tile + row * kTile + (lane % 2) * 8;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16_rn(v[i]);
+}
+
+// Each warp multiplies x's 16 rows by one tile of 16 weight rows of each of P products, over its
+// slice of k: warp w takes the tile blockIdx.x * (kSkinnyWarps / slices) + w / slices and every
+// slices-th step of 16 from (w % slices) * 16, loading the weights of kGroupSteps steps before it
+// multiplies them. The slices of a tile are then summed in shared memory in a fixed order, and
+// `write(row, tile, column, values)` is called for each of the tile's outputs in rows below m,
+// column 0..15 within the tile, values[p] product p's sum. `weights(tile, p)` gives product p's
+// first weight row of a tile. Every tile starts 32-byte aligned, k % 16 == 0.
+template <int P, bool kNorm, typename Weights, typename Write>
+__device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
+                                             int tiles, int slices, Write write) {
   TFM_DYNAMIC_SHARED_MEMORY(shared);
-  auto* partial = reinterpret_cast<float*>(shared);  // [P][kSkinnyWarps][kTile * kTile]
-  const int warp = threadIdx.x / 32, slice = warp % slices;
+  const int warp = threadIdx.x / 32, slice = warp % slices, k = rows.k;
+  // [kSkinnyWarps][kGroupSteps][16 x 16] bf16, then [P][kSkinnyWarps][16 x 16] f32, then [16] f32.
+  auto* staged = reinterpret_cast<__nv_bfloat16*>(shared) + warp * kGroupSteps * kTile * kTile;
+  auto* partial = reinterpret_cast<float*>(shared + kSkinnyWarps * kGroupSteps * kTile * kTile *
+                                                        sizeof(__nv_bfloat16));
+  float* inv_rms = partial + P * kSkinnyWarps * kTile * kTile;
+  rows_inverse_rms(rows, inv_rms);
   const int tile = blockIdx.x * (kSkinnyWarps / slices) + warp / slices;
   const bool active = tile < tiles;
   SkinnyC acc[P];
@@ -53,17 +115,28 @@ __device__ __forceinline__ void skinny_tiles(const __nv_bfloat16* __restrict__ x
   if (active) {
     const __nv_bfloat16* w[P];
 #pragma unroll
-    for (int p = 0; p < P; ++p) w[p] = rows(tile, p);
-#pragma unroll 4
-    for (int step = slice * kTile; step < k; step += kTile * slices) {
-      SkinnyA a;
-      nvcuda::wmma::load_matrix_sync(a, x + step, k);
+    for (int p = 0; p < P; ++p) w[p] = weights(tile, p);
+    const int stride = kTile * slices;
+    for (int first = slice * kTile; first < k; first += stride * kGroupSteps) {
+      SkinnyB b[P][kGroupSteps];
 #pragma unroll
-      for (int p = 0; p < P; ++p) {
-        SkinnyB b;
-        nvcuda::wmma::load_matrix_sync(b, w[p] + step, k);
-        nvcuda::wmma::mma_sync(acc[p], a, b, acc[p]);
+      for (int s = 0; s < kGroupSteps; ++s) {
+        const int step = first + s * stride;
+        if (step >= k) break;
+#pragma unroll
+        for (int p = 0; p < P; ++p) nvcuda::wmma::load_matrix_sync(b[p][s], w[p] + step, k);
+        stage_rows(rows, inv_rms, step, staged + s * kTile * kTile);
       }
+      __syncwarp();
+#pragma unroll
+      for (int s = 0; s < kGroupSteps; ++s) {
+        if (first + s * stride >= k) break;
+        SkinnyA a;
+        nvcuda::wmma::load_matrix_sync(a, staged + s * kTile * kTile, kTile);
+#pragma unroll
+        for (int p = 0; p < P; ++p) nvcuda::wmma::mma_sync(acc[p], a, b[p][s], acc[p]);
+      }
+      __syncwarp();  // the tiles are read before the next group stages over them
     }
   }
 #pragma unroll
@@ -77,7 +150,7 @@ __device__ __forceinline__ void skinny_tiles(const __nv_bfloat16* __restrict__ x
   for (int e = slice * 32 + static_cast<int>(threadIdx.x % 32); e < kTile * kTile;
        e += 32 * slices) {
     const int row = e / kTile;
-    if (row >= m) continue;
+    if (row >= rows.m) continue;
     float values[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -92,12 +165,14 @@ __device__ __forceinline__ void skinny_tiles(const __nv_bfloat16* __restrict__ x
 }
 
 // y = (x w^T + bias) + residual, as the GEMV; bias and residual may be null.
+template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
-    skinny_linear_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                         const float* __restrict__ bias, const float* __restrict__ residual, int m,
-                         int n, int k, int slices, float* __restrict__ y) {
+    skinny_linear_kernel(const SkinnyRows<kNorm> rows, const __nv_bfloat16* __restrict__ w,
+                         const float* __restrict__ bias, const float* __restrict__ residual, int n,
+                         int slices, float* __restrict__ y) {
+  const int k = rows.k;
   skinny_tiles<1>(
-      x, [&](int tile, int) { return w + static_cast<int64_t>(tile) * kTile * k; }, n / kTile, m, k,
+      rows, [&](int tile, int) { return w + static_cast<int64_t>(tile) * kTile * k; }, n / kTile,
       slices,
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int col = tile * kTile + column;
@@ -107,9 +182,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
 }
 
 // q, k and v's products, their tiles one after the other (every n[i] % 16 == 0).
+template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
-    skinny_qkv_kernel(const __nv_bfloat16* __restrict__ x, const __grid_constant__ QkvProducts p,
-                      int m, int k, int slices) {
+    skinny_qkv_kernel(const SkinnyRows<kNorm> rows, const __grid_constant__ QkvProducts p,
+                      int slices) {
+  const int k = rows.k;
   const auto product_of = [&](int& tile) {
     int i = 0;
     while (i < 2 && tile >= p.n[i] / kTile) tile -= static_cast<int>(p.n[i++] / kTile);
@@ -117,12 +194,12 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
   };
   const int tiles = static_cast<int>((p.n[0] + p.n[1] + p.n[2]) / kTile);
   skinny_tiles<1>(
-      x,
+      rows,
       [&](int tile, int) {
         const int i = product_of(tile);
         return static_cast<const __nv_bfloat16*>(p.w[i]) + static_cast<int64_t>(tile) * kTile * k;
       },
-      tiles, m, k, slices,
+      tiles, slices,
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int i = product_of(tile);
         const int col = tile * kTile + column;
@@ -131,17 +208,18 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
 }
 
 // silu(x wg^T + bg) * (x wu^T + bu); the biases may be null.
+template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
-    skinny_gated_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ wg,
+    skinny_gated_kernel(const SkinnyRows<kNorm> rows, const __nv_bfloat16* __restrict__ wg,
                         const __nv_bfloat16* __restrict__ wu, const float* __restrict__ bg,
-                        const float* __restrict__ bu, int m, int n, int k, int slices,
-                        float* __restrict__ y) {
+                        const float* __restrict__ bu, int n, int slices, float* __restrict__ y) {
+  const int k = rows.k;
   skinny_tiles<2>(
-      x,
+      rows,
       [&](int tile, int product) {
         return (product == 0 ? wg : wu) + static_cast<int64_t>(tile) * kTile * k;
       },
-      n / kTile, m, k, slices,
+      n / kTile, slices,
       [&](int row, int tile, int column, const float(&v)[2]) {
         const int col = tile * kTile + column;
         const float gate = v[0] + (bg ? bg[col] : 0.f), up = v[1] + (bu ? bu[col] : 0.f);

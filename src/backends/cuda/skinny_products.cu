@@ -1,7 +1,8 @@
 // Matrix products of 9 to 16 rows (decode at batch 9 to 16): too many rows for the GEMV, which
 // keeps a sum per row in registers and reads x once per row for every weight, and too few for
 // cuBLASLt's tiles to find enough work. Each warp runs WMMA tensor-core steps of one 16-row x
-// 16-column tile over a slice of k, reading the weights straight from memory once.
+// 16-column tile over a slice of k, reading the weights once and converting (and norming) x's rows
+// to bf16 as it goes, so a product is one launch.
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/skinny_product_kernels.cuh"
 
@@ -12,51 +13,63 @@ namespace {
 constexpr int64_t kWantedWarps = 4096;
 
 // How many warps share a tile (kSkinnyWarps divisible by it), each a slice of k: more for few
-// tiles, while every slice keeps at least 4 steps of 16.
+// tiles, while every slice keeps at least one group of steps.
 int slices_for(int64_t tiles, int64_t k) {
   int slices = 1;
   while (slices < kSkinnyWarps && tiles * slices < kWantedWarps &&
-         k >= int64_t{kTile} * 4 * slices * 2) {
+         k >= int64_t{kTile} * kGroupSteps * slices * 2) {
     slices *= 2;
   }
   return slices;
+}
+
+// Calls launch(SkinnyRows<true or false>) as the norm is given or not.
+template <typename F>
+void with_rows(const float* x, const InputNorm& norm, int64_t m, int64_t k, F launch) {
+  const int mi = static_cast<int>(m), ki = static_cast<int>(k);
+  if (norm.weight != nullptr) return launch(SkinnyRows<true>{x, mi, ki, norm.weight, norm.eps});
+  launch(SkinnyRows<false>{x, mi, ki, nullptr, 0.f});
 }
 
 const __nv_bfloat16* bf16(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
 
 }  // namespace
 
-void skinny_linear(const void* x, const void* w, const float* bias, const float* residual,
-                   int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream) {
+void skinny_linear(const float* x, const void* w, const InputNorm& norm, const float* bias,
+                   const float* residual, int64_t m, int64_t n, int64_t k, float* y,
+                   cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // a grid of 0 blocks is a launch error
   const int slices = slices_for(n / kTile, k);
-  skinny_linear_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32,
-                         skinny_shared_bytes(1), stream>>>(bf16(x), bf16(w), bias, residual,
-                                                           static_cast<int>(m), static_cast<int>(n),
-                                                           static_cast<int>(k), slices, y);
+  with_rows(x, norm, m, k, [&](auto rows) {
+    skinny_linear_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32,
+                           skinny_shared_bytes(1), stream>>>(rows, bf16(w), bias, residual,
+                                                             static_cast<int>(n), slices, y);
+  });
   check_launch("skinny_linear");
 }
 
-void skinny_qkv(const void* x, const QkvProducts& products, int64_t m, int64_t k,
-                cudaStream_t stream) {
+void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& norm, int64_t m,
+                int64_t k, cudaStream_t stream) {
   const int64_t tiles = (products.n[0] + products.n[1] + products.n[2]) / kTile;
   if (m == 0 || tiles == 0) return;
   const int slices = slices_for(tiles, k);
-  skinny_qkv_kernel<<<skinny_blocks(tiles, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
-                      stream>>>(bf16(x), products, static_cast<int>(m), static_cast<int>(k),
-                                slices);
+  with_rows(x, norm, m, k, [&](auto rows) {
+    skinny_qkv_kernel<<<skinny_blocks(tiles, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
+                        stream>>>(rows, products, slices);
+  });
   check_launch("skinny_qkv");
 }
 
-void skinny_gated(const void* x, const void* w_gate, const void* w_up, const float* bias_gate,
-                  const float* bias_up, int64_t m, int64_t n, int64_t k, float* y,
-                  cudaStream_t stream) {
+void skinny_gated(const float* x, const void* w_gate, const void* w_up, const InputNorm& norm,
+                  const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
+                  float* y, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   const int slices = slices_for(n / kTile, k);
-  skinny_gated_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32, skinny_shared_bytes(2),
-                        stream>>>(bf16(x), bf16(w_gate), bf16(w_up), bias_gate, bias_up,
-                                  static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                                  slices, y);
+  with_rows(x, norm, m, k, [&](auto rows) {
+    skinny_gated_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32,
+                          skinny_shared_bytes(2), stream>>>(
+        rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up, static_cast<int>(n), slices, y);
+  });
   check_launch("skinny_gated");
 }
 

@@ -140,17 +140,14 @@ size_t arena_aligned(size_t bytes) {
 
 // Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, rows of
 // the weights' dtype (f32 rows cast to bf16 for bf16 weights, or RMS-normed straight into that
-// dtype when the node has an input norm; the GEMV norms them as it reads); for the tensor-core
-// tiles the same, in a buffer of 16 rows; for the GEMV, which reads f32 rows, autocast's bf16
-// activations widened.
+// dtype when the node has an input norm); for the GEMV and the tensor-core tiles, which read f32
+// rows and norm them as they read, autocast's bf16 activations widened.
 size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
   const Node& x = input(graph, n, 0);
   const DType w = input(graph, n, 1).dtype;
   const auto count = static_cast<size_t>(shape_numel(x.shape));
-  const ProductPath path = product_path(graph, n);
-  if (path == ProductPath::kGemv) return x.dtype == DType::f32 ? 0 : count * sizeof(float);
-  if (path == ProductPath::kSkinny) {
-    return static_cast<size_t>(kSkinnyMaxRows * x.shape.back()) * dtype_size(w);
+  if (product_path(graph, n) != ProductPath::kMatmul) {
+    return x.dtype == DType::f32 ? 0 : count * sizeof(float);
   }
   return n.normed || (w != DType::f32 && x.dtype == DType::f32) ? count * dtype_size(w) : 0;
 }
@@ -167,22 +164,24 @@ struct ProductRows {
   float eps = 0.f;
 
   bool gemv() const { return path == ProductPath::kGemv; }
+  // The GEMV and the tensor-core tiles read f32 rows and apply the input norm themselves.
+  bool reads_f32() const { return path != ProductPath::kMatmul; }
 
   const void* prepare(StepContext& c) const {
     const void* rows = c.ptrs[x];
-    if (normed && !gemv()) {  // x is f32 (graph::Builder's rule)
+    if (normed && !reads_f32()) {  // x is f32 (graph::Builder's rule)
       rms_norm(static_cast<const float*>(rows), f32_at(c, norm), count / hidden, hidden, eps,
                c.scratch, w_dtype, c.stream);
       return c.scratch;
     }
-    const DType want = gemv() ? DType::f32 : w_dtype;
+    const DType want = reads_f32() ? DType::f32 : w_dtype;
     if (x_dtype == want) return rows;
     cast(rows, x_dtype, c.scratch, want, count, c.stream);
     return c.scratch;
   }
-  // The norm the GEMV applies as it reads the rows.
-  InputNorm gemv_norm(StepContext& c) const {
-    return normed && gemv() ? InputNorm{f32_at(c, norm), eps} : InputNorm{};
+  // The norm the GEMV or the tiles apply as they read the rows.
+  InputNorm input_norm(StepContext& c) const {
+    return normed && reads_f32() ? InputNorm{f32_at(c, norm), eps} : InputNorm{};
   }
 };
 
@@ -234,7 +233,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   }
   if (rows.path == ProductPath::kSkinny) {
     return [=](StepContext& c) {
-      skinny_linear(rows.prepare(c), c.ptrs[wi],
+      skinny_linear(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], rows.input_norm(c),
                     has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
                     has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
                     static_cast<float*>(c.ptrs[out]), c.stream);
@@ -281,12 +280,15 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const ProductRows rows = product_rows(graph, n, "qkv_linear");
   if (rows.gemv()) {
     return [=](StepContext& c) {
-      qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.gemv_norm(c), m, k,
+      qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.input_norm(c), m, k,
                c.stream);
     };
   }
   if (rows.path == ProductPath::kSkinny) {
-    return [=](StepContext& c) { skinny_qkv(rows.prepare(c), bind(c), m, k, c.stream); };
+    return [=](StepContext& c) {
+      skinny_qkv(static_cast<const float*>(rows.prepare(c)), bind(c), rows.input_norm(c), m, k,
+                 c.stream);
+    };
   }
   std::array<std::shared_ptr<const Matmul>, 3> products;
   for (size_t i = 0; i < 3; ++i) {
@@ -337,13 +339,14 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   if (rows.gemv()) {
     return [=](StepContext& c) {
       gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
-                 rows.gemv_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
+                 rows.input_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
                  static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
   if (rows.path == ProductPath::kSkinny) {
     return [=](StepContext& c) {
-      skinny_gated(rows.prepare(c), c.ptrs[wg], c.ptrs[wu], bias(c, bg), bias(c, bu), m, nn, k,
+      skinny_gated(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu],
+                   rows.input_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
                    static_cast<float*>(c.ptrs[out]), c.stream);
     };
   }
