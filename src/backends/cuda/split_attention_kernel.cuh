@@ -14,7 +14,9 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int64_t kMinKeysPerSplit = 16;
-constexpr int64_t kTargetBlocks = 512;  // enough blocks to fill 132 multiprocessors a few times
+// About as many blocks as an H200 holds at once (132 multiprocessors x 16 blocks of 128 threads):
+// decode has few rows, and each block walks its keys one at a time per warp.
+constexpr int64_t kTargetBlocks = 2048;
 
 // How many chunks a row's keys are cut into. The cut itself is made in the kernel, over the keys a
 // query sees (its slot + 1, known only when the step runs), so a short context in a long cache
