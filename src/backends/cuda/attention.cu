@@ -4,6 +4,7 @@
 // blocks to finish merges the chunks (one launch in all). Query heads of a group read the same KV
 // head (grouped-query).
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/overlapped_launch.h"
 #include "backends/cuda/split_attention_kernel.cuh"
 #include "tfm/error.h"
 
@@ -23,9 +24,9 @@ void launch_partials(const float* q, const void* k, const void* v, const int32_t
                      const Targets& t, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(s.batch * s.seq * s.q_heads),
                   static_cast<unsigned>(split.count));
-  attention_partial_kernel<KV, E>
-      <<<grid, kWarps * 32, 0, stream>>>(q, static_cast<const KV*>(k), static_cast<const KV*>(v),
-                                         mask, slots, s, scale, t.partials, t.arrivals, t.out);
+  launch_overlapped("attention", attention_partial_kernel<KV, E>, grid, kWarps * 32, 0, stream, q,
+                    static_cast<const KV*>(k), static_cast<const KV*>(v), mask, slots, s, scale,
+                    t.partials, t.arrivals, t.out);
 }
 
 template <typename KV>

@@ -2,6 +2,7 @@
 // warp per head of each token, over q's heads, then k's, then v's.
 #include "backends/cuda/attention_inputs_kernel.cuh"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/overlapped_launch.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -18,11 +19,12 @@ void prepare_attention(const AttentionInputs& in, const AttentionShape& shape, f
   const Params p{in, eps, attention_scaling, shape, q_out};
   const int blocks = blocks_for(warps * 32, kThreads);
   if (cache_dtype == DType::bf16) {
-    prepare_attention_kernel<<<blocks, kThreads, 0, stream>>>(
-        p, static_cast<__nv_bfloat16*>(k_cache), static_cast<__nv_bfloat16*>(v_cache));
+    launch_overlapped("prepare_attention", prepare_attention_kernel<__nv_bfloat16>, blocks,
+                      kThreads, 0, stream, p, static_cast<__nv_bfloat16*>(k_cache),
+                      static_cast<__nv_bfloat16*>(v_cache));
   } else {
-    prepare_attention_kernel<<<blocks, kThreads, 0, stream>>>(p, static_cast<float*>(k_cache),
-                                                              static_cast<float*>(v_cache));
+    launch_overlapped("prepare_attention", prepare_attention_kernel<float>, blocks, kThreads, 0,
+                      stream, p, static_cast<float*>(k_cache), static_cast<float*>(v_cache));
   }
   check_launch("prepare_attention");
 }

@@ -49,6 +49,7 @@ __device__ void norm_and_rotate(const Params& p, const float* x, const float* no
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     prepare_attention_kernel(Params p, T* k_cache, T* v_cache) {
+  await_previous_kernels();
   const AttentionShape& s = p.shape;
   const int64_t heads = s.q_heads + 2 * s.kv_heads, d = s.head_dim, half = d / 2;
   const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;

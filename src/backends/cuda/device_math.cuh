@@ -21,6 +21,16 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
+// The first call of a kernel started by launch_overlapped (overlapped_launch.h): it lets the
+// stream's next overlapped kernel be scheduled in turn, then waits until every earlier kernel has
+// finished and its writes are visible. Without that launch, or before sm_90, it does nothing.
+__device__ __forceinline__ void await_previous_kernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
 
 struct Sum {

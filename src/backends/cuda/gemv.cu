@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/gemv_kernels.cuh"
+#include "backends/cuda/overlapped_launch.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -67,8 +68,9 @@ void launch(const float* x, const W* w, const float* bias, const float* residual
   }
   const int slices = slices_for(n, k);
   with_rows(m, [&](auto rows) {
-    gemv_kernel<W, decltype(rows)::value, false><<<blocks_for(n, slices), threads, 0, stream>>>(
-        x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n, k, slices, y);
+    launch_overlapped("gemv", gemv_kernel<W, decltype(rows)::value, false>, blocks_for(n, slices),
+                      threads, 0, stream, x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n,
+                      k, slices, y);
   });
 }
 
@@ -92,8 +94,9 @@ void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int
   const int slices = slices_for(n, k);
   with_norm(norm, [&](auto normed) {
     with_rows(m, [&](auto rows) {
-      qkv_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>
-          <<<blocks_for(n, slices), threads, 0, stream>>>(x, normed, p, k, slices);
+      launch_overlapped("qkv_gemv",
+                        qkv_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
+                        blocks_for(n, slices), threads, 0, stream, x, normed, p, k, slices);
     });
   });
 }
@@ -111,9 +114,9 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
   const int slices = slices_for(n, k);
   with_norm(norm, [&](auto normed) {
     with_rows(m, [&](auto rows) {
-      gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>
-          <<<blocks_for(n, slices), threads, 0, stream>>>(x, wg, wu, normed, bg, bu, n, k, slices,
-                                                          y);
+      launch_overlapped(
+          "gated_gemv", gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
+          blocks_for(n, slices), threads, 0, stream, x, wg, wu, normed, bg, bu, n, k, slices, y);
     });
   });
 }

@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
                 const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
                 int slices, float* __restrict__ y) {
+  await_previous_kernels();
   const ColumnSlice c = column_slice(slices, n);
   float acc[M] = {}, sum_sq[M] = {};
   row_dots(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, acc, sum_sq);
@@ -179,6 +180,7 @@ template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
                     const __grid_constant__ QkvProducts p, int k, int slices) {
+  await_previous_kernels();
   ColumnSlice c = column_slice(slices, static_cast<int>(p.n[0] + p.n[1] + p.n[2]));
   int i = 0;
   while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
@@ -225,6 +227,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                       const W* __restrict__ wu, NormedRows<kNorm> norm,
                       const float* __restrict__ bg, const float* __restrict__ bu, int n, int k,
                       int slices, float* __restrict__ y) {
+  await_previous_kernels();
   const ColumnSlice c = column_slice(slices, n);
   const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
   const W* up_row = wu + static_cast<int64_t>(c.col) * k;

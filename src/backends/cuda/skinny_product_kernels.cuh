@@ -33,6 +33,7 @@ constexpr int kGroupSteps = 4;  // k steps whose weights a warp loads before it 
 // each row is RMS-normed on the way (g * (x / rms(x)), rounded as the rms_norm kernel rounds).
 template <bool kNorm>
 struct SkinnyRows {
+  static constexpr bool kNormed = kNorm;
   const float* x;
   int m, k;
   const float* g;  // the norm's weight (kNorm)
@@ -99,6 +100,7 @@ __device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const 
 template <int P, bool kNorm, typename Weights, typename Write>
 __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
                                              int tiles, int slices, Write write) {
+  await_previous_kernels();
   TFM_DYNAMIC_SHARED_MEMORY(shared);
   const int warp = threadIdx.x / 32, slice = warp % slices, k = rows.k;
   // [kSkinnyWarps][kGroupSteps][16 x 16] bf16, then [P][kSkinnyWarps][16 x 16] f32, then [16] f32.

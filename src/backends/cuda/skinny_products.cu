@@ -4,6 +4,7 @@
 // 16-column tile over a slice of k, reading the weights once and converting (and norming) x's rows
 // to bf16 as it goes, so a product is one launch.
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/overlapped_launch.h"
 #include "backends/cuda/skinny_product_kernels.cuh"
 
 namespace tfm::cuda {
@@ -41,9 +42,9 @@ void skinny_linear(const float* x, const void* w, const InputNorm& norm, const f
   if (m == 0 || n == 0) return;  // a grid of 0 blocks is a launch error
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    skinny_linear_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32,
-                           skinny_shared_bytes(1), stream>>>(rows, bf16(w), bias, residual,
-                                                             static_cast<int>(n), slices, y);
+    launch_overlapped("skinny_linear", skinny_linear_kernel<decltype(rows)::kNormed>,
+                      skinny_blocks(n / kTile, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
+                      stream, rows, bf16(w), bias, residual, static_cast<int>(n), slices, y);
   });
   check_launch("skinny_linear");
 }
@@ -54,8 +55,9 @@ void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& no
   if (m == 0 || tiles == 0) return;
   const int slices = slices_for(tiles, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    skinny_qkv_kernel<<<skinny_blocks(tiles, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
-                        stream>>>(rows, products, slices);
+    launch_overlapped("skinny_qkv", skinny_qkv_kernel<decltype(rows)::kNormed>,
+                      skinny_blocks(tiles, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
+                      stream, rows, products, slices);
   });
   check_launch("skinny_qkv");
 }
@@ -66,9 +68,10 @@ void skinny_gated(const float* x, const void* w_gate, const void* w_up, const In
   if (m == 0 || n == 0) return;
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    skinny_gated_kernel<<<skinny_blocks(n / kTile, slices), kSkinnyWarps * 32,
-                          skinny_shared_bytes(2), stream>>>(
-        rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up, static_cast<int>(n), slices, y);
+    launch_overlapped("skinny_gated", skinny_gated_kernel<decltype(rows)::kNormed>,
+                      skinny_blocks(n / kTile, slices), kSkinnyWarps * 32, skinny_shared_bytes(2),
+                      stream, rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up,
+                      static_cast<int>(n), slices, y);
   });
   check_launch("skinny_gated");
 }

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                              const int32_t* __restrict__ slots, AttentionShape s, float scale,
                              float* __restrict__ partials, unsigned* __restrict__ arrivals,
                              float* __restrict__ out) {
+  await_previous_kernels();
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
   const int64_t h = row % s.q_heads, token = row / s.q_heads;

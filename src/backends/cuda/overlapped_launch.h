@@ -1,0 +1,38 @@
+// Programmatic dependent launch (sm_90 and later): a kernel launched this way may be scheduled
+// while the stream's previous kernel is still running, so the gap between the small kernels of a
+// decode step (launch latency, block start-up) overlaps the work before it. Every kernel launched
+// here calls await_previous_kernels() (device_math.cuh) before it touches memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backends/cuda/cuda_status.h"
+
+namespace tfm::cuda {
+
+inline bool overlapped_launch_supported() {
+  int device = 0, major = 0;
+  TFM_CUDA(cudaGetDevice(&device));
+  TFM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
+template <typename... Params, typename... Args>
+void launch_overlapped(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                       size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = overlapped_launch_supported() ? 1 : 0;
+  check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
+}
+
+}  // namespace tfm::cuda
