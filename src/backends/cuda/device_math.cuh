@@ -31,6 +31,15 @@ __device__ __forceinline__ void await_previous_kernels() {
 #endif
 }
 
+// Asks L2 for the line that holds p, without waiting. Never stale: every write goes through L2.
+// A kernel started by launch_overlapped prefetches its weights before await_previous_kernels(),
+// so their first reads overlap the kernel before it.
+__device__ __forceinline__ void prefetch_l2([[maybe_unused]] const void* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 __device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
 
 struct Sum {

@@ -126,6 +126,14 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
   }
 }
 
+// Prefetches into L2 the part of a weight row this lane's warp will read, one request per line.
+template <typename W>
+__device__ __forceinline__ void prefetch_slice(const W* row, const ColumnSlice& c, int k) {
+  constexpr int kLanesPerLine = 128 / (8 * static_cast<int>(sizeof(W)));
+  if (!c.active || threadIdx.x % kLanesPerLine != 0) return;
+  for (int base = c.first; base < k; base += c.step) prefetch_l2(row + base);
+}
+
 // Whether this thread writes its column's results: lane 0 of the column's first slice.
 __device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) {
   return c.active && threadIdx.x % (32 * slices) == 0;
@@ -158,10 +166,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
                 const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
                 int slices, float* __restrict__ y) {
-  await_previous_kernels();
   const ColumnSlice c = column_slice(slices, n);
+  const W* row = w + static_cast<int64_t>(c.col) * k;
+  prefetch_slice(row, c, k);
+  await_previous_kernels();
   float acc[M] = {}, sum_sq[M] = {};
-  row_dots(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, acc, sum_sq);
+  row_dots(row, x, norm, k, c, acc, sum_sq);
   sum_slices(acc, slices);
   if constexpr (kNorm) sum_slices(sum_sq, slices);
   if (!writes_column(c, slices)) return;
@@ -180,13 +190,14 @@ template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
                     const __grid_constant__ QkvProducts p, int k, int slices) {
-  await_previous_kernels();
   ColumnSlice c = column_slice(slices, static_cast<int>(p.n[0] + p.n[1] + p.n[2]));
   int i = 0;
   while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
+  const W* row = static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k;
+  prefetch_slice(row, c, k);
+  await_previous_kernels();
   float acc[M] = {}, sum_sq[M] = {};
-  row_dots(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k, x, norm, k, c, acc,
-           sum_sq);
+  row_dots(row, x, norm, k, c, acc, sum_sq);
   sum_slices(acc, slices);
   if constexpr (kNorm) sum_slices(sum_sq, slices);
   if (!writes_column(c, slices)) return;
@@ -227,10 +238,12 @@ __global__ void __launch_bounds__(kWarps * 32)
                       const W* __restrict__ wu, NormedRows<kNorm> norm,
                       const float* __restrict__ bg, const float* __restrict__ bu, int n, int k,
                       int slices, float* __restrict__ y) {
-  await_previous_kernels();
   const ColumnSlice c = column_slice(slices, n);
   const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
   const W* up_row = wu + static_cast<int64_t>(c.col) * k;
+  prefetch_slice(gate_row, c, k);
+  prefetch_slice(up_row, c, k);
+  await_previous_kernels();
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
   if (c.active) {
 #pragma unroll 2

@@ -100,7 +100,6 @@ __device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const 
 template <int P, bool kNorm, typename Weights, typename Write>
 __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
                                              int tiles, int slices, Write write) {
-  await_previous_kernels();
   TFM_DYNAMIC_SHARED_MEMORY(shared);
   const int warp = threadIdx.x / 32, slice = warp % slices, k = rows.k;
   // [kSkinnyWarps][kGroupSteps][16 x 16] bf16, then [P][kSkinnyWarps][16 x 16] f32, then [16] f32.
@@ -108,9 +107,20 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
   auto* partial = reinterpret_cast<float*>(shared + kSkinnyWarps * kGroupSteps * kTile * kTile *
                                                         sizeof(__nv_bfloat16));
   float* inv_rms = partial + P * kSkinnyWarps * kTile * kTile;
-  rows_inverse_rms(rows, inv_rms);
   const int tile = blockIdx.x * (kSkinnyWarps / slices) + warp / slices;
   const bool active = tile < tiles;
+  if (active) {  // lane l: weight row l % 16 of the tile, every other step of the slice
+    const int lane = threadIdx.x % 32, stride = kTile * slices;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const __nv_bfloat16* row = weights(tile, p) + static_cast<int64_t>(lane % kTile) * k;
+      for (int step = slice * kTile + (lane / kTile) * stride; step < k; step += 2 * stride) {
+        prefetch_l2(row + step);
+      }
+    }
+  }
+  await_previous_kernels();
+  rows_inverse_rms(rows, inv_rms);
   SkinnyC acc[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) nvcuda::wmma::fill_fragment(acc[p], 0.f);
