@@ -77,7 +77,7 @@ void check(const Case& c) {
   const dim3 key_tiles{static_cast<unsigned>((c.seq + kTileKeys - 1) / kTileKeys),
                        static_cast<unsigned>(c.kv_heads), static_cast<unsigned>(c.batch)};
   std::vector<float> out(static_cast<size_t>(q_count), -7.f);
-  cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
+  cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k_stored.data(), v_stored.data(),
                                                     mask.data(), slots.data(), s, scale, out.data(),
                                                     {});
@@ -89,7 +89,7 @@ void check(const Case& c) {
   float* dq = grads.data();
   float* dk = dq + q_count;
   float* dv = dk + kv_count;
-  cuda_emulation::launch(query_tiles, kWarps * 32, Layout<D>::total, [&] {
+  cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k_stored.data(), v_stored.data(),
                                                    mask.data(), slots.data(), s, scale, nullptr,
                                                    {dy.data(), stats.data()});

@@ -88,7 +88,7 @@ template <int D>
 void run_flash(const Inputs<__nv_bfloat16>& in, std::vector<float>& out) {
   const dim3 grid{static_cast<unsigned>((in.shape.seq + kBlockRows - 1) / kBlockRows),
                   static_cast<unsigned>(in.shape.q_heads), static_cast<unsigned>(in.shape.batch)};
-  cuda_emulation::launch(grid, kWarps * 32, Layout<D>::total, [&] {
+  cuda_emulation::launch(grid, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, float, false>(in.q.data(), in.k.data(), in.v.data(), in.mask.data(),
                                             in.slots.data(), in.shape, in.scale, out.data(), {});
   });

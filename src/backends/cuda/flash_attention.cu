@@ -1,7 +1,9 @@
 // Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
 // autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
-// and walks the keys in tiles of 64, each tile's products as bf16 WMMA tiles with f32
-// accumulation and the softmax kept online per query row: scores never reach global memory.
+// and walks the keys in tiles of 64, each tile's products on tensor cores (bf16 in, f32
+// accumulation; mma.sync with everything in registers in the forward pass, WMMA tiles through
+// shared memory in the backward kernels) and the softmax kept online per query row: scores never
+// reach global memory.
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
@@ -27,7 +29,7 @@ template <int D, typename Q, bool kStats>
 void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
                     const int32_t* slots, const AttentionShape& s, float scale, float* out,
                     RowStatsTarget stats, cudaStream_t stream) {
-  constexpr size_t bytes = Layout<D>::total;
+  constexpr size_t bytes = ForwardLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats>, bytes);
   flash_attention_kernel<D, Q, kStats><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
       static_cast<const Q*>(q), static_cast<const __nv_bfloat16*>(k),

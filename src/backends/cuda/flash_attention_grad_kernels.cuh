@@ -30,7 +30,7 @@ struct GradLayout {
   static constexpr size_t total = row_stats + kBlockRows * 8;
 };
 // An sm_90 block may have 227 KB of shared memory.
-static_assert(GradLayout<128>::total <= 227 * 1024 && Layout<128>::total <= 227 * 1024);
+static_assert(GradLayout<128>::total <= 227 * 1024 && ForwardLayout<128>::total <= 227 * 1024);
 
 template <int D>
 struct GradTiles {

@@ -1,5 +1,5 @@
-// The flash-style prefill attention kernel (see flash_attention.cu), in a header of its own so
-// tests/cuda_emulation can run it on the CPU.
+// The flash-style attention forward kernel (see flash_attention.cu) and the tile helpers the
+// backward kernels share, in a header of their own so tests/cuda_emulation can run them on the CPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +7,7 @@
 
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/warp_mma.cuh"
 
 namespace tfm::cuda {
 namespace {
@@ -21,18 +22,26 @@ constexpr int kFragment = 16;
 // Shared rows padded by 16 bytes so a fragment's rows start on different banks.
 constexpr int kPad = 8;
 
-// The block's shared memory. Every section (and every warp's part of one) starts on a multiple
-// of 32 bytes, as WMMA's loads and stores require.
+// The backward kernels' rows in shared memory (see GradLayout): padded so a fragment's rows start
+// on different banks, each a multiple of 32 bytes from the last, as WMMA requires.
 template <int D>
 struct Layout {
   static constexpr int ld = D + kPad;                               // bf16 rows of q, k and v
   static constexpr int p_ld = kTileKeys + kPad;                     // bf16 rows of probabilities
   static constexpr int s_ld = (D > kTileKeys ? D : kTileKeys) + 4;  // f32 rows: scores, then P·V
-  static constexpr size_t q_bytes = size_t{kBlockRows} * ld * 2;
-  static constexpr size_t kv_bytes = size_t{kTileKeys} * ld * 2;
-  static constexpr size_t s_bytes = size_t{kBlockRows} * s_ld * 4;
-  static constexpr size_t p_bytes = size_t{kBlockRows} * p_ld * 2;
-  static constexpr size_t total = q_bytes + 2 * kv_bytes + s_bytes + p_bytes;
+};
+
+// The forward kernel's shared memory: the key tile as rows [64, D] and the value tile transposed
+// [D, 64], so that both products read their right-hand fragments as bf16 pairs of a row, then
+// whether each of the tile's keys is there. Rows padded by 16 bytes: a fragment's 8 rows start
+// on different banks.
+template <int D>
+struct ForwardLayout {
+  static constexpr int k_ld = D + kPad;
+  static constexpr int v_ld = kTileKeys + kPad;
+  static constexpr size_t k_bytes = size_t{kTileKeys} * k_ld * 2;
+  static constexpr size_t v_bytes = size_t{D} * v_ld * 2;
+  static constexpr size_t total = k_bytes + v_bytes + kTileKeys * sizeof(int32_t);
 };
 
 using Bf16Fragment =
@@ -63,28 +72,6 @@ __device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShap
     end = max(end, static_cast<int64_t>(slots[i]) + 1);
   }
   return min(end, s.cache_len);
-}
-
-// The tile's keys and values; keys past the cache or masked out are zeros, so a stale or
-// non-finite value in a masked slot cannot reach the output through a zero probability. (Slots
-// a query may not see for causality hold the sequence's own later tokens.)
-template <int D>
-__device__ void load_tile(const __nv_bfloat16* k, const __nv_bfloat16* v, const int32_t* mask,
-                          const AttentionShape& s, int64_t b, int64_t kvh, int64_t key0,
-                          __nv_bfloat16* ks, __nv_bfloat16* vs) {
-  constexpr int kVectors = D / 8;  // 16-byte pieces of a row
-  for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
-    const int c = e / kVectors, part = e % kVectors;
-    const int64_t j = key0 + c;
-    uint4 key{0, 0, 0, 0}, value{0, 0, 0, 0};
-    if (j < s.cache_len && mask[b * s.cache_len + j] != 0) {
-      const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D + part * 8;
-      key = *reinterpret_cast<const uint4*>(k + at);
-      value = *reinterpret_cast<const uint4*>(v + at);
-    }
-    *reinterpret_cast<uint4*>(ks + c * Layout<D>::ld + part * 8) = key;
-    *reinterpret_cast<uint4*>(vs + c * Layout<D>::ld + part * 8) = value;
-  }
 }
 
 // staging [16, 64] (f32, s_ld) = a [16, D] times b^T, b's 64 rows [64, D] (bf16, ld): a warp's
@@ -127,61 +114,6 @@ __device__ void accumulate_column_block(const __nv_bfloat16* p, const __nv_bfloa
   }
 }
 
-// staging [16, D] (f32, s_ld) = p [16, 64] times rows [64, D].
-template <int D>
-__device__ void product_with_rows(const __nv_bfloat16* p, const __nv_bfloat16* rows,
-                                  float* staging) {
-#pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) {
-    Accumulator acc;
-    wmma::fill_fragment(acc, 0.f);
-    accumulate_column_block<D>(p, rows, db, acc);
-    wmma::store_matrix_sync(staging + db * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
-  }
-}
-
-// One lane's share of a warp's 16 query rows: lanes 2r and 2r+1 own row r, each half of its
-// columns (of the key tile while scoring, of head_dim in the output).
-template <int D>
-struct RowState {
-  float max = -INFINITY, sum = 0.f, acc[D / 2] = {};
-};
-
-// Turns the lane's half-row of scores into bf16 probabilities against the row's running max and
-// rescales what the row has gathered so far. Keys the query cannot see score -inf; until a row
-// has seen a key its max stays -inf and it gathers nothing.
-template <int D>
-__device__ void softmax_step(float* scores_row, __nv_bfloat16* probs_row, const int32_t* mask,
-                             const AttentionShape& s, int64_t b, int64_t key0, int64_t row_end,
-                             float scale, int half, RowState<D>& st) {
-  constexpr int kCols = kTileKeys / 2;
-  float tile_max = -INFINITY;
-#pragma unroll 8
-  for (int c = half * kCols; c < (half + 1) * kCols; ++c) {
-    const int64_t j = key0 + c;
-    const bool visible = j < row_end && mask[b * s.cache_len + j] != 0;
-    const float score = visible ? scores_row[c] * scale : -INFINITY;
-    scores_row[c] = score;
-    tile_max = fmaxf(tile_max, score);
-  }
-  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-  const float max_new = fmaxf(st.max, tile_max);
-  const bool seen = max_new != -INFINITY;
-  const float correction = seen ? expf(st.max - max_new) : 1.f;
-  float tile_sum = 0.f;
-#pragma unroll 8
-  for (int c = half * kCols; c < (half + 1) * kCols; ++c) {
-    const float p = seen ? expf(scores_row[c] - max_new) : 0.f;
-    probs_row[c] = __float2bfloat16_rn(p);
-    tile_sum += p;
-  }
-  tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
-  st.sum = st.sum * correction + tile_sum;
-  st.max = max_new;
-#pragma unroll
-  for (int d = 0; d < D / 2; ++d) st.acc[d] *= correction;
-}
-
 // What the backward pass needs of each query row (row = (b * seq + i) * q_heads + h):
 // stats[2 * row] = log-sum-exp of its scaled scores, stats[2 * row + 1] = delta = dy · out
 // (zeros for a query that sees no key).
@@ -190,75 +122,188 @@ struct RowStatsTarget {
   float* stats;
 };
 
+// The tile's keys as rows and its values transposed, bf16; keys past the cache or masked out are
+// zeros, so a stale or non-finite value in a masked slot cannot reach the output through a zero
+// probability; kept[c] says whether key c is there. (Slots a query may not see for causality
+// hold the sequence's own later tokens.)
+template <int D>
+__device__ void load_forward_tile(const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                  const int32_t* mask, const AttentionShape& s, int64_t b,
+                                  int64_t kvh, int64_t key0, __nv_bfloat16* ks, __nv_bfloat16* vt,
+                                  int32_t* kept) {
+  using L = ForwardLayout<D>;
+  constexpr int kVectors = D / 8;  // 16-byte pieces of a row
+  for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
+    const int c = e / kVectors, part = e % kVectors;
+    const int64_t j = key0 + c;
+    const bool present = j < s.cache_len && mask[b * s.cache_len + j] != 0;
+    uint4 key{0, 0, 0, 0}, value{0, 0, 0, 0};
+    if (present) {
+      const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D + part * 8;
+      key = *reinterpret_cast<const uint4*>(k + at);
+      value = *reinterpret_cast<const uint4*>(v + at);
+    }
+    *reinterpret_cast<uint4*>(ks + c * L::k_ld + part * 8) = key;
+    const auto* values = reinterpret_cast<const __nv_bfloat16*>(&value);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) vt[(part * 8 + i) * L::v_ld + c] = values[i];
+    if (part == 0) kept[c] = present;
+  }
+}
+
+// A bf16 pair of a row in shared memory, as one fragment register.
+__device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
 // The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D]; with kStats it
-// writes the rows' backward statistics instead.
+// writes the rows' backward statistics instead. Flash-style on mma.sync (warp_mma.cuh): each warp
+// keeps its 16 queries (rounded to bf16), a tile's scores and its share of the output in
+// registers, and the probabilities go from the scores' fragments straight into the P·V product.
+// A lane holds rows g = lane / 4 and g + 8 of the warp's queries, columns 2t, 2t + 1 (t = lane %
+// 4) of every 8; a row's max and sum are gathered over the 4 lanes that share it.
 template <int D, typename Q, bool kStats>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(const Q* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                            const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                            const int32_t* __restrict__ slots, AttentionShape s, float scale,
                            float* __restrict__ out, RowStatsTarget stats) {
-  using L = Layout<D>;
+  using L = ForwardLayout<D>;
+  constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);
-  auto* ks = reinterpret_cast<__nv_bfloat16*>(smem + L::q_bytes);
-  auto* vs = reinterpret_cast<__nv_bfloat16*>(smem + L::q_bytes + L::kv_bytes);
-  auto* scores = reinterpret_cast<float*>(smem + L::q_bytes + 2 * L::kv_bytes);
-  auto* probs = reinterpret_cast<__nv_bfloat16*>(smem + L::q_bytes + 2 * L::kv_bytes + L::s_bytes);
+  auto* ks = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* vt = reinterpret_cast<__nv_bfloat16*>(smem + L::k_bytes);
+  auto* kept = reinterpret_cast<int32_t*>(smem + L::k_bytes + L::v_bytes);
 
   const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-
-  load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, qs);  // rounded to bf16 for the product
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t query[2] = {first_query + warp * kWarpRows + g,
+                            first_query + warp * kWarpRows + g + 8};
+  int64_t row_end[2];  // the keys each row sees end here (0 past the sequence)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_end[r] = query[r] < s.seq ? min(static_cast<int64_t>(slots[query[r]]) + 1, s.cache_len) : 0;
+  }
+  const auto q_at = [&](int r, int d) {
+    return query[r] < s.seq ? widen(q[((b * s.seq + query[r]) * s.q_heads + h) * D + d]) : 0.f;
+  };
+  uint32_t qa[kDimSteps][4];
+#pragma unroll
+  for (int kc = 0; kc < kDimSteps; ++kc) {
+    const int d = kc * 16 + 2 * t;
+    qa[kc][0] = bf16_pair(q_at(0, d), q_at(0, d + 1));
+    qa[kc][1] = bf16_pair(q_at(1, d), q_at(1, d + 1));
+    qa[kc][2] = bf16_pair(q_at(0, d + 8), q_at(0, d + 9));
+    qa[kc][3] = bf16_pair(q_at(1, d + 8), q_at(1, d + 9));
+  }
   const int64_t keys_end = keys_seen_by(slots, s, first_query);
 
-  const int64_t i = first_query + warp * kWarpRows + row;
-  const int64_t row_end = i < s.seq ? min(static_cast<int64_t>(slots[i]) + 1, s.cache_len) : 0;
-  float* warp_scores = scores + warp * kWarpRows * L::s_ld;
-  __nv_bfloat16* warp_probs = probs + warp * kWarpRows * L::p_ld;
-  const __nv_bfloat16* warp_q = qs + warp * kWarpRows * L::ld;
-  RowState<D> st;
-
+  float o[kDimBlocks][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
   for (int64_t key0 = 0; key0 < keys_end; key0 += kTileKeys) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<D>(k, v, mask, s, b, kvh, key0, ks, vs);
+    load_forward_tile<D>(k, v, mask, s, b, kvh, key0, ks, vt, kept);
     __syncthreads();
 
-    product_with_rows_t<D>(warp_q, ks, warp_scores);  // S = q k^T, the warp's 16 queries
-    __syncwarp();
-    softmax_step<D>(warp_scores + row * L::s_ld, warp_probs + row * L::p_ld, mask, s, b, key0,
-                    row_end, scale, half, st);
-    __syncwarp();
-
-    // The tile's share of the output, P v, staged where the scores were.
-    product_with_rows<D>(warp_probs, vs, warp_scores);
-    __syncwarp();
-    const float* staged = warp_scores + row * L::s_ld + half * (D / 2);
+    float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
 #pragma unroll
-    for (int d = 0; d < D / 2; ++d) st.acc[d] += staged[d];
-    __syncwarp();  // read before the next tile's scores overwrite it
+    for (int nb = 0; nb < kKeyBlocks; ++nb) {
+      p[nb][0] = p[nb][1] = p[nb][2] = p[nb][3] = 0.f;
+      const __nv_bfloat16* key_row = ks + (nb * 8 + g) * L::k_ld + 2 * t;
+#pragma unroll
+      for (int kc = 0; kc < kDimSteps; ++kc) {
+        const uint32_t kb[2] = {shared_pair(key_row + kc * 16), shared_pair(key_row + kc * 16 + 8)};
+        mma_16x8x16(p[nb], qa[kc], kb);
+      }
+    }
+    // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
+    // gathers nothing.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < kKeyBlocks; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
+        const bool visible = key0 + c < row_end[r] && kept[c] != 0;
+        p[nb][e] = visible ? p[nb][e] * scale : -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
+      }
+    }
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float max_new = fmaxf(row_max[r], tile_max[r]);
+      correction[r] = max_new != -INFINITY ? expf(row_max[r] - max_new) : 1.f;
+      row_max[r] = max_new;
+      row_sum[r] *= correction[r];
+    }
+#pragma unroll
+    for (int nb = 0; nb < kKeyBlocks; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        p[nb][e] = row_max[r] != -INFINITY ? expf(p[nb][e] - row_max[r]) : 0.f;
+        row_sum[r] += p[nb][e];
+      }
+    }
+#pragma unroll
+    for (int db = 0; db < kDimBlocks; ++db) {
+      o[db][0] *= correction[0], o[db][1] *= correction[0];
+      o[db][2] *= correction[1], o[db][3] *= correction[1];
+    }
+    // O += P v: P's fragments for keys 16 kc .. 16 kc + 15 are the scores' blocks 2 kc, 2 kc + 1.
+#pragma unroll
+    for (int kc = 0; kc < kTileKeys / 16; ++kc) {
+      const uint32_t pa[4] = {bf16_pair(p[2 * kc][0], p[2 * kc][1]),
+                              bf16_pair(p[2 * kc][2], p[2 * kc][3]),
+                              bf16_pair(p[2 * kc + 1][0], p[2 * kc + 1][1]),
+                              bf16_pair(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+#pragma unroll
+      for (int db = 0; db < kDimBlocks; ++db) {
+        const __nv_bfloat16* value_row = vt + (db * 8 + g) * L::v_ld + kc * 16 + 2 * t;
+        const uint32_t vb[2] = {shared_pair(value_row), shared_pair(value_row + 8)};
+        mma_16x8x16(o[db], pa, vb);
+      }
+    }
   }
 
   // A query that sees no key gets zeros, as on the CPU.
-  const float inv = st.sum > 0.f ? 1.f / st.sum : 0.f;
-  const int64_t at = ((b * s.seq + i) * s.q_heads + h) * D + half * (D / 2);
-  if constexpr (kStats) {
-    float dot = 0.f;
-    if (i < s.seq) {
+  float inv[2];
 #pragma unroll
-      for (int d = 0; d < D / 2; ++d) dot += stats.dy[at + d] * (st.acc[d] * inv);
-    }
-    dot += __shfl_xor_sync(0xffffffffu, dot, 1);  // every lane, before any leaves
-    if (i < s.seq && half == 0) {
-      float* row_stats = stats.stats + 2 * ((b * s.seq + i) * s.q_heads + h);
-      row_stats[0] = st.sum > 0.f ? st.max + logf(st.sum) : 0.f;
-      row_stats[1] = dot;
-    }
-  } else {
-    if (i >= s.seq) return;
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    inv[r] = row_sum[r] > 0.f ? 1.f / row_sum[r] : 0.f;
+  }
 #pragma unroll
-    for (int d = 0; d < D / 2; ++d) out[at + d] = st.acc[d] * inv;
+  for (int r = 0; r < 2; ++r) {
+    const int64_t at = ((b * s.seq + query[r]) * s.q_heads + h) * D + 2 * t;
+    if constexpr (kStats) {
+      float dot = 0.f;
+      if (query[r] < s.seq) {
+#pragma unroll
+        for (int db = 0; db < kDimBlocks; ++db) {
+          dot += stats.dy[at + db * 8] * (o[db][2 * r] * inv[r]) +
+                 stats.dy[at + db * 8 + 1] * (o[db][2 * r + 1] * inv[r]);
+        }
+      }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);  // every lane, before any leaves
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      if (query[r] < s.seq && t == 0) {
+        float* row_stats = stats.stats + 2 * ((b * s.seq + query[r]) * s.q_heads + h);
+        row_stats[0] = row_sum[r] > 0.f ? row_max[r] + logf(row_sum[r]) : 0.f;
+        row_stats[1] = dot;
+      }
+    } else if (query[r] < s.seq) {
+#pragma unroll
+      for (int db = 0; db < kDimBlocks; ++db) {
+        out[at + db * 8] = o[db][2 * r] * inv[r];
+        out[at + db * 8 + 1] = o[db][2 * r + 1] * inv[r];
+      }
+    }
   }
 }
 
