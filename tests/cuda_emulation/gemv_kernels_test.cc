@@ -23,7 +23,7 @@ using testing::widened;
 constexpr float kEps = 1e-6f;
 
 dim3 grid_for(int64_t columns, int slices = 1) {
-  return {static_cast<unsigned>(blocks_for(columns, slices)), 1, 1};
+  return {static_cast<unsigned>(gemv_blocks(columns, slices)), 1, 1};
 }
 
 // Each column read by 1, 2, 4 and 8 warps (slices of k).

@@ -62,13 +62,13 @@ void launch(const float* x, const W* w, const float* bias, const float* residual
   if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
   const int threads = kWarps * 32;
   if (!vectorizable(x, w, k)) {
-    gemv_any_kernel<<<blocks_for(n, 1), threads, 0, stream>>>(x, w, InputNorm{}, bias, residual, m,
-                                                              n, k, y);
+    gemv_any_kernel<<<gemv_blocks(n, 1), threads, 0, stream>>>(x, w, InputNorm{}, bias, residual, m,
+                                                               n, k, y);
     return;
   }
   const int slices = slices_for(n, k);
   with_rows(m, [&](auto rows) {
-    launch_overlapped("gemv", gemv_kernel<W, decltype(rows)::value, false>, blocks_for(n, slices),
+    launch_overlapped("gemv", gemv_kernel<W, decltype(rows)::value, false>, gemv_blocks(n, slices),
                       threads, 0, stream, x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n,
                       k, slices, y);
   });
@@ -85,7 +85,7 @@ void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int
   if (!aligned) {
     for (int i = 0; i < 3; ++i) {
       if (p.n[i] == 0) continue;
-      gemv_any_kernel<<<blocks_for(p.n[i], 1), threads, 0, stream>>>(
+      gemv_any_kernel<<<gemv_blocks(p.n[i], 1), threads, 0, stream>>>(
           x, static_cast<const W*>(p.w[i]), norm, p.bias[i], nullptr, m, static_cast<int>(p.n[i]),
           k, p.y[i]);
     }
@@ -96,7 +96,7 @@ void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int
     with_rows(m, [&](auto rows) {
       launch_overlapped("qkv_gemv",
                         qkv_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
-                        blocks_for(n, slices), threads, 0, stream, x, normed, p, k, slices);
+                        gemv_blocks(n, slices), threads, 0, stream, x, normed, p, k, slices);
     });
   });
 }
@@ -107,8 +107,8 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
   if (m == 0 || n == 0) return;
   const int threads = kWarps * 32;
   if (!vectorizable(x, wg, k, norm) || !vectorizable(x, wu, k, norm)) {
-    gated_gemv_any_kernel<<<blocks_for(n, 1), threads, 0, stream>>>(x, wg, wu, norm, bg, bu, m, n,
-                                                                    k, y);
+    gated_gemv_any_kernel<<<gemv_blocks(n, 1), threads, 0, stream>>>(x, wg, wu, norm, bg, bu, m, n,
+                                                                     k, y);
     return;
   }
   const int slices = slices_for(n, k);
@@ -116,7 +116,7 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
     with_rows(m, [&](auto rows) {
       launch_overlapped(
           "gated_gemv", gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
-          blocks_for(n, slices), threads, 0, stream, x, wg, wu, normed, bg, bu, n, k, slices, y);
+          gemv_blocks(n, slices), threads, 0, stream, x, wg, wu, normed, bg, bu, n, k, slices, y);
     });
   });
 }

@@ -31,11 +31,11 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// x[0..7] (activations or norm weights, small and reused) as two float4 through the read-only
-// cache.
+// x[0..7] (activations or norm weights, small and reused) as two float4 through L1. Plain loads,
+// not the read-only path: the activations were written by the kernel before, which may still
+// have been running when this one started (overlapped_launch.h).
 __device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(x)),
-               b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
@@ -90,7 +90,7 @@ struct ColumnSlice {
 };
 
 // The grid for n columns of `slices` warps each.
-inline int blocks_for(int64_t n, int slices) {
+inline int gemv_blocks(int64_t n, int slices) {
   const int64_t columns_per_block = kWarps / slices;
   return static_cast<int>((n + columns_per_block - 1) / columns_per_block);
 }
@@ -126,12 +126,18 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
   }
 }
 
-// Prefetches into L2 the part of a weight row this lane's warp will read, one request per line.
+// Prefetches into L2 the first loads of this lane's part of a weight row (what its first round of
+// loads asks for, one request per line): enough to overlap the kernel before, few enough that a
+// large layer's prefetches do not push each other out of L2.
+constexpr int kPrefetchedSteps = 4;
+
 template <typename W>
 __device__ __forceinline__ void prefetch_slice(const W* row, const ColumnSlice& c, int k) {
   constexpr int kLanesPerLine = 128 / (8 * static_cast<int>(sizeof(W)));
   if (!c.active || threadIdx.x % kLanesPerLine != 0) return;
-  for (int base = c.first; base < k; base += c.step) prefetch_l2(row + base);
+  for (int i = 0, base = c.first; i < kPrefetchedSteps && base < k; ++i, base += c.step) {
+    prefetch_l2(row + base);
+  }
 }
 
 // Whether this thread writes its column's results: lane 0 of the column's first slice.

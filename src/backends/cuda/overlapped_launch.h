@@ -1,7 +1,9 @@
 // Programmatic dependent launch (sm_90 and later): a kernel launched this way may be scheduled
 // while the stream's previous kernel is still running, so the gap between the small kernels of a
 // decode step (launch latency, block start-up) overlaps the work before it. Every kernel launched
-// here calls await_previous_kernels() (device_math.cuh) before it touches memory.
+// here calls await_previous_kernels() (device_math.cuh) before it touches memory; kernels after
+// it rely on that too (a kernel's end implies every earlier kernel's), so none may return before
+// the call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,12 +14,11 @@
 
 namespace tfm::cuda {
 
-inline bool overlapped_launch_supported() {
-  int device = 0, major = 0;
-  TFM_CUDA(cudaGetDevice(&device));
-  TFM_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
+// Whether the kernels run as built for sm_90 or later, where await_previous_kernels() waits: a
+// build for an older architecture JIT-compiled on a newer GPU would skip the wait. The kernels of
+// one build share their architecture, so the first launch decides. TFM_CUDA_OVERLAP=0 turns the
+// overlap off (to compare a step with and without it).
+bool overlapped_launch_supported(const void* kernel);
 
 template <typename... Params, typename... Args>
 void launch_overlapped(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
@@ -31,7 +32,7 @@ void launch_overlapped(const char* name, void (*kernel)(Params...), dim3 grid, d
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &overlap;
-  config.numAttrs = overlapped_launch_supported() ? 1 : 0;
+  config.numAttrs = overlapped_launch_supported(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
   check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
 }
 

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/warp_mma.cuh"
 
 namespace tfm::cuda {
 namespace {
@@ -70,7 +71,9 @@ __device__ __forceinline__ void rows_inverse_rms(const SkinnyRows<kNorm>& rows, 
 }
 
 // Writes the 16 x 16 tile of x's rows at column `step`, as bf16, into `tile` (row-major): lane l
-// converts row l / 2, columns (l % 2) * 8 .. + 7.
+// converts row l / 2, columns (l % 2) * 8 .. + 7, and stores them as one 16-byte piece. Plain
+// loads, not the read-only path: x was written by the kernel before, which may still have been
+// running when this one started (overlapped_launch.h).
 template <bool kNorm>
 __device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const float* inv_rms,
                                            int step, __nv_bfloat16* tile) {
@@ -79,15 +82,16 @@ __device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const 
   if (row < rows.m) {
     const float* in = rows.x + static_cast<int64_t>(row) * rows.k + column;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = __ldg(in + i);
+    for (int i = 0; i < 8; ++i) v[i] = in[i];
     if constexpr (kNorm) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] = rows.g[column + i] * (v[i] * inv_rms[row]);
     }
   }
-  __nv_bfloat16* out = tile + row * kTile + (lane % 2) * 8;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) out[i] = __float2bfloat16_rn(v[i]);
+  uint4 packed;
+  packed.x = bf16_pair(v[0], v[1]), packed.y = bf16_pair(v[2], v[3]);
+  packed.z = bf16_pair(v[4], v[5]), packed.w = bf16_pair(v[6], v[7]);
+  *reinterpret_cast<uint4*>(tile + row * kTile + (lane % 2) * 8) = packed;
 }
 
 // Each warp multiplies x's 16 rows by one tile of 16 weight rows of each of P products, over its
@@ -109,12 +113,13 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
   float* inv_rms = partial + P * kSkinnyWarps * kTile * kTile;
   const int tile = blockIdx.x * (kSkinnyWarps / slices) + warp / slices;
   const bool active = tile < tiles;
-  if (active) {  // lane l: weight row l % 16 of the tile, every other step of the slice
+  if (active) {  // the first group's weights: lane l, row l % 16 of the tile, every other step
     const int lane = threadIdx.x % 32, stride = kTile * slices;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const __nv_bfloat16* row = weights(tile, p) + static_cast<int64_t>(lane % kTile) * k;
-      for (int step = slice * kTile + (lane / kTile) * stride; step < k; step += 2 * stride) {
+      for (int s = lane / kTile, step = slice * kTile + s * stride; s < kGroupSteps && step < k;
+           s += 2, step += 2 * stride) {
         prefetch_l2(row + step);
       }
     }
@@ -130,14 +135,21 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
     for (int p = 0; p < P; ++p) w[p] = weights(tile, p);
     const int stride = kTile * slices;
     for (int first = slice * kTile; first < k; first += stride * kGroupSteps) {
+      // Every weight load of the group goes out before x's rows are staged, whose shared stores
+      // the loads could not be moved past.
       SkinnyB b[P][kGroupSteps];
 #pragma unroll
       for (int s = 0; s < kGroupSteps; ++s) {
-        const int step = first + s * stride;
-        if (step >= k) break;
+        if (first + s * stride >= k) break;
 #pragma unroll
-        for (int p = 0; p < P; ++p) nvcuda::wmma::load_matrix_sync(b[p][s], w[p] + step, k);
-        stage_rows(rows, inv_rms, step, staged + s * kTile * kTile);
+        for (int p = 0; p < P; ++p) {
+          nvcuda::wmma::load_matrix_sync(b[p][s], w[p] + first + s * stride, k);
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < kGroupSteps; ++s) {
+        if (first + s * stride >= k) break;
+        stage_rows(rows, inv_rms, first + s * stride, staged + s * kTile * kTile);
       }
       __syncwarp();
 #pragma unroll
