@@ -3,7 +3,7 @@
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
 # there with its transformers) against transformers + torch on the same GPU, runs NCCL in a world
 # of one rank, and times a training step of that model against transformers. Writes logs and JSON
-# into OUTDIR (seven files; the NCCL and training figures go into stages.log). Each stage has its
+# into OUTDIR (eight files; the NCCL and training figures go into stages.log). Each stage has its
 # own time limit and they run most important first, so a run cut at 8 minutes loses the least.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
@@ -39,6 +39,11 @@ stage tfm-bench
 timeout 100 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 --new-tokens 64 \
   --prefill 128,1024 --batches 1,16 > "$out/tfm.json" 2> "$out/tfm.log"
 echo "tfm bench exit $?" | tee -a "$out/stages.log"
+# The same decode without overlapped launches (src/backends/cuda/overlapped_launch.h): what the
+# overlap is worth.
+TFM_CUDA_OVERLAP=0 timeout 60 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
+  --new-tokens 64 --prefill 128 --batches 1,16 > "$out/tfm_no_overlap.json" 2>> "$out/tfm.log"
+echo "tfm bench without overlap exit $?" | tee -a "$out/stages.log"
 
 stage transformers-bench
 timeout 170 python3 bench/anchor_transformers.py "$model" --device cuda --new-tokens 64 \
