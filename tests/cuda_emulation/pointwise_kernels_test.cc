@@ -208,6 +208,8 @@ TEST(PointwiseKernels, Argmax) {
   }
 }
 
+// Each program by the one-element kernel over 777 elements and the four-element one over 776
+// (float4 loads: the inputs start 16-byte aligned).
 TEST(PointwiseKernels, Elementwise) {
   using graph::EwCode;
   const int64_t count = 777;
@@ -246,11 +248,17 @@ TEST(PointwiseKernels, Elementwise) {
       kp.scalar[p] = program.instrs[p].scalar;
     }
     for (int i = 0; i < 4; ++i) kp.inputs[i] = ptrs[i];
-    std::vector<float> out(static_cast<size_t>(count), -7.f), want(out.size());
-    cuda_emulation::launch(grid_for(count), kThreads, 0,
-                           [&] { elementwise_kernel(kp, count, out.data()); });
+    std::vector<float> want(static_cast<size_t>(count));
     ops::reference::elementwise(program, ptrs, count, want.data());
-    expect_close(out, want, 1e-5f, "elementwise");
+    std::vector<float> out(want.size(), -7.f);
+    cuda_emulation::launch(grid_for(count), kThreads, 0,
+                           [&] { elementwise_kernel<1>(kp, count, out.data()); });
+    expect_close(out, want, 1e-5f, "one element a thread");
+    const int64_t vectors = count / 4 * 4;
+    std::vector<float> out4(static_cast<size_t>(vectors), -7.f);
+    cuda_emulation::launch(grid_for(vectors / 4), kThreads, 0,
+                           [&] { elementwise_kernel<4>(kp, vectors, out4.data()); });
+    expect_close(out4, {want.begin(), want.begin() + vectors}, 1e-5f, "four elements a thread");
   }
 }
 

@@ -103,7 +103,18 @@ void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStre
 
 void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream) {
   if (count == 0) return;  // a grid of 0 blocks is a launch error
-  elementwise_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(program, count, out);
+  bool vectors = count % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  for (int p = 0; p < program.count; ++p) {
+    if (static_cast<graph::EwCode>(program.code[p]) != graph::EwCode::kLoad) continue;
+    vectors = vectors && reinterpret_cast<uintptr_t>(program.inputs[program.operand[p]]) % 16 == 0;
+  }
+  if (vectors) {
+    elementwise_kernel<4>
+        <<<blocks_for(count / 4, kThreads), kThreads, 0, stream>>>(program, count, out);
+  } else {
+    elementwise_kernel<1>
+        <<<blocks_for(count, kThreads), kThreads, 0, stream>>>(program, count, out);
+  }
   check_launch("elementwise");
 }
 

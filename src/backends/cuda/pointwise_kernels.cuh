@@ -106,40 +106,95 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   }
 }
 
-__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
-  float stack[graph::kMaxElementwiseDepth];
-  int top = -1;
-  for (int p = 0; p < program.count; ++p) {
-    switch (static_cast<graph::EwCode>(program.code[p])) {
-      case graph::EwCode::kLoad:
-        stack[++top] = program.inputs[program.operand[p]][i];
-        break;
-      case graph::EwCode::kAdd:
-        --top;
-        stack[top] += stack[top + 1];
-        break;
-      case graph::EwCode::kMul:
-        --top;
-        stack[top] *= stack[top + 1];
-        break;
-      case graph::EwCode::kSilu:
-        stack[top] = stack[top] / (1.f + expf(-stack[top]));
-        break;
-      case graph::EwCode::kScale:
-        stack[top] *= program.scalar[p];
-        break;
-      case graph::EwCode::kSiluGrad: {
-        --top;
-        const float x = stack[top], dy = stack[top + 1];
-        const float sigmoid = 1.f / (1.f + expf(-x));
-        stack[top] = dy * sigmoid * (1.f + x * (1.f - sigmoid));
-        break;
+// The fused program's stack for W elements at once: a slot is named through comparisons with
+// every slot index, which the compiler unrolls into selects, so the W-wide stack stays in
+// registers.
+template <int W>
+struct EwStack {
+  float slot[graph::kMaxElementwiseDepth][W];
+
+  __device__ __forceinline__ void read(int at, float (&v)[W]) const {
+#pragma unroll
+    for (int j = 0; j < graph::kMaxElementwiseDepth; ++j) {
+      if (j == at) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) v[w] = slot[j][w];
       }
     }
   }
-  out[i] = stack[0];
+  __device__ __forceinline__ void write(int at, const float (&v)[W]) {
+#pragma unroll
+    for (int j = 0; j < graph::kMaxElementwiseDepth; ++j) {
+      if (j == at) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) slot[j][w] = v[w];
+      }
+    }
+  }
+};
+
+// Elements W * i .. W * i + W - 1 for thread i (W = 4: every input and out 16-byte aligned and
+// count a multiple of 4, read and written as float4).
+template <int W>
+__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
+  const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * W;
+  if (first >= count) return;
+  EwStack<W> stack{};
+  int top = -1;
+  float a[W] = {}, b[W] = {};
+  for (int p = 0; p < program.count; ++p) {
+    const auto code = static_cast<graph::EwCode>(program.code[p]);
+    if (code == graph::EwCode::kLoad) {
+      const float* in = program.inputs[program.operand[p]] + first;
+      if constexpr (W == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(in);
+        a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+      } else {
+#pragma unroll
+        for (int w = 0; w < W; ++w) a[w] = in[w];
+      }
+      stack.write(++top, a);
+      continue;
+    }
+    const bool binary = code == graph::EwCode::kAdd || code == graph::EwCode::kMul ||
+                        code == graph::EwCode::kSiluGrad;
+    if (binary) {
+      stack.read(top--, b);  // the operand pushed last
+    }
+    stack.read(top, a);
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      switch (code) {
+        case graph::EwCode::kAdd:
+          a[w] += b[w];
+          break;
+        case graph::EwCode::kMul:
+          a[w] *= b[w];
+          break;
+        case graph::EwCode::kSilu:
+          a[w] = silu(a[w]);
+          break;
+        case graph::EwCode::kScale:
+          a[w] *= program.scalar[p];
+          break;
+        case graph::EwCode::kSiluGrad: {  // a = x, b = dy
+          const float sigmoid = 1.f / (1.f + expf(-a[w]));
+          a[w] = b[w] * sigmoid * (1.f + a[w] * (1.f - sigmoid));
+          break;
+        }
+        case graph::EwCode::kLoad:
+          break;
+      }
+    }
+    stack.write(top, a);
+  }
+  stack.read(0, a);
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(out + first) = {a[0], a[1], a[2], a[3]};
+  } else {
+#pragma unroll
+    for (int w = 0; w < W; ++w) out[first + w] = a[w];
+  }
 }
 
 }  // namespace
