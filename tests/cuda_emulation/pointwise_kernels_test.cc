@@ -139,12 +139,17 @@ template <typename From, typename To>
 void check_cast(int64_t count) {
   const std::vector<float> values = random_values(static_cast<size_t>(count), 6, -3.f, 3.f);
   const std::vector<From> x = stored<From>(values);
+  // A value read as f32 is kept to bf16's precision, or exactly.
+  const float tol = std::is_same_v<To, float> || std::is_same_v<From, To> ? 0.f : 4e-3f;
   std::vector<To> out = stored<To>(std::vector<float>(x.size(), -7.f));
   cuda_emulation::launch(grid_for(count), kThreads, 0,
                          [&] { cast_kernel<From, To>(x.data(), out.data(), count); });
-  // A value read as f32 is kept to bf16's precision, or exactly.
-  const float tol = std::is_same_v<To, float> || std::is_same_v<From, To> ? 0.f : 4e-3f;
   expect_close(widened(out), widened(x), tol, "cast");
+  // Four elements a thread (count a multiple of 4; std::vector's storage is 16-byte aligned).
+  out = stored<To>(std::vector<float>(x.size(), -7.f));
+  cuda_emulation::launch(grid_for(count / 4), kThreads, 0,
+                         [&] { cast_kernel<From, To, 4>(x.data(), out.data(), count); });
+  expect_close(widened(out), widened(x), tol, "cast, four a thread");
 }
 
 TEST(PointwiseKernels, Cast) {

@@ -67,24 +67,37 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
   check_launch("slice_seq");
 }
 
+namespace {
+
+template <typename From, typename To>
+void launch_cast(const void* x, void* out, int64_t count, cudaStream_t stream) {
+  const auto* from = static_cast<const From*>(x);
+  auto* to = static_cast<To*>(out);
+  const bool vectors = count % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(From)) == 0 &&
+                       reinterpret_cast<uintptr_t>(out) % (4 * sizeof(To)) == 0;
+  if (vectors) {
+    cast_kernel<From, To, 4>
+        <<<blocks_for(count / 4, kThreads), kThreads, 0, stream>>>(from, to, count);
+  } else {
+    cast_kernel<From, To><<<blocks_for(count, kThreads), kThreads, 0, stream>>>(from, to, count);
+  }
+}
+
+}  // namespace
+
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream) {
   check_float_kind(from, "cast");
   check_float_kind(to, "cast");
   if (count == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(count, kThreads);
   using bf16 = __nv_bfloat16;
   if (from == DType::f32 && to == DType::bf16) {
-    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x),
-                                                 static_cast<bf16*>(out), count);
+    launch_cast<float, bf16>(x, out, count, stream);
   } else if (from == DType::bf16 && to == DType::f32) {
-    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(x),
-                                                 static_cast<float*>(out), count);
+    launch_cast<bf16, float>(x, out, count, stream);
   } else if (from == DType::bf16) {
-    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const bf16*>(x),
-                                                 static_cast<bf16*>(out), count);
+    launch_cast<bf16, bf16>(x, out, count, stream);
   } else {
-    cast_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x),
-                                                 static_cast<float*>(out), count);
+    launch_cast<float, float>(x, out, count, stream);
   }
   check_launch("cast");
 }

@@ -61,10 +61,22 @@ __global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int
   out[i] = x[(b * seq + start + s) * inner + e];
 }
 
-template <typename From, typename To>
+// Elements W * i .. W * i + W - 1 for thread i; with W = 4 (both pointers aligned to four
+// elements, count a multiple of 4) each side moves as one vector.
+template <typename T, int W>
+struct alignas(W * sizeof(T)) Elements {
+  T v[W];
+};
+
+template <typename From, typename To, int W = 1>
 __global__ void cast_kernel(const From* x, To* out, int64_t count) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < count) out[i] = narrow<To>(widen(x[i]));
+  const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * W;
+  if (first >= count) return;
+  const Elements<From, W> in = *reinterpret_cast<const Elements<From, W>*>(x + first);
+  Elements<To, W> converted;
+#pragma unroll
+  for (int w = 0; w < W; ++w) converted.v[w] = narrow<To>(widen(in.v[w]));
+  *reinterpret_cast<Elements<To, W>*>(out + first) = converted;
 }
 
 __global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t total) {
