@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -90,30 +91,34 @@ inline unsigned linear_thread() {
 }
 
 // Runs kernel() as a grid of blocks of block.x * block.y * block.z threads (a multiple of 32), one
-// block at a time. A thread that returns waits for its block's end; so a kernel whose threads
-// return before a __syncthreads that others still reach would hang here (the emulated kernels
-// return after their last one).
+// block at a time, in a shuffled (but fixed) order, as a GPU gives no order: blocks that count
+// their arrivals to find the last one must not depend on it. A thread that returns waits for its
+// block's end; so a kernel whose threads return before a __syncthreads that others still reach
+// would hang here (the emulated kernels return after their last one).
 template <typename Kernel>
 void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel) {
   const unsigned threads = block.x * block.y * block.z;
   gridDim = grid;
   blockDim = block;
+  std::vector<uint3> order;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) order.push_back({x, y, z});
+    }
+  }
+  std::shuffle(order.begin(), order.end(), std::mt19937(2026));
   Launch state(threads, shared_bytes);
   running() = &state;
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-      for (unsigned z = 0; z < grid.z; ++z) {
-        for (unsigned y = 0; y < grid.y; ++y) {
-          for (unsigned x = 0; x < grid.x; ++x) {
-            if (t == 0) state.poison_shared();
-            state.block.arrive_and_wait();
-            blockIdx = {x, y, z};
-            kernel();
-            state.block.arrive_and_wait();
-          }
-        }
+      for (const uint3& index : order) {
+        if (t == 0) state.poison_shared();
+        state.block.arrive_and_wait();
+        blockIdx = index;
+        kernel();
+        state.block.arrive_and_wait();
       }
     });
   }
