@@ -80,7 +80,7 @@ void check(const Case& c) {
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k_stored.data(), v_stored.data(),
                                                     mask.data(), slots.data(), s, scale, out.data(),
-                                                    {});
+                                                    {}, {});
   });
   expect_close(out, want_out, 1e-2f, "forward");
 
@@ -92,7 +92,7 @@ void check(const Case& c) {
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k_stored.data(), v_stored.data(),
                                                    mask.data(), slots.data(), s, scale, nullptr,
-                                                   {dy.data(), stats.data()});
+                                                   {dy.data(), stats.data()}, {});
   });
   cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
     flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),

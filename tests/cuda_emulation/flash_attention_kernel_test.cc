@@ -84,38 +84,51 @@ Inputs<KV> inputs_for(const Case& c) {
   return in;
 }
 
+// With `splits` key splits, each block leaves partial results in scratch and the tile's last
+// block merges them; the counters they arrive on must be left zero.
 template <int D>
-void run_flash(const Inputs<__nv_bfloat16>& in, std::vector<float>& out) {
-  const dim3 grid{static_cast<unsigned>((in.shape.seq + kBlockRows - 1) / kBlockRows),
+void run_flash(const Inputs<__nv_bfloat16>& in, int splits, std::vector<float>& out) {
+  const int64_t query_tiles = (in.shape.seq + kBlockRows - 1) / kBlockRows;
+  const dim3 grid{static_cast<unsigned>(query_tiles * splits),
                   static_cast<unsigned>(in.shape.q_heads), static_cast<unsigned>(in.shape.batch)};
+  std::vector<float> partials(
+      static_cast<size_t>(in.shape.batch * in.shape.seq * in.shape.q_heads * splits * (D + 2)));
+  std::vector<unsigned> arrivals(
+      static_cast<size_t>(in.shape.batch * in.shape.q_heads * query_tiles), 0);
+  const KeySplits key_splits{splits, partials.data(), arrivals.data()};
   cuda_emulation::launch(grid, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, float, false>(in.q.data(), in.k.data(), in.v.data(), in.mask.data(),
-                                            in.slots.data(), in.shape, in.scale, out.data(), {});
+                                            in.slots.data(), in.shape, in.scale, out.data(), {},
+                                            key_splits);
   });
+  for (size_t i = 0; i < arrivals.size(); ++i) ASSERT_EQ(arrivals[i], 0u) << "tile " << i;
 }
 
 class FlashAttentionKernelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FlashAttentionKernelTest, MatchesReference) {
   const Inputs<__nv_bfloat16> in = inputs_for<__nv_bfloat16>(GetParam());
-  std::vector<float> out(in.q.size(), -7.f);
-  switch (in.shape.head_dim) {
-    case 16:
-      run_flash<16>(in, out);
-      break;
-    case 32:
-      run_flash<32>(in, out);
-      break;
-    case 64:
-      run_flash<64>(in, out);
-      break;
-    case 128:
-      run_flash<128>(in, out);
-      break;
-    default:
-      FAIL() << "no flash kernel for head_dim " << in.shape.head_dim;
+  // One split, and three (of which some see no key tile when the context is short).
+  for (const int splits : {1, 3}) {
+    std::vector<float> out(in.q.size(), -7.f);
+    switch (in.shape.head_dim) {
+      case 16:
+        run_flash<16>(in, splits, out);
+        break;
+      case 32:
+        run_flash<32>(in, splits, out);
+        break;
+      case 64:
+        run_flash<64>(in, splits, out);
+        break;
+      case 128:
+        run_flash<128>(in, splits, out);
+        break;
+      default:
+        FAIL() << "no flash kernel for head_dim " << in.shape.head_dim;
+    }
+    expect_close(out, in.want, 1e-2f, std::to_string(splits) + " key splits");
   }
-  expect_close(out, in.want, 1e-2f);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -51,7 +51,7 @@ void launch_for_head_dim(const float* q, const void* k, const void* v, const int
 }  // namespace
 
 size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype) {
-  if (flash_attention_applies(shape, kv_dtype)) return 0;
+  if (flash_attention_applies(shape, kv_dtype)) return flash_attention_scratch_bytes(shape);
   const Split split = split_of(shape);
   return static_cast<size_t>(shape.batch * shape.seq * shape.q_heads * split.count *
                              (shape.head_dim + 2)) *
@@ -63,7 +63,7 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                void* scratch, unsigned* arrivals, cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   if (flash_attention_applies(shape, kv_dtype)) {
-    flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, stream);
+    flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, scratch, arrivals, stream);
     return;
   }
   const Split split = split_of(shape);

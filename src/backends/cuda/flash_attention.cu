@@ -4,6 +4,7 @@
 // accumulation; mma.sync with everything in registers in the forward pass, WMMA tiles through
 // shared memory in the backward kernels) and the softmax kept online per query row: scores never
 // reach global memory.
+#include <algorithm>
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
@@ -25,15 +26,29 @@ dim3 query_tiles(const AttentionShape& s) {
               static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.batch));
 }
 
+// Key splits for a launch whose query tiles alone would leave most of an H200's 132
+// multiprocessors idle (a prefill chunk of a few hundred tokens): about two blocks on each, at
+// most one split per key tile of the cache.
+constexpr int64_t kWantedBlocks = 264;
+
+int key_split_count(const AttentionShape& s) {
+  const dim3 tiles = query_tiles(s);
+  const int64_t blocks = std::max<int64_t>(1, int64_t{tiles.x} * tiles.y * tiles.z);
+  const int64_t key_tiles = std::max<int64_t>(1, (s.cache_len + kTileKeys - 1) / kTileKeys);
+  return static_cast<int>(std::clamp<int64_t>((kWantedBlocks + blocks - 1) / blocks, 1, key_tiles));
+}
+
 template <int D, typename Q, bool kStats>
 void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
                     const int32_t* slots, const AttentionShape& s, float scale, float* out,
-                    RowStatsTarget stats, cudaStream_t stream) {
+                    RowStatsTarget stats, KeySplits splits, cudaStream_t stream) {
   constexpr size_t bytes = ForwardLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats>, bytes);
-  flash_attention_kernel<D, Q, kStats><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
+  dim3 grid = query_tiles(s);
+  grid.x *= static_cast<unsigned>(splits.count);
+  flash_attention_kernel<D, Q, kStats><<<grid, kWarps * 32, bytes, stream>>>(
       static_cast<const Q*>(q), static_cast<const __nv_bfloat16*>(k),
-      static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats);
+      static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats, splits);
 }
 
 template <int D>
@@ -41,7 +56,7 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
                      const int32_t* slots, const float* dy, const AttentionShape& s, float scale,
                      float* grads, float* stats, cudaStream_t stream) {
   launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale, nullptr,
-                                         RowStatsTarget{dy, stats}, stream);
+                                         RowStatsTarget{dy, stats}, KeySplits{}, stream);
   constexpr size_t bytes = GradLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
@@ -90,18 +105,31 @@ bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype) {
              shape.head_dim, [](auto) {}, HeadDims{});
 }
 
+size_t flash_attention_scratch_bytes(const AttentionShape& shape) {
+  const int splits = key_split_count(shape);
+  if (splits == 1) return 0;
+  return static_cast<size_t>(shape.batch * shape.seq * shape.q_heads * splits *
+                             (shape.head_dim + 2)) *
+         sizeof(float);
+}
+
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, float* out, cudaStream_t stream) {
+                     float scale, float* out, void* scratch, unsigned* arrivals,
+                     cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   check_aligned(k, v);
+  KeySplits splits;
+  if (scratch != nullptr && arrivals != nullptr) {
+    splits = {key_split_count(shape), static_cast<float*>(scratch), arrivals};
+  }
   with_head_dim(shape.head_dim, [&](auto d) {
     if (q_dtype == DType::bf16) {
       launch_forward<decltype(d)::value, __nv_bfloat16, false>(q, k, v, mask, slots, shape, scale,
-                                                               out, {}, stream);
+                                                               out, {}, splits, stream);
     } else {
       launch_forward<decltype(d)::value, float, false>(q, k, v, mask, slots, shape, scale, out, {},
-                                                       stream);
+                                                       splits, stream);
     }
   });
   check_launch("flash_attention");

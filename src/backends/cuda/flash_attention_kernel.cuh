@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include "backends/cuda/chunk_merge.cuh"
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/warp_mma.cuh"
@@ -156,6 +157,54 @@ __device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// A launch's key splits (count 1: none). Block x = query tile * count + split takes its share of
+// the key tiles its queries see, so a short prefill chunk still fills the GPU; with more than one,
+// each block leaves its rows' partial results (chunk_merge.cuh) and the tile's last block to
+// finish merges them.
+struct KeySplits {
+  int count = 1;
+  float* partials = nullptr;     // [B * S * Hq rows][count][D + 2]
+  unsigned* arrivals = nullptr;  // one per (batch, head, query tile): zero before, left zero
+};
+
+// The end of a block of a launch with key splits: writes the partial results of its rows (rows g
+// and g + 8 of each warp's, unnormalized), then the tile's last block to arrive merges every
+// split's rows into out, a warp per 16 rows, and leaves the tile's counter at zero.
+template <int D>
+__device__ void merge_key_splits(const float (&o)[D / 8][4], const float (&row_max)[2],
+                                 const float (&row_sum)[2], const int64_t (&query)[2],
+                                 const AttentionShape& s, int64_t h, int64_t b, int split,
+                                 int64_t tile_id, const KeySplits& splits, float* out) {
+  const int lane = threadIdx.x % 32, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (query[r] >= s.seq) continue;
+    float* dst =
+        partial_at(splits.partials, (b * s.seq + query[r]) * s.q_heads + h, split, splits.count, D);
+    if (t == 0) dst[0] = row_max[r], dst[1] = row_sum[r];
+#pragma unroll
+    for (int db = 0; db < D / 8; ++db) {
+      dst[2 + db * 8 + 2 * t] = o[db][2 * r];
+      dst[2 + db * 8 + 2 * t + 1] = o[db][2 * r + 1];
+    }
+  }
+  // Every thread's partial results are visible device-wide before thread 0 counts the block.
+  __threadfence();
+  __syncthreads();
+  __shared__ unsigned arrived;
+  if (threadIdx.x == 0) arrived = atomicAdd(splits.arrivals + tile_id, 1u);
+  __syncthreads();
+  if (arrived != static_cast<unsigned>(splits.count - 1)) return;
+  __threadfence();
+  const int64_t first = query[0] - lane / 4;  // the warp's first query
+  for (int r = 0; r < kWarpRows && first + r < s.seq; ++r) {
+    const int64_t row = (b * s.seq + first + r) * s.q_heads + h;
+    merge_chunks<(D >= 32 ? D / 32 : 1)>(partial_at(splits.partials, row, 0, splits.count, D),
+                                         splits.count, D, out + row * D, lane);
+  }
+  if (threadIdx.x == 0) splits.arrivals[tile_id] = 0;
+}
+
 // The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D]; with kStats it
 // writes the rows' backward statistics instead. Flash-style on mma.sync (warp_mma.cuh): each warp
 // keeps its 16 queries (rounded to bf16), a tile's scores and its share of the output in
@@ -167,7 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(const Q* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                            const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                            const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                           float* __restrict__ out, RowStatsTarget stats) {
+                           float* __restrict__ out, RowStatsTarget stats, KeySplits splits) {
   using L = ForwardLayout<D>;
   constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
@@ -175,7 +224,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   auto* vt = reinterpret_cast<__nv_bfloat16*>(smem + L::k_bytes);
   auto* kept = reinterpret_cast<int32_t*>(smem + L::k_bytes + L::v_bytes);
 
-  const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  const int tile = static_cast<int>(blockIdx.x) / splits.count;
+  const int split = static_cast<int>(blockIdx.x) % splits.count;
+  const int64_t first_query = int64_t{tile} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t query[2] = {first_query + warp * kWarpRows + g,
@@ -197,11 +248,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     qa[kc][2] = bf16_pair(q_at(0, d + 8), q_at(0, d + 9));
     qa[kc][3] = bf16_pair(q_at(1, d + 8), q_at(1, d + 9));
   }
+  // This split's key tiles, of those the block's queries see.
   const int64_t keys_end = keys_seen_by(slots, s, first_query);
+  const int64_t tiles_per_split =
+      ((keys_end + kTileKeys - 1) / kTileKeys + splits.count - 1) / splits.count;
+  const int64_t keys_first = split * tiles_per_split * kTileKeys;
+  const int64_t keys_stop = min(keys_end, keys_first + tiles_per_split * kTileKeys);
 
   float o[kDimBlocks][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
-  for (int64_t key0 = 0; key0 < keys_end; key0 += kTileKeys) {
+  for (int64_t key0 = keys_first; key0 < keys_stop; key0 += kTileKeys) {
     __syncthreads();  // the previous tile is no longer read
     load_forward_tile<D>(k, v, mask, s, b, kvh, key0, ks, vt, kept);
     __syncthreads();
@@ -270,13 +326,18 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 
-  // A query that sees no key gets zeros, as on the CPU.
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
-    inv[r] = row_sum[r] > 0.f ? 1.f / row_sum[r] : 0.f;
+    inv[r] = row_sum[r] > 0.f ? 1.f / row_sum[r] : 0.f;  // no key seen: zeros, as on the CPU
+  }
+  if (splits.count > 1) {
+    const int64_t query_tiles = gridDim.x / splits.count;
+    const int64_t tile_id = (b * s.q_heads + h) * query_tiles + tile;
+    merge_key_splits<D>(o, row_max, row_sum, query, s, h, b, split, tile_id, splits, out);
+    return;
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {

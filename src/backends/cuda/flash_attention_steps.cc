@@ -24,7 +24,8 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   return [=](StepContext& c) {
     flash_attention(c.ptrs[args[0]], DType::bf16, c.ptrs[args[1]], c.ptrs[args[2]],
-                    i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.stream);
+                    i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), nullptr,
+                    nullptr, c.stream);
   };
 }
 

@@ -98,11 +98,11 @@ void skinny_gated(const float* x, const void* w_gate, const void* w_up, const In
 
 // Attention over the static cache (see graph::Op::kAttention). Prefill over a bf16 cache runs
 // flash-style on tensor cores where flash_attention_applies(): q and the probabilities are read
-// as bf16, as transformers' bf16 attention does, and it needs no scratch and no counters.
-// Otherwise keys are split into chunks that run as separate blocks (split-K, so a decode step
-// fills the GPU); the last block of a row to finish merges the chunks' softmax statistics.
-// `scratch` holds attention_scratch_bytes(); `arrivals` holds one counter per (batch, query,
-// q head) row, zero before the launch and left zero after it.
+// as bf16, as transformers' bf16 attention does. Otherwise keys are split into chunks that run
+// as separate blocks (split-K, so a decode step fills the GPU); the last block of a row to finish
+// merges the chunks' softmax statistics. The flash kernel splits the keys the same way when its
+// query tiles alone are too few blocks. `scratch` holds attention_scratch_bytes(); `arrivals`
+// holds one counter per (batch, query, q head) row, zero before the launch and left zero after.
 struct AttentionShape {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
 };
@@ -112,10 +112,13 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
                void* scratch, unsigned* arrivals, cudaStream_t stream);
 // q f32, or bf16 (training under autocast, where k and v are the sequence's own, cache_len =
-// seq); k and v bf16.
+// seq); k and v bf16. With `scratch` (flash_attention_scratch_bytes()) and `arrivals` (as
+// attention()'s) the keys may be split over blocks; without (null), never.
+size_t flash_attention_scratch_bytes(const AttentionShape& shape);
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, float* out, cudaStream_t stream);
+                     float scale, float* out, void* scratch, unsigned* arrivals,
+                     cudaStream_t stream);
 // The backward pass of flash_attention with bf16 q: grads = f32 [dq | dk | dv]. `scratch` holds
 // flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out).
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);

@@ -467,13 +467,10 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;
-      // The step owns its rows' arrival counters (split-K only): each launch leaves them zero for
+      // The step owns its rows' arrival counters (split keys): each launch leaves them zero for
       // the next.
-      const std::shared_ptr<void> arrivals =
-          flash_attention_applies(shape, kv_dtype)
-              ? nullptr
-              : zeroed_device_buffer(static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) *
-                                     sizeof(unsigned));
+      const std::shared_ptr<void> arrivals = zeroed_device_buffer(
+          static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
       return [=](StepContext& c) {
         attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
                   i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
