@@ -18,6 +18,7 @@ namespace {
 
 using testing::expect_close;
 using testing::random_values;
+using testing::widened;
 
 struct Case {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim, first_slot, padding;
@@ -41,7 +42,7 @@ void check(const Case& c) {
       random_values(static_cast<size_t>(c.batch * c.cache_len * row), 5, -2.f, 2.f);
   std::vector<float> v = random_values(k.size(), 6);
   if constexpr (!std::is_same_v<KV, float>) {
-    k = testing::widened(testing::to_bf16(k)), v = testing::widened(testing::to_bf16(v));
+    k = widened(testing::to_bf16(k)), v = widened(testing::to_bf16(v));
   }
   std::vector<int32_t> slots(static_cast<size_t>(c.seq)),
       mask(static_cast<size_t>(c.batch * c.cache_len), 0);
@@ -79,7 +80,7 @@ void check(const Case& c) {
     cuda_emulation::launch(grid, kWarps * 32, 0, [&] {
       attention_partial_kernel<KV, E>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
                                       slots.data(), s, scale, partials.data(), arrivals.data(),
-                                      out.data());
+                                      out.data(), FreshToken{});
     });
     expect_close(out, want, 2e-5f, "launch " + std::to_string(launch));
     for (size_t r = 0; r < arrivals.size(); ++r) ASSERT_EQ(arrivals[r], 0u) << "row " << r;
@@ -120,6 +121,99 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitAttentionKernelTest,
                                            Case{1, 1, 1024, 16, 8, 128, 20, 0, true},
                                            Case{1, 1, 2048, 1, 1, 32, 1500, 3, false}),
                          [](const auto& info) { return describe(info.param); });
+
+// Decode with prepare_attention fused in: the kernel gets the token's q, k and v as the products
+// left them, norms and rotates q and k itself, uses them for the token's own slot (which holds
+// NaN before the launch) and stores k and v there. Against the scalar references: rms_norm and
+// rope, the cache write rounded to the cache's dtype, then attention over that cache.
+template <typename KV, int E>
+void check_fused(int64_t head_dim, bool norms) {
+  const int64_t batch = 2, cache_len = 300, q_heads = 4, kv_heads = 2, d = head_dim, slot = 200;
+  const AttentionShape s{batch, 1, cache_len, q_heads, kv_heads, d};
+  const float scale = 1.f / std::sqrt(static_cast<float>(d)), eps = 1e-6f, scaling = 1.25f;
+  const int64_t row = kv_heads * d;
+  const std::vector<float> q = random_values(static_cast<size_t>(batch * q_heads * d), 41);
+  const std::vector<float> k = random_values(static_cast<size_t>(batch * row), 42);
+  const std::vector<float> v = random_values(k.size(), 43);
+  const std::vector<float> q_norm = random_values(static_cast<size_t>(d), 44, 0.5f, 1.5f);
+  const std::vector<float> k_norm = random_values(static_cast<size_t>(d), 45, 0.5f, 1.5f);
+  std::vector<float> inv_freq(static_cast<size_t>(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.f, -2.f * i / d);
+  const std::vector<int32_t> positions = {slot, slot - 3}, slots = {static_cast<int32_t>(slot)};
+  std::vector<int32_t> mask(static_cast<size_t>(batch * cache_len), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = b; j <= slot; ++j) mask[b * cache_len + j] = 1;  // row 1 left-padded by one
+  }
+  // The earlier slots as stored; the token's own slot NaN until the kernel writes it.
+  std::vector<float> k_cache =
+      random_values(static_cast<size_t>(batch * cache_len * row), 46, -2.f, 2.f);
+  std::vector<float> v_cache = random_values(k_cache.size(), 47);
+  if constexpr (!std::is_same_v<KV, float>) {
+    k_cache = widened(testing::to_bf16(k_cache)), v_cache = widened(testing::to_bf16(v_cache));
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t e = 0; e < row; ++e) {
+      k_cache[(b * cache_len + slot) * row + e] = std::numeric_limits<float>::quiet_NaN();
+      v_cache[(b * cache_len + slot) * row + e] = std::numeric_limits<float>::quiet_NaN();
+    }
+  }
+  std::vector<KV> k_stored, v_stored;
+  if constexpr (std::is_same_v<KV, float>) {
+    k_stored = k_cache, v_stored = v_cache;
+  } else {
+    k_stored = testing::to_bf16(k_cache), v_stored = testing::to_bf16(v_cache);
+  }
+
+  const auto prepared = [&](const std::vector<float>& x, const std::vector<float>& norm,
+                            int64_t heads) {
+    std::vector<float> normed = x, out(x.size());
+    if (norms)
+      ops::reference::rms_norm(x.data(), norm.data(), batch * heads, d, eps, normed.data());
+    ops::reference::rope(normed.data(), positions.data(), inv_freq.data(), batch, 1, heads, d,
+                         scaling, out.data());
+    return out;
+  };
+  const auto stored = [](std::vector<float> x) {
+    if constexpr (!std::is_same_v<KV, float>) x = widened(testing::to_bf16(x));
+    return x;
+  };
+  std::vector<float> want_k = k_cache, want_v = v_cache;
+  ops::reference::cache_write(want_k.data(), stored(prepared(k, k_norm, kv_heads)).data(),
+                              slots.data(), batch, cache_len, 1, row);
+  ops::reference::cache_write(want_v.data(), stored(v).data(), slots.data(), batch, cache_len, 1,
+                              row);
+  std::vector<float> want(q.size());
+  ops::reference::attention(prepared(q, q_norm, q_heads).data(), want_k.data(), want_v.data(),
+                            mask.data(), slots.data(), batch, 1, cache_len, q_heads, kv_heads, d,
+                            scale, want.data());
+
+  const FreshToken fresh{
+      {q.data(), k.data(), v.data(), positions.data(), slots.data(), inv_freq.data(),
+       norms ? q_norm.data() : nullptr, norms ? k_norm.data() : nullptr},
+      eps,
+      scaling};
+  const Split split = split_of(s);
+  const int64_t rows = batch * q_heads;
+  std::vector<float> partials(static_cast<size_t>(rows * split.count * (d + 2)));
+  std::vector<unsigned> arrivals(static_cast<size_t>(rows), 0);
+  std::vector<float> out(q.size(), -7.f);
+  const dim3 grid{static_cast<unsigned>(rows), static_cast<unsigned>(split.count), 1};
+  cuda_emulation::launch(grid, kWarps * 32, 0, [&] {
+    attention_partial_kernel<KV, E>(nullptr, k_stored.data(), v_stored.data(), mask.data(),
+                                    slots.data(), s, scale, partials.data(), arrivals.data(),
+                                    out.data(), fresh);
+  });
+  expect_close(out, want, 2e-5f, "attention");
+  const float cache_tol = std::is_same_v<KV, float> ? 2e-5f : 8e-3f;
+  expect_close(widened(k_stored), want_k, cache_tol, "k cache");
+  expect_close(widened(v_stored), want_v, cache_tol, "v cache");
+}
+
+TEST(SplitAttentionKernel, FusedPrepareMatchesPrepareThenAttention) {
+  check_fused<__nv_bfloat16, 4>(128, true);
+  check_fused<float, 1>(32, false);
+  check_fused<__nv_bfloat16, 1>(16, true);
+}
 
 }  // namespace
 }  // namespace tfm::cuda

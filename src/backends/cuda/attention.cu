@@ -11,11 +11,13 @@
 namespace tfm::cuda {
 namespace {
 
-// Where a launch writes: the chunks' partial results, the rows' arrival counters, the output.
+// Where a launch writes: the chunks' partial results, the rows' arrival counters, the output;
+// and the decode step's fresh token, when prepare_attention is fused in.
 struct Targets {
   float* partials;
   unsigned* arrivals;
   float* out;
+  FreshToken fresh;
 };
 
 template <typename KV, int E>
@@ -26,7 +28,7 @@ void launch_partials(const float* q, const void* k, const void* v, const int32_t
                   static_cast<unsigned>(split.count));
   launch_overlapped("attention", attention_partial_kernel<KV, E>, grid, kWarps * 32, 0, stream, q,
                     static_cast<const KV*>(k), static_cast<const KV*>(v), mask, slots, s, scale,
-                    t.partials, t.arrivals, t.out);
+                    t.partials, t.arrivals, t.out, t.fresh);
 }
 
 template <typename KV>
@@ -60,14 +62,18 @@ size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype) {
 
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-               void* scratch, unsigned* arrivals, cudaStream_t stream) {
+               void* scratch, unsigned* arrivals, const FreshToken* fresh, cudaStream_t stream) {
+  if (fresh != nullptr && (shape.seq != 1 || flash_attention_applies(shape, kv_dtype))) {
+    throw Error("[cuda attention] prepare_attention is fused in only for one new token a row");
+  }
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   if (flash_attention_applies(shape, kv_dtype)) {
     flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, scratch, arrivals, stream);
     return;
   }
   const Split split = split_of(shape);
-  const Targets t{static_cast<float*>(scratch), arrivals, out};
+  const Targets t{static_cast<float*>(scratch), arrivals, out,
+                  fresh != nullptr ? *fresh : FreshToken{}};
   if (kv_dtype == DType::bf16) {
     launch_for_head_dim<__nv_bfloat16>(q, k, v, mask, slots, shape, scale, split, t, stream);
   } else if (kv_dtype == DType::f32) {

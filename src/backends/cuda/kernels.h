@@ -106,11 +106,26 @@ void skinny_gated(const float* x, const void* w_gate, const void* w_up, const In
 struct AttentionShape {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
 };
+// The new tokens' q, k and v as the products leave them, and what prepare_attention (below)
+// needs to norm, rotate and store them.
+struct AttentionInputs {
+  const float *q, *k, *v;
+  const int32_t *positions, *slots;
+  const float *inv_freq, *q_norm, *k_norm;
+};
+// A decode step (seq 1) with prepare_attention fused into the attention kernel: the token's q, k
+// and v as the products left them. The kernel norms and rotates q and the new key itself, reads
+// them for the token's own slot, and one block per KV head writes k and v into the caches.
+struct FreshToken {
+  AttentionInputs in;
+  float eps = 0.f, scaling = 1.f;
+};
 bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype);
 size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype);
+// `fresh` null: q is ready and the cache holds the new token's k and v.
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, const AttentionShape& shape, float scale, float* out,
-               void* scratch, unsigned* arrivals, cudaStream_t stream);
+               void* scratch, unsigned* arrivals, const FreshToken* fresh, cudaStream_t stream);
 // q f32, or bf16 (training under autocast, where k and v are the sequence's own, cache_len =
 // seq); k and v bf16. With `scratch` (flash_attention_scratch_bytes()) and `arrivals` (as
 // attention()'s) the keys may be split over blocks; without (null), never.
@@ -130,11 +145,6 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied
 // into v_cache, at each token's slot (caches [B, cache_len, Hkv, D] of `cache_dtype`). The norms
 // are both null (no norm) or both given.
-struct AttentionInputs {
-  const float *q, *k, *v;
-  const int32_t *positions, *slots;
-  const float *inv_freq, *q_norm, *k_norm;
-};
 void prepare_attention(const AttentionInputs& in, const AttentionShape& shape, float eps,
                        float attention_scaling, void* k_cache, void* v_cache, DType cache_dtype,
                        float* q_out, cudaStream_t stream);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backends/cuda/attention_inputs_kernel.cuh"
 #include "backends/cuda/chunk_merge.cuh"
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
@@ -33,13 +34,40 @@ Split split_of(const AttentionShape& s) {
   return {std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits)};
 }
 
+// The fresh token's q (head h) normed and rotated, and its k (normed, rotated) and v (head kvh)
+// rounded to the cache's dtype, as prepare_attention would leave them: by warps 0, 1 and 2.
+template <typename KV>
+__device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShape& s, int64_t b,
+                                    int64_t h, int64_t kvh, int warp, int lane, float* q_out,
+                                    float* k_out, float* v_out) {
+  const Params p{fresh.in, fresh.eps, fresh.scaling, s, nullptr};
+  const int64_t d = s.head_dim, half = d / 2;
+  if (warp == 0) {
+    norm_and_rotate(p, fresh.in.q + (b * s.q_heads + h) * d, fresh.in.q_norm, b, lane,
+                    [&](int f, float first, float second) {
+                      q_out[f] = first;
+                      q_out[f + half] = second;
+                    });
+  } else if (warp == 1) {
+    norm_and_rotate(p, fresh.in.k + (b * s.kv_heads + kvh) * d, fresh.in.k_norm, b, lane,
+                    [&](int f, float first, float second) {
+                      k_out[f] = widen(narrow<KV>(first));
+                      k_out[f + half] = widen(narrow<KV>(second));
+                    });
+  } else if (warp == 2) {
+    for (int64_t e = lane; e < d; e += 32) {
+      v_out[e] = widen(narrow<KV>(fresh.in.v[(b * s.kv_heads + kvh) * d + e]));
+    }
+  }
+}
+
 template <typename KV, int E>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k,
                              const KV* __restrict__ v, const int32_t* __restrict__ mask,
                              const int32_t* __restrict__ slots, AttentionShape s, float scale,
                              float* __restrict__ partials, unsigned* __restrict__ arrivals,
-                             float* __restrict__ out) {
+                             float* __restrict__ out, const FreshToken fresh) {
   await_previous_kernels();
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
@@ -47,14 +75,32 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t i = token % s.seq, b = token / s.seq;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t slot = slots[i];
+
+  // With the step's token fresh (seq 1): its q, and its k and v as the cache would hold them.
+  const bool fused = fresh.in.q != nullptr;
+  __shared__ float fresh_q[32 * E], fresh_k[32 * E], fresh_v[32 * E];
+  if (fused) {
+    prepare_fresh_token<KV>(fresh, s, b, h, kvh, warp, lane, fresh_q, fresh_k, fresh_v);
+    __syncthreads();
+    // The first query head of a group, first split, stores the group's k and v; the others read
+    // them from shared memory, never from the slot.
+    if (h % (s.q_heads / s.kv_heads) == 0 && split == 0 && slot >= 0 && slot < s.cache_len) {
+      const int64_t at = ((b * s.cache_len + slot) * s.kv_heads + kvh) * D;
+      for (int d = static_cast<int>(threadIdx.x); d < D; d += blockDim.x) {
+        const_cast<KV*>(k)[at + d] = narrow<KV>(fresh_k[d]);
+        const_cast<KV*>(v)[at + d] = narrow<KV>(fresh_v[d]);
+      }
+    }
+  }
 
   float qr[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const int d = lane + 32 * e;
-    qr[e] = d < D ? q[row * D + d] : 0.f;
+    qr[e] = d < D ? (fused ? fresh_q[d] : q[row * D + d]) : 0.f;
   }
-  const int64_t visible_end = min(static_cast<int64_t>(slots[i]) + 1, s.cache_len);
+  const int64_t visible_end = min(slot + 1, s.cache_len);
   const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
   const int64_t first = split * keys_per_split;
   const int64_t last = min(first + keys_per_split, visible_end);
@@ -62,11 +108,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t j = first + warp; j < last; j += kWarps) {
     if (mask[b * s.cache_len + j] == 0) continue;
     const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D;
+    const bool own = fused && j == slot;  // the fresh token's key: from shared memory
     float dot = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int d = lane + 32 * e;
-      if (d < D) dot += qr[e] * widen(k[at + d]);
+      if (d < D) dot += qr[e] * (own ? fresh_k[d] : widen(k[at + d]));
     }
     const float score = warp_sum(dot) * scale;
     const float m_new = fmaxf(m, score);
@@ -75,7 +122,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int d = lane + 32 * e;
-      acc[e] = acc[e] * correction + (d < D ? p * widen(v[at + d]) : 0.f);
+      acc[e] = acc[e] * correction + (d < D ? p * (own ? fresh_v[d] : widen(v[at + d])) : 0.f);
     }
     m = m_new;
   }

@@ -378,6 +378,45 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   };
 }
 
+// Whether prepare_attention's output (q) is read only by a decode attention step (one new token a
+// row, f32 q, split-K over the cache it writes): that step then norms, rotates and stores the
+// token itself (FreshToken), saving a launch a layer, and this one does nothing.
+bool prepare_fused_into_attention(const graph::Graph& graph, graph::ValueId prepare) {
+  const Node& p = graph.nodes[static_cast<size_t>(prepare)];
+  if (p.op != Op::kPrepareAttention || p.shape[1] != 1) return false;
+  for (graph::ValueId out : graph.outputs) {
+    if (out == prepare) return false;
+  }
+  const Node* reader = nullptr;
+  for (const Node& n : graph.nodes) {
+    for (graph::ValueId in : n.inputs) {
+      if (in != prepare) continue;
+      if (reader != nullptr && reader != &n) return false;
+      reader = &n;
+    }
+  }
+  return reader != nullptr && reader->op == Op::kAttention && reader->inputs[0] == prepare &&
+         reader->inputs[1] == p.inputs[6] && reader->inputs[2] == p.inputs[7] &&
+         p.dtype == DType::f32;
+}
+
+// The fresh token's inputs, from its prepare_attention node's.
+FreshToken fresh_token(StepContext& c, const Node& prepare) {
+  const std::vector<graph::ValueId>& a = prepare.inputs;
+  const auto at = [&](size_t i) { return static_cast<size_t>(a[i]); };
+  const bool norms = a.size() > 8;
+  return {{.q = f32_at(c, at(0)),
+           .k = f32_at(c, at(1)),
+           .v = f32_at(c, at(2)),
+           .positions = i32_at(c, at(3)),
+           .slots = i32_at(c, at(5)),
+           .inv_freq = f32_at(c, at(4)),
+           .q_norm = norms ? f32_at(c, at(8)) : nullptr,
+           .k_norm = norms ? f32_at(c, at(9)) : nullptr},
+          prepare.eps,
+          prepare.scale};
+}
+
 }  // namespace
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
@@ -419,6 +458,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
     case Op::kQkvLinear:
       return qkv_linear_step(graph, n, out);
     case Op::kPrepareAttention: {
+      if (prepare_fused_into_attention(graph, id)) return [](StepContext&) {};
       const Shape q = in(0).shape, cache = in(6).shape;
       const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
       const DType cache_dtype = in(6).dtype;
@@ -471,10 +511,19 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       // the next.
       const std::shared_ptr<void> arrivals = zeroed_device_buffer(
           static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
+      if (prepare_fused_into_attention(graph, n.inputs[0])) {
+        const Node prepare = in(0);
+        return [=](StepContext& c) {
+          const FreshToken fresh = fresh_token(c, prepare);
+          attention(nullptr, c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32_at(c, args[3]),
+                    i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
+                    static_cast<unsigned*>(arrivals.get()), &fresh, c.stream);
+        };
+      }
       return [=](StepContext& c) {
         attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
                   i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
-                  static_cast<unsigned*>(arrivals.get()), c.stream);
+                  static_cast<unsigned*>(arrivals.get()), nullptr, c.stream);
       };
     }
     case Op::kSliceSeq: {
