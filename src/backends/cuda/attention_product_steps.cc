@@ -193,10 +193,6 @@ Step attention_products_step(const graph::Graph& graph, const graph::Node& n, si
 
 Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
   check_bf16(graph, n, "attention_grad");
-  if (input(graph, n, 5).dtype != DType::f32) {
-    throw Error("[cuda attention_grad] dy must be f32, got " +
-                std::string(dtype_name(input(graph, n, 5).dtype)));
-  }
   const Layout l(attention_shape(graph, n), true);
   const AttentionShape& s = l.s;
   const Probabilities probabilities(l);

@@ -30,10 +30,6 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
 }
 
 Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
-  if (input(graph, n, 5).dtype != DType::f32) {
-    throw Error("[cuda attention_grad] dy must be f32, got " +
-                std::string(dtype_name(input(graph, n, 5).dtype)));
-  }
   const AttentionShape shape = attention_shape(graph, n);
   const float scale = n.scale;
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());

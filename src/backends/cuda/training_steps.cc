@@ -167,6 +167,10 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kAttentionGrad: {
+      if (in(5).dtype != DType::f32) {
+        throw Error("[cuda attention_grad] dy must be f32, got " +
+                    std::string(dtype_name(in(5).dtype)));
+      }
       // Under autocast (bf16 q, k and v): as tensor-core products, or flash-style for sequences
       // whose scores outgrow the products' budget.
       if (runs_flash_attention_grad(graph, n)) return flash_attention_grad_step(graph, n, out);
