@@ -145,7 +145,7 @@ class CudaExecutable : public graph::Executable {
     layout_inputs();
     size_t scratch = 0;
     for (ValueId id : plan_.schedule) {
-      steps_.push_back(make_step(graph, id));
+      steps_.push_back(make_step(graph, id, &plan_));
       scratch = std::max(scratch, scratch_bytes(graph, id));
     }
     scratch_ = device_allocate(device().index, scratch);
@@ -315,7 +315,7 @@ class CudaBackend : public graph::Backend {
         keep.push_back(Tensor::empty(node.shape, node.dtype, device()));
         ptrs[i] = keep.back().data();
       }
-      steps.push_back(make_step(graph, static_cast<ValueId>(i)));
+      steps.push_back(make_step(graph, static_cast<ValueId>(i), nullptr));
       steps.back()(context);
     }
     synchronize_with_timeout(stream());

@@ -42,6 +42,9 @@ template <int D, typename Q, bool kStats>
 void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
                     const int32_t* slots, const AttentionShape& s, float scale, float* out,
                     RowStatsTarget stats, KeySplits splits, cudaStream_t stream) {
+  if (kStats && splits.count != 1) {
+    throw Error("[cuda attention_grad] the backward statistics need the keys in one split");
+  }
   constexpr size_t bytes = ForwardLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats>, bytes);
   dim3 grid = query_tiles(s);

@@ -134,21 +134,29 @@ __device__ void load_forward_tile(const __nv_bfloat16* k, const __nv_bfloat16* v
                                   int32_t* kept) {
   using L = ForwardLayout<D>;
   constexpr int kVectors = D / 8;  // 16-byte pieces of a row
+  const auto present = [&](int c) {
+    const int64_t j = key0 + c;
+    return j < s.cache_len && mask[b * s.cache_len + j] != 0;
+  };
+  const auto piece = [&](const __nv_bfloat16* src, int c, int part) {
+    if (!present(c)) return uint4{0, 0, 0, 0};
+    const int64_t at = ((b * s.cache_len + key0 + c) * s.kv_heads + kvh) * D + part * 8;
+    return *reinterpret_cast<const uint4*>(src + at);
+  };
+  // Keys: neighbouring threads take a row's neighbouring pieces.
   for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
     const int c = e / kVectors, part = e % kVectors;
-    const int64_t j = key0 + c;
-    const bool present = j < s.cache_len && mask[b * s.cache_len + j] != 0;
-    uint4 key{0, 0, 0, 0}, value{0, 0, 0, 0};
-    if (present) {
-      const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D + part * 8;
-      key = *reinterpret_cast<const uint4*>(k + at);
-      value = *reinterpret_cast<const uint4*>(v + at);
-    }
-    *reinterpret_cast<uint4*>(ks + c * L::k_ld + part * 8) = key;
+    *reinterpret_cast<uint4*>(ks + c * L::k_ld + part * 8) = piece(k, c, part);
+    if (part == 0) kept[c] = present(c);
+  }
+  // Values: neighbouring threads take neighbouring keys, so their transposed stores land in
+  // different banks.
+  for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
+    const int c = e % kTileKeys, part = e / kTileKeys;
+    const uint4 value = piece(v, c, part);
     const auto* values = reinterpret_cast<const __nv_bfloat16*>(&value);
 #pragma unroll
     for (int i = 0; i < 8; ++i) vt[(part * 8 + i) * L::v_ld + c] = values[i];
-    if (part == 0) kept[c] = present;
   }
 }
 

@@ -34,12 +34,13 @@ Split split_of(const AttentionShape& s) {
   return {std::clamp<int64_t>((kTargetBlocks + rows - 1) / rows, 1, max_splits)};
 }
 
-// The fresh token's q (head h) normed and rotated, and its k (normed, rotated) and v (head kvh)
-// rounded to the cache's dtype, as prepare_attention would leave them: by warps 0, 1 and 2.
+// The fresh token's q (head h) normed and rotated, and (when the block needs them) its k (normed,
+// rotated) and v (head kvh) rounded to the cache's dtype, as prepare_attention would leave them:
+// by warps 0, 1 and 2.
 template <typename KV>
 __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShape& s, int64_t b,
-                                    int64_t h, int64_t kvh, int warp, int lane, float* q_out,
-                                    float* k_out, float* v_out) {
+                                    int64_t h, int64_t kvh, bool needs_kv, int warp, int lane,
+                                    float* q_out, float* k_out, float* v_out) {
   const Params p{fresh.in, fresh.eps, fresh.scaling, s, nullptr};
   const int64_t d = s.head_dim, half = d / 2;
   if (warp == 0) {
@@ -48,13 +49,13 @@ __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShap
                       q_out[f] = first;
                       q_out[f + half] = second;
                     });
-  } else if (warp == 1) {
+  } else if (warp == 1 && needs_kv) {
     norm_and_rotate(p, fresh.in.k + (b * s.kv_heads + kvh) * d, fresh.in.k_norm, b, lane,
                     [&](int f, float first, float second) {
                       k_out[f] = widen(narrow<KV>(first));
                       k_out[f + half] = widen(narrow<KV>(second));
                     });
-  } else if (warp == 2) {
+  } else if (warp == 2 && needs_kv) {
     for (int64_t e = lane; e < d; e += 32) {
       v_out[e] = widen(narrow<KV>(fresh.in.v[(b * s.kv_heads + kvh) * d + e]));
     }
@@ -76,16 +77,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t slot = slots[i];
+  const int64_t visible_end = min(slot + 1, s.cache_len);
+  const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
+  const int64_t first = split * keys_per_split;
+  const int64_t last = min(first + keys_per_split, visible_end);
 
   // With the step's token fresh (seq 1): its q, and its k and v as the cache would hold them.
+  // The first query head of a group, first split, stores the group's k and v; the others read
+  // them from shared memory when their keys include the slot, never from the slot.
   const bool fused = fresh.in.q != nullptr;
+  const bool stores =
+      fused && h % (s.q_heads / s.kv_heads) == 0 && split == 0 && slot >= 0 && slot < s.cache_len;
   __shared__ float fresh_q[32 * E], fresh_k[32 * E], fresh_v[32 * E];
   if (fused) {
-    prepare_fresh_token<KV>(fresh, s, b, h, kvh, warp, lane, fresh_q, fresh_k, fresh_v);
+    const bool needs_kv = stores || (slot >= first && slot < last);
+    prepare_fresh_token<KV>(fresh, s, b, h, kvh, needs_kv, warp, lane, fresh_q, fresh_k, fresh_v);
     __syncthreads();
-    // The first query head of a group, first split, stores the group's k and v; the others read
-    // them from shared memory, never from the slot.
-    if (h % (s.q_heads / s.kv_heads) == 0 && split == 0 && slot >= 0 && slot < s.cache_len) {
+    if (stores) {
       const int64_t at = ((b * s.cache_len + slot) * s.kv_heads + kvh) * D;
       for (int d = static_cast<int>(threadIdx.x); d < D; d += blockDim.x) {
         const_cast<KV*>(k)[at + d] = narrow<KV>(fresh_k[d]);
@@ -100,10 +108,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int d = lane + 32 * e;
     qr[e] = d < D ? (fused ? fresh_q[d] : q[row * D + d]) : 0.f;
   }
-  const int64_t visible_end = min(slot + 1, s.cache_len);
-  const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
-  const int64_t first = split * keys_per_split;
-  const int64_t last = min(first + keys_per_split, visible_end);
   float m = -INFINITY, l = 0.f, acc[E] = {};
   for (int64_t j = first + warp; j < last; j += kWarps) {
     if (mask[b * s.cache_len + j] == 0) continue;

@@ -1,7 +1,9 @@
 #include "backends/cuda/steps.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 
 #include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/collective_steps.h"
@@ -11,6 +13,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/training_steps.h"
+#include "graph/attention_fusion.h"
 #include "graph/plan.h"
 #include "tfm/error.h"
 
@@ -378,28 +381,6 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   };
 }
 
-// Whether prepare_attention's output (q) is read only by a decode attention step (one new token a
-// row, f32 q, split-K over the cache it writes): that step then norms, rotates and stores the
-// token itself (FreshToken), saving a launch a layer, and this one does nothing.
-bool prepare_fused_into_attention(const graph::Graph& graph, graph::ValueId prepare) {
-  const Node& p = graph.nodes[static_cast<size_t>(prepare)];
-  if (p.op != Op::kPrepareAttention || p.shape[1] != 1) return false;
-  for (graph::ValueId out : graph.outputs) {
-    if (out == prepare) return false;
-  }
-  const Node* reader = nullptr;
-  for (const Node& n : graph.nodes) {
-    for (graph::ValueId in : n.inputs) {
-      if (in != prepare) continue;
-      if (reader != nullptr && reader != &n) return false;
-      reader = &n;
-    }
-  }
-  return reader != nullptr && reader->op == Op::kAttention && reader->inputs[0] == prepare &&
-         reader->inputs[1] == p.inputs[6] && reader->inputs[2] == p.inputs[7] &&
-         p.dtype == DType::f32;
-}
-
 // The fresh token's inputs, from its prepare_attention node's.
 FreshToken fresh_token(StepContext& c, const Node& prepare) {
   const std::vector<graph::ValueId>& a = prepare.inputs;
@@ -435,7 +416,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   return training_scratch_bytes(graph, id);
 }
 
-Step make_step(const graph::Graph& graph, graph::ValueId id) {
+Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* plan) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
@@ -458,7 +439,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
     case Op::kQkvLinear:
       return qkv_linear_step(graph, n, out);
     case Op::kPrepareAttention: {
-      if (prepare_fused_into_attention(graph, id)) return [](StepContext&) {};
+      if (graph::prepare_folds_into_attention(graph, id, plan)) return [](StepContext&) {};
       const Shape q = in(0).shape, cache = in(6).shape;
       const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
       const DType cache_dtype = in(6).dtype;
@@ -511,7 +492,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id) {
       // the next.
       const std::shared_ptr<void> arrivals = zeroed_device_buffer(
           static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
-      if (prepare_fused_into_attention(graph, n.inputs[0])) {
+      if (graph::prepare_folds_into_attention(graph, n.inputs[0], plan)) {
         const Node prepare = in(0);
         return [=](StepContext& c) {
           const FreshToken fresh = fresh_token(c, prepare);

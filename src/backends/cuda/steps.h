@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "graph/graph.h"
+#include "graph/plan.h"
 
 namespace tfm::cuda {
 
@@ -41,6 +42,8 @@ MatmulOperand matmul_operand(uint32_t start_alignment, uint64_t row_bytes, bool 
 
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
 // Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.
-Step make_step(const graph::Graph& graph, graph::ValueId id);
+// `plan`: the compiled plan the graph belongs to (its arena placement decides what steps may
+// fuse), or null in eager mode.
+Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* plan);
 
 }  // namespace tfm::cuda

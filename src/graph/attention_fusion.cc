@@ -1,0 +1,76 @@
+#include "graph/attention_fusion.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace tfm::graph {
+namespace {
+
+// The arena bytes [begin, end) a value spans, through views and reshapes to the node that owns
+// its buffer; {-1, -1} for one outside the arena (inputs, weights, state).
+std::pair<int64_t, int64_t> arena_span(const Plan& plan, ValueId id) {
+  const Node& value = plan.graph.nodes[static_cast<size_t>(id)];
+  const auto bytes = static_cast<int64_t>(shape_numel(value.shape) * dtype_size(value.dtype));
+  int64_t offset = 0;
+  for (;;) {
+    const Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    if (n.op == Op::kView) {
+      offset += n.start * static_cast<int64_t>(dtype_size(n.dtype));
+    } else if (n.op != Op::kReshape) {
+      break;
+    }
+    id = n.inputs[0];
+  }
+  const int64_t base = plan.offset[static_cast<size_t>(id)];
+  if (base < 0) return {-1, -1};
+  return {base + offset, base + offset + bytes};
+}
+
+// Whether the token's q, k and v rows outlive the prepare step in this plan, as far as attention
+// needs them (see prepare_folds_into_attention).
+bool fused_inputs_survive(const Plan& plan, ValueId prepare, ValueId attention) {
+  const auto& order = plan.schedule;
+  const auto from = std::find(order.begin(), order.end(), prepare);
+  const auto to = std::find(order.begin(), order.end(), attention);
+  if (from == order.end() || to == order.end() || to < from) return false;
+  for (auto it = from + 1; it != to; ++it) {
+    const Op op = plan.graph.nodes[static_cast<size_t>(*it)].op;
+    if (op != Op::kView && op != Op::kReshape) return false;
+  }
+  const auto out = arena_span(plan, attention);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto read = arena_span(plan, plan.graph.nodes[static_cast<size_t>(prepare)].inputs[i]);
+    const bool overlap =
+        read.first >= 0 && out.first >= 0 && read.first < out.second && out.first < read.second;
+    if (overlap && !(i == 0 && read == out)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const Plan* plan) {
+  const Node& p = graph.nodes[static_cast<size_t>(prepare)];
+  if (p.op != Op::kPrepareAttention || p.shape[1] != 1 || p.dtype != DType::f32) return false;
+  for (ValueId out : graph.outputs) {
+    if (out == prepare) return false;
+  }
+  std::optional<size_t> reader;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (ValueId in : graph.nodes[i].inputs) {
+      if (in != prepare) continue;
+      if (reader && *reader != i) return false;
+      reader = i;
+    }
+  }
+  if (!reader) return false;
+  const Node& a = graph.nodes[*reader];
+  const bool matches = a.op == Op::kAttention && a.inputs[0] == prepare &&
+                       a.inputs[1] == p.inputs[6] && a.inputs[2] == p.inputs[7] &&
+                       a.inputs[4] == p.inputs[5];
+  return matches &&
+         (plan == nullptr || fused_inputs_survive(*plan, prepare, static_cast<ValueId>(*reader)));
+}
+
+}  // namespace tfm::graph
