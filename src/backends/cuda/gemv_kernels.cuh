@@ -167,26 +167,39 @@ __device__ __forceinline__ void row_dots(const W* row, const float* x, NormedRow
   }
 }
 
+// A column's products with x's M rows (normed when asked), summed over the column's warps; every
+// lane of those warps gets them. Prefetches the row's first weights, waits for the kernel before
+// (overlapped_launch.h), then streams the row.
+template <typename W, int M, bool kNorm>
+__device__ __forceinline__ void column_products(const W* row, const float* x,
+                                                NormedRows<kNorm> norm, int k, const ColumnSlice& c,
+                                                int slices, float (&sum)[M]) {
+  prefetch_slice(row, c, k);
+  await_previous_kernels();
+  float sum_sq[M] = {};
+#pragma unroll
+  for (int m = 0; m < M; ++m) sum[m] = 0.f;
+  row_dots(row, x, norm, k, c, sum, sum_sq);
+  sum_slices(sum, slices);
+  if constexpr (kNorm) sum_slices(sum_sq, slices);
+#pragma unroll
+  for (int m = 0; m < M; ++m) sum[m] *= norm.factor(sum_sq[m], k);
+}
+
 template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
                 const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
                 int slices, float* __restrict__ y) {
   const ColumnSlice c = column_slice(slices, n);
-  const W* row = w + static_cast<int64_t>(c.col) * k;
-  prefetch_slice(row, c, k);
-  await_previous_kernels();
-  float acc[M] = {}, sum_sq[M] = {};
-  row_dots(row, x, norm, k, c, acc, sum_sq);
-  sum_slices(acc, slices);
-  if constexpr (kNorm) sum_slices(sum_sq, slices);
+  float sum[M];
+  column_products(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, slices, sum);
   if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float sum = acc[m] * norm.factor(sum_sq[m], k);
     const int64_t at = static_cast<int64_t>(m) * n + c.col;
     // The same order of additions as the cpu: (product + bias) + residual.
-    y[at] = (sum + (bias ? bias[c.col] : 0.f)) + (residual ? residual[at] : 0.f);
+    y[at] = (sum[m] + (bias ? bias[c.col] : 0.f)) + (residual ? residual[at] : 0.f);
   }
 }
 
@@ -199,19 +212,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   ColumnSlice c = column_slice(slices, static_cast<int>(p.n[0] + p.n[1] + p.n[2]));
   int i = 0;
   while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
-  const W* row = static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k;
-  prefetch_slice(row, c, k);
-  await_previous_kernels();
-  float acc[M] = {}, sum_sq[M] = {};
-  row_dots(row, x, norm, k, c, acc, sum_sq);
-  sum_slices(acc, slices);
-  if constexpr (kNorm) sum_slices(sum_sq, slices);
+  float sum[M];
+  column_products(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k, x, norm, k, c,
+                  slices, sum);
   if (!writes_column(c, slices)) return;
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float sum = acc[m] * norm.factor(sum_sq[m], k);
-    p.y[i][m * p.n[i] + c.col] = sum + (p.bias[i] ? p.bias[i][c.col] : 0.f);
-  }
+  for (int m = 0; m < M; ++m)
+    p.y[i][m * p.n[i] + c.col] = sum[m] + (p.bias[i] ? p.bias[i][c.col] : 0.f);
 }
 
 // Any k and alignment, one element per lane per step; `norm` as in the kernels above.
