@@ -92,4 +92,17 @@ inline int blocks_for(int64_t count, int threads) {
   return static_cast<int>((count + threads - 1) / threads);
 }
 
+// How many warps share each of a decode product's `outputs` (columns, or tiles of them), each a
+// slice of k, a power of two up to max_warps: more for products with few outputs, until about
+// 4096 warps (half of what an H200's 132 multiprocessors hold at once) stream the weights, while
+// every slice keeps at least min_slice of k.
+inline int warps_per_output(int64_t outputs, int64_t k, int64_t min_slice, int max_warps) {
+  constexpr int64_t kWantedWarps = 4096;
+  int warps = 1;
+  while (warps < max_warps && outputs * warps < kWantedWarps && k >= min_slice * warps * 2) {
+    warps *= 2;
+  }
+  return warps;
+}
+
 }  // namespace tfm::cuda

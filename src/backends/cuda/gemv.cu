@@ -10,19 +10,8 @@
 namespace tfm::cuda {
 namespace {
 
-// Enough warps in flight for the weights to stream at full rate: about half of what an H200's
-// 132 multiprocessors hold at once.
-constexpr int kWantedWarps = 4096;
-
-// How many warps read each output column (kWarps divisible by it), each a slice of k: more for
-// products with few columns, while every lane still reads at least 8 weights.
-int slices_for(int64_t n, int64_t k) {
-  int slices = 1;
-  while (slices < kWarps && n * slices < kWantedWarps && k >= int64_t{32} * 8 * slices * 2) {
-    slices *= 2;
-  }
-  return slices;
-}
+// Each output column is read by one to kWarps warps, every lane taking at least 8 weights.
+int slices_for(int64_t n, int64_t k) { return warps_per_output(n, k, int64_t{32} * 8, kWarps); }
 
 // Calls launch(std::integral_constant<int, m>{}) for the row count m (1 .. kGemvMaxRows): the
 // kernels keep one accumulator per row in registers.

@@ -113,8 +113,9 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
   float* inv_rms = partial + P * kSkinnyWarps * kTile * kTile;
   const int tile = blockIdx.x * (kSkinnyWarps / slices) + warp / slices;
   const bool active = tile < tiles;
+  const int stride = kTile * slices;  // between a warp's steps of k
   if (active) {  // the first group's weights: lane l, row l % 16 of the tile, every other step
-    const int lane = threadIdx.x % 32, stride = kTile * slices;
+    const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const __nv_bfloat16* row = weights(tile, p) + static_cast<int64_t>(lane % kTile) * k;
@@ -133,7 +134,6 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
     const __nv_bfloat16* w[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) w[p] = weights(tile, p);
-    const int stride = kTile * slices;
     for (int first = slice * kTile; first < k; first += stride * kGroupSteps) {
       // Every weight load of the group goes out before x's rows are staged, whose shared stores
       // the loads could not be moved past.

@@ -10,18 +10,9 @@
 namespace tfm::cuda {
 namespace {
 
-// Enough warps in flight for the weights to stream at full rate (as the GEMV's).
-constexpr int64_t kWantedWarps = 4096;
-
-// How many warps share a tile (kSkinnyWarps divisible by it), each a slice of k: more for few
-// tiles, while every slice keeps at least one group of steps.
+// Each tile is read by one to kSkinnyWarps warps, every slice taking at least a group of steps.
 int slices_for(int64_t tiles, int64_t k) {
-  int slices = 1;
-  while (slices < kSkinnyWarps && tiles * slices < kWantedWarps &&
-         k >= int64_t{kTile} * kGroupSteps * slices * 2) {
-    slices *= 2;
-  }
-  return slices;
+  return warps_per_output(tiles, k, int64_t{kTile} * kGroupSteps, kSkinnyWarps);
 }
 
 // Calls launch(SkinnyRows<true or false>) as the norm is given or not.

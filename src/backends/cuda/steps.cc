@@ -1,6 +1,5 @@
 #include "backends/cuda/steps.h"
 
-#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -381,21 +380,18 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   };
 }
 
-// The fresh token's inputs, from its prepare_attention node's.
-FreshToken fresh_token(StepContext& c, const Node& prepare) {
-  const std::vector<graph::ValueId>& a = prepare.inputs;
-  const auto at = [&](size_t i) { return static_cast<size_t>(a[i]); };
-  const bool norms = a.size() > 8;
-  return {{.q = f32_at(c, at(0)),
-           .k = f32_at(c, at(1)),
-           .v = f32_at(c, at(2)),
-           .positions = i32_at(c, at(3)),
-           .slots = i32_at(c, at(5)),
-           .inv_freq = f32_at(c, at(4)),
-           .q_norm = norms ? f32_at(c, at(8)) : nullptr,
-           .k_norm = norms ? f32_at(c, at(9)) : nullptr},
-          prepare.eps,
-          prepare.scale};
+// A prepare_attention node's inputs (graph::Builder::prepare_attention's order: q, k, v,
+// positions, inv_freq, slots, the caches, then the optional q and k norms) as its step reads them.
+AttentionInputs attention_inputs(StepContext& c, const std::vector<size_t>& args) {
+  const bool norms = args.size() > 8;
+  return {.q = f32_at(c, args[0]),
+          .k = f32_at(c, args[1]),
+          .v = f32_at(c, args[2]),
+          .positions = i32_at(c, args[3]),
+          .slots = i32_at(c, args[5]),
+          .inv_freq = f32_at(c, args[4]),
+          .q_norm = norms ? f32_at(c, args[8]) : nullptr,
+          .k_norm = norms ? f32_at(c, args[9]) : nullptr};
 }
 
 }  // namespace
@@ -443,19 +439,10 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       const Shape q = in(0).shape, cache = in(6).shape;
       const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
       const DType cache_dtype = in(6).dtype;
-      const bool norms = args.size() > 8;
       const float eps = n.eps, scaling = n.scale;
       return [=](StepContext& c) {
-        const AttentionInputs inputs{.q = f32_at(c, args[0]),
-                                     .k = f32_at(c, args[1]),
-                                     .v = f32_at(c, args[2]),
-                                     .positions = i32_at(c, args[3]),
-                                     .slots = i32_at(c, args[5]),
-                                     .inv_freq = f32_at(c, args[4]),
-                                     .q_norm = norms ? f32_at(c, args[8]) : nullptr,
-                                     .k_norm = norms ? f32_at(c, args[9]) : nullptr};
-        prepare_attention(inputs, shape, eps, scaling, c.ptrs[args[6]], c.ptrs[args[7]],
-                          cache_dtype, f32_at(c, out), c.stream);
+        prepare_attention(attention_inputs(c, args), shape, eps, scaling, c.ptrs[args[6]],
+                          c.ptrs[args[7]], cache_dtype, f32_at(c, out), c.stream);
       };
     }
     case Op::kRmsNorm: {
@@ -493,9 +480,10 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       const std::shared_ptr<void> arrivals = zeroed_device_buffer(
           static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
       if (graph::prepare_folds_into_attention(graph, n.inputs[0], plan)) {
-        const Node prepare = in(0);
+        const std::vector<size_t> prepare_args(in(0).inputs.begin(), in(0).inputs.end());
+        const float eps = in(0).eps, scaling = in(0).scale;
         return [=](StepContext& c) {
-          const FreshToken fresh = fresh_token(c, prepare);
+          const FreshToken fresh{attention_inputs(c, prepare_args), eps, scaling};
           attention(nullptr, c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32_at(c, args[3]),
                     i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
                     static_cast<unsigned*>(arrivals.get()), &fresh, c.stream);
