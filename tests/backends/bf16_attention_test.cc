@@ -1,6 +1,6 @@
 // Attention under bf16 autocast (on bf16 copies of q, k and v), forward and backward, on CUDA
-// (the forward flash-style for head sizes 16, 32, 64 and 128, the backward as cuBLASLt products
-// unless a row's scores outgrow their budget; skipped, and said so, where no GPU is present)
+// (flash-style for head sizes 16, 32, 64 and 128, as cuBLASLt products for the others; skipped,
+// and said so, where no GPU is present)
 // against the CPU backend, which widens the same
 // bf16 values exactly into its f32 kernels (those are checked against finite differences in
 // tests/graph). CUDA also rounds the probabilities and the scores' gradient to bf16 for its
@@ -82,8 +82,8 @@ TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
                          ::testing::Values(Case{2, 40, 4, 2, 16}, Case{3, 9, 2, 2, 8},
                                            Case{1, 130, 4, 1, 32}, Case{2, 70, 4, 2, 128},
-                                           // One row's scores past the products' 256 MiB:
-                                           // the flash backward kernels.
+                                           // A long sequence: 129 key tiles, and scores
+                                           // the products could not hold at once.
                                            Case{1, 8200, 1, 1, 16}));
 
 }  // namespace

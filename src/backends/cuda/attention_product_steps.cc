@@ -165,10 +165,6 @@ size_t attention_products_scratch_bytes(const AttentionShape& shape, bool backwa
   return Layout(shape, backward).bytes;
 }
 
-bool attention_products_fit_budget(const AttentionShape& shape) {
-  return batch_row_score_bytes(shape) <= kScoresBudgetBytes;
-}
-
 Step attention_products_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
   check_bf16(graph, n, "attention");
   const Layout l(attention_shape(graph, n), false);

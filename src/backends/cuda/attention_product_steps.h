@@ -10,9 +10,6 @@
 namespace tfm::cuda {
 
 size_t attention_products_scratch_bytes(const AttentionShape& shape, bool backward);
-// Whether one batch row's scores fit the budget the products keep their scratch within (beyond
-// it, a chunk of one row takes as much as it needs).
-bool attention_products_fit_budget(const AttentionShape& shape);
 // kAttention with bf16 q, k and v (written f32).
 Step attention_products_step(const graph::Graph& graph, const graph::Node& n, size_t out);
 // kAttentionGrad with bf16 q, k and v and f32 dy: writes f32 [dq | dk | dv].

@@ -1,10 +1,10 @@
 // Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
 // autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
 // and walks the keys in tiles of 64, each tile's products on tensor cores (bf16 in, f32
-// accumulation; mma.sync with everything in registers in the forward pass, WMMA tiles through
-// shared memory in the backward kernels) and the softmax kept online per query row: scores never
-// reach global memory.
+// accumulation; mma.sync on fragments in registers) and the softmax kept online per query row:
+// scores never reach global memory.
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
@@ -93,10 +93,12 @@ void with_head_dim(int64_t head_dim, F launch) {
   }
 }
 
-// The key and value tiles of the forward pass are read 16 bytes at a time.
-void check_aligned(const void* k, const void* v) {
-  if (reinterpret_cast<uintptr_t>(k) % 16 != 0 || reinterpret_cast<uintptr_t>(v) % 16 != 0) {
-    throw Error("[cuda attention] keys and values must be 16-byte aligned");
+// The tiles are read 16 bytes at a time.
+void check_aligned(std::initializer_list<const void*> operands) {
+  for (const void* p : operands) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+      throw Error("[cuda attention] the tiles' operands must be 16-byte aligned");
+    }
   }
 }
 
@@ -121,7 +123,7 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      float scale, float* out, void* scratch, unsigned* arrivals,
                      cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
-  check_aligned(k, v);
+  check_aligned({k, v});
   KeySplits splits;
   if (scratch != nullptr && arrivals != nullptr) {
     splits = {key_split_count(shape), static_cast<float*>(scratch), arrivals};
@@ -150,7 +152,7 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
     throw Error("[cuda attention_grad] flash-style needs queries and keys (seq " +
                 std::to_string(shape.seq) + ", keys " + std::to_string(shape.cache_len) + ")");
   }
-  check_aligned(k, v);
+  check_aligned({q, k, v, dy});
   with_head_dim(shape.head_dim, [&](auto d) {
     launch_backward<decltype(d)::value>(q, k, v, mask, slots, dy, shape, scale, grads,
                                         static_cast<float*>(scratch), stream);

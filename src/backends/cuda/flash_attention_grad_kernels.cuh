@@ -3,8 +3,11 @@
 // written each query row's log-sum-exp and delta = dy · out, the probabilities of any tile are
 // P = exp(scale * q·k - lse) with no pass over the row, and dS = scale * P * (dy·v - delta).
 // One kernel walks the query tiles for a tile of keys (dk = dS^T q, dv = P^T dy, summed over the
-// group's query heads), the other the key tiles for a tile of queries (dq = dS k). All products
-// are bf16 WMMA tiles with f32 accumulation, as in the forward pass.
+// group's query heads), the other the key tiles for a tile of queries (dq = dS k), so that each
+// gradient is one block's sum in a fixed order: the same bits every run. As in the forward pass,
+// every product is mma.sync (warp_mma.cuh) on fragments in registers: a warp holds its 16 rows'
+// operands and gradients, takes the other side 16 rows at a time, and turns the scores'
+// accumulators into the next product's left-hand fragments without a trip through shared memory.
 #pragma once
 
 #include "backends/cuda/flash_attention_kernel.cuh"
@@ -12,84 +15,73 @@
 namespace tfm::cuda {
 namespace {
 
-// The backward blocks' shared memory: four bf16 tiles (q, dy, k, v rows), two f32 staging areas
-// per warp (scores, then dy·v), a bf16 tile per warp (P or dS), and per-tile masks, slots and row
-// statistics. 32-byte aligned sections, as WMMA requires.
+// The backward blocks' shared memory: two tiles as rows and two transposed (TileLayout), then an
+// int per row of the tile (the queries' slots, or whether the keys are kept) and the queries'
+// (lse, delta).
 template <int D>
 struct GradLayout {
-  static constexpr int ld = Layout<D>::ld, p_ld = Layout<D>::p_ld, s_ld = Layout<D>::s_ld;
-  static constexpr size_t tile_bytes = size_t{kTileKeys} * ld * 2;
-  static constexpr size_t staging_bytes = size_t{kBlockRows} * s_ld * 4;
-  static constexpr size_t probs_bytes = size_t{kBlockRows} * p_ld * 2;
-  static constexpr size_t q = 0, dy = tile_bytes, k = 2 * tile_bytes, v = 3 * tile_bytes;
-  static constexpr size_t scores = 4 * tile_bytes, d_probs = scores + staging_bytes;
-  static constexpr size_t probs = d_probs + staging_bytes;
-  static constexpr size_t keys_kept = probs + probs_bytes;           // int per key of the tile
-  static constexpr size_t query_slots = keys_kept + kTileKeys * 4;   // int per query of the tile
-  static constexpr size_t row_stats = query_slots + kBlockRows * 4;  // (lse, delta) per query
-  static constexpr size_t total = row_stats + kBlockRows * 8;
+  using T = TileLayout<D>;
+  static constexpr size_t rows_a = 0, rows_b = T::rows_bytes;
+  static constexpr size_t cols_a = 2 * T::rows_bytes, cols_b = cols_a + T::cols_bytes;
+  static constexpr size_t ints = cols_b + T::cols_bytes;
+  static constexpr size_t row_stats = ints + kTileKeys * sizeof(int32_t);
+  static constexpr size_t total = row_stats + kTileKeys * 2 * sizeof(float);
 };
 // An sm_90 block may have 227 KB of shared memory.
 static_assert(GradLayout<128>::total <= 227 * 1024 && ForwardLayout<128>::total <= 227 * 1024);
 
 template <int D>
 struct GradTiles {
-  __nv_bfloat16 *q, *dy, *k, *v, *probs;
-  float *scores, *d_probs, *row_stats;
-  int32_t *keys_kept, *query_slots;
+  __nv_bfloat16 *rows_a, *rows_b, *cols_a, *cols_b;
+  int32_t* ints;
+  float* row_stats;
 
   __device__ explicit GradTiles(unsigned char* smem)
-      : q(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::q)),
-        dy(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::dy)),
-        k(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::k)),
-        v(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::v)),
-        probs(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::probs)),
-        scores(reinterpret_cast<float*>(smem + GradLayout<D>::scores)),
-        d_probs(reinterpret_cast<float*>(smem + GradLayout<D>::d_probs)),
-        row_stats(reinterpret_cast<float*>(smem + GradLayout<D>::row_stats)),
-        keys_kept(reinterpret_cast<int32_t*>(smem + GradLayout<D>::keys_kept)),
-        query_slots(reinterpret_cast<int32_t*>(smem + GradLayout<D>::query_slots)) {}
+      : rows_a(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::rows_a)),
+        rows_b(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::rows_b)),
+        cols_a(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::cols_a)),
+        cols_b(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::cols_b)),
+        ints(reinterpret_cast<int32_t*>(smem + GradLayout<D>::ints)),
+        row_stats(reinterpret_cast<float*>(smem + GradLayout<D>::row_stats)) {}
 };
 
-// Which of the tile's keys exist and are not masked out.
-__device__ void load_keys_kept(const int32_t* mask, const AttentionShape& s, int64_t b,
-                               int64_t key0, int32_t* keys_kept) {
-  for (int c = threadIdx.x; c < kTileKeys; c += blockDim.x) {
-    const int64_t j = key0 + c;
-    keys_kept[c] = j < s.cache_len && mask[b * s.cache_len + j] != 0;
-  }
+// A warp's 16 rows of two [B, n, heads, D] tensors (rows first .. first + 15 of the block's tile)
+// as left-hand fragments, through two rows tiles: the block's first use of them.
+template <int D, typename A, typename B>
+__device__ void warp_fragments(const A* a_src, const B* b_src, int64_t b, int64_t n, int64_t heads,
+                               int64_t head, int64_t first, const int32_t* mask,
+                               const GradTiles<D>& tiles, uint32_t (&a)[D / 16][4],
+                               uint32_t (&b_frag)[D / 16][4]) {
+  load_tile<D>(a_src, b, n, heads, head, first, mask, tiles.rows_a, nullptr);
+  load_tile<D>(b_src, b, n, heads, head, first, mask, tiles.rows_b, nullptr);
+  __syncthreads();
+  const int warp_first = static_cast<int>(threadIdx.x / 32) * kWarpRows;
+  row_fragments<D>(tiles.rows_a, warp_first, a);
+  row_fragments<D>(tiles.rows_b, warp_first, b_frag);
 }
 
-// acc[db] += p [16, 64] times rows [64, D], column block db.
-template <int D>
-__device__ void accumulate_product(const __nv_bfloat16* p, const __nv_bfloat16* rows,
-                                   Accumulator (&acc)[D / kFragment]) {
-#pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) accumulate_column_block<D>(p, rows, db, acc[db]);
-}
-
-// Writes a warp's 16 accumulated rows (f32 [16, D]) through its staging area to rows
+// Writes a warp's accumulated [16, D] rows (rows g and g + 8 of the lane's fragments) to rows
 // first .. first + 15 of one head of a [B, n, heads, D] tensor, skipping rows past n.
 template <int D>
-__device__ void store_rows(const Accumulator (&acc)[D / kFragment], float* staging, int lane,
-                           float* dst, int64_t b, int64_t n, int64_t heads, int64_t head,
-                           int64_t first) {
+__device__ void store_fragments(const float (&acc)[D / 8][4], float* dst, int64_t b, int64_t n,
+                                int64_t heads, int64_t head, int64_t first) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) {
-    wmma::store_matrix_sync(staging + db * kFragment, acc[db], Layout<D>::s_ld,
-                            wmma::mem_row_major);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t j = first + g + 8 * r;
+    if (j >= n) continue;
+    float* row = dst + ((b * n + j) * heads + head) * D + 2 * t;
+#pragma unroll
+    for (int db = 0; db < D / 8; ++db) {
+      row[db * 8] = acc[db][2 * r];
+      row[db * 8 + 1] = acc[db][2 * r + 1];
+    }
   }
-  __syncwarp();
-  for (int e = lane; e < kWarpRows * D; e += 32) {
-    const int r = e / D, d = e % D;
-    const int64_t j = first + r;
-    if (j < n) dst[((b * n + j) * heads + head) * D + d] = staging[r * Layout<D>::s_ld + d];
-  }
-  __syncwarp();
 }
 
 // dk and dv for a tile of 64 keys of one KV head (16 per warp): over every query head of its
-// group and every query tile that sees one of the keys.
+// group and every query tile that sees one of the keys. Per 16 queries, S^T = k q^T and
+// dP^T = v dy^T give P^T and dS^T, then dv += P^T dy and dk += dS^T q.
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_dkdv_kernel(const __nv_bfloat16* __restrict__ q,
@@ -100,78 +92,77 @@ __global__ void __launch_bounds__(kWarps * 32)
                                 AttentionShape s, float scale, float* __restrict__ dk,
                                 float* __restrict__ dv) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const GradTiles<D> t(smem);
+  const GradTiles<D> tiles(smem);
+  // The query tile: q and dy as rows (for S^T and dP^T) and transposed (for dk and dv).
+  __nv_bfloat16 *q_rows = tiles.rows_a, *dy_rows = tiles.rows_b;
+  __nv_bfloat16 *q_cols = tiles.cols_a, *dy_cols = tiles.cols_b;
+  int32_t* query_slots = tiles.ints;
   const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y, b = blockIdx.z;
   const int64_t group = s.q_heads / s.kv_heads;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  constexpr int kCols = kBlockRows / 2;  // queries per lane of a key row
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-  load_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, t.k, mask);
-  load_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, t.v, mask);
-  load_keys_kept(mask, s, b, key0, t.keys_kept);
-  float* scores = t.scores + warp * kWarpRows * Layout<D>::s_ld;  // [16 keys, 64 queries]
-  float* d_probs = t.d_probs + warp * kWarpRows * Layout<D>::s_ld;
-  __nv_bfloat16* probs = t.probs + warp * kWarpRows * Layout<D>::p_ld;
-  const __nv_bfloat16* warp_k = t.k + warp * kWarpRows * Layout<D>::ld;
-  const __nv_bfloat16* warp_v = t.v + warp * kWarpRows * Layout<D>::ld;
-  const int key = warp * kWarpRows + row;  // this lane's key in the tile
-
-  Accumulator dk_acc[D / kFragment], dv_acc[D / kFragment];
+  uint32_t ka[D / 16][4], va[D / 16][4];
+  warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, tiles, ka, va);
+  int64_t key[2];
+  bool kept[2];
 #pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) {
-    wmma::fill_fragment(dk_acc[db], 0.f);
-    wmma::fill_fragment(dv_acc[db], 0.f);
+  for (int r = 0; r < 2; ++r) {
+    key[r] = key0 + warp * kWarpRows + g + 8 * r;
+    kept[r] = key[r] < s.cache_len && mask[b * s.cache_len + key[r]] != 0;
   }
 
+  float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
     for (int64_t first_query = 0; first_query < s.seq; first_query += kBlockRows) {
       // Causal: a tile whose queries all sit before the keys sees none of them.
       if (keys_seen_by(slots, s, first_query) <= key0) continue;
-      __syncthreads();  // the previous query tile is no longer read
-      load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, t.q);
-      load_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, t.dy);
+      __syncthreads();  // the previous tile (or the keys' and values' rows) is no longer read
+      load_tile<D>(q, b, s.seq, s.q_heads, h, first_query, nullptr, q_rows, q_cols);
+      load_tile<D>(dy, b, s.seq, s.q_heads, h, first_query, nullptr, dy_rows, dy_cols);
       for (int r = threadIdx.x; r < kBlockRows; r += blockDim.x) {
         const int64_t i = first_query + r;
         const bool exists = i < s.seq;
-        t.query_slots[r] = exists ? slots[i] : -1;
-        t.row_stats[2 * r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
-        t.row_stats[2 * r + 1] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
+        const int64_t at = 2 * ((b * s.seq + i) * s.q_heads + h);
+        query_slots[r] = exists ? slots[i] : -1;
+        tiles.row_stats[2 * r] = exists ? stats[at] : 0.f;
+        tiles.row_stats[2 * r + 1] = exists ? stats[at + 1] : 0.f;
       }
       __syncthreads();
 
-      product_with_rows_t<D>(warp_k, t.q, scores);    // S^T = k q^T
-      product_with_rows_t<D>(warp_v, t.dy, d_probs);  // dP^T = v dy^T
-      __syncwarp();
-      const int64_t j = key0 + key;
-      const bool kept = t.keys_kept[key] != 0;
-      float* score_row = scores + row * Layout<D>::s_ld;
-      const float* d_prob_row = d_probs + row * Layout<D>::s_ld;
-      __nv_bfloat16* prob_row = probs + row * Layout<D>::p_ld;
-#pragma unroll 8
-      for (int c = half * kCols; c < (half + 1) * kCols; ++c) {
-        const bool visible = kept && j <= t.query_slots[c];
-        const float p = visible ? expf(score_row[c] * scale - t.row_stats[2 * c]) : 0.f;
-        prob_row[c] = __float2bfloat16_rn(p);
-        score_row[c] = scale * p * (d_prob_row[c] - t.row_stats[2 * c + 1]);  // dS^T
+#pragma unroll 1
+      for (int first = 0; first < kBlockRows; first += 16) {
+        float p[2][4] = {}, ds[2][4] = {};  // P^T, dS^T: the warp's keys by 16 queries
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+          times_rows_t<D>(ka, q_rows, first + nb * 8, p[nb]);
+          times_rows_t<D>(va, dy_rows, first + nb * 8, ds[nb]);
+        }
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2, c = first + nb * 8 + 2 * t + e % 2;
+            const bool visible = kept[r] && key[r] <= query_slots[c];
+            const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
+            p[nb][e] = prob;
+            ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
+          }
+        }
+        uint32_t pa[4], dsa[4];
+        as_left_fragment(p[0], p[1], pa);
+        as_left_fragment(ds[0], ds[1], dsa);
+        times_rows<D>(pa, dy_cols, first, dv_acc);
+        times_rows<D>(dsa, q_cols, first, dk_acc);
       }
-      __syncwarp();
-      accumulate_product<D>(probs, t.dy, dv_acc);  // dv += P^T dy
-      __syncwarp();
-#pragma unroll 8
-      for (int c = half * kCols; c < (half + 1) * kCols; ++c) {
-        prob_row[c] = __float2bfloat16_rn(score_row[c]);
-      }
-      __syncwarp();
-      accumulate_product<D>(probs, t.q, dk_acc);  // dk += dS^T q
-      __syncwarp();  // read before the next tile overwrites the staging areas
     }
   }
   const int64_t first_key = key0 + warp * kWarpRows;
-  store_rows<D>(dk_acc, scores, lane, dk, b, s.cache_len, s.kv_heads, kvh, first_key);
-  store_rows<D>(dv_acc, scores, lane, dv, b, s.cache_len, s.kv_heads, kvh, first_key);
+  store_fragments<D>(dk_acc, dk, b, s.cache_len, s.kv_heads, kvh, first_key);
+  store_fragments<D>(dv_acc, dv, b, s.cache_len, s.kv_heads, kvh, first_key);
 }
 
-// dq for a tile of 64 queries of one head (16 per warp): over the key tiles they see.
+// dq for a tile of 64 queries of one head (16 per warp): over the key tiles they see. Per 16
+// keys, S = q k^T and dP = dy v^T give dS, then dq += dS k.
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_dq_kernel(const __nv_bfloat16* __restrict__ q,
@@ -181,55 +172,60 @@ __global__ void __launch_bounds__(kWarps * 32)
                               const float* __restrict__ stats, AttentionShape s, float scale,
                               float* __restrict__ dq) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const GradTiles<D> t(smem);
+  const GradTiles<D> tiles(smem);
+  // The key tile: keys and values as rows (for S and dP), keys transposed (for dq).
+  __nv_bfloat16 *k_rows = tiles.rows_a, *v_rows = tiles.rows_b, *k_cols = tiles.cols_a;
+  int32_t* keys_kept = tiles.ints;
   const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = lane / 2, half = lane % 2;
-  constexpr int kCols = kTileKeys / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 
-  load_rows<D>(q, b, s.seq, s.q_heads, h, first_query, t.q);
-  load_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, t.dy);
+  uint32_t qa[D / 16][4], dya[D / 16][4];
+  warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, tiles, qa, dya);
+  int64_t row_end[2];  // the keys each row sees end here (0 past the sequence)
+  float lse[2], delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = first_query + warp * kWarpRows + g + 8 * r;
+    const bool exists = i < s.seq;
+    row_end[r] = exists ? min(static_cast<int64_t>(slots[i]) + 1, s.cache_len) : 0;
+    lse[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
+    delta[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
+  }
   const int64_t keys_end = keys_seen_by(slots, s, first_query);
 
-  const int64_t i = first_query + warp * kWarpRows + row;
-  const bool exists = i < s.seq;
-  const int64_t row_end = exists ? min(static_cast<int64_t>(slots[i]) + 1, s.cache_len) : 0;
-  const float lse = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
-  const float delta = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
-  float* scores = t.scores + warp * kWarpRows * Layout<D>::s_ld;  // [16 queries, 64 keys]
-  float* d_probs = t.d_probs + warp * kWarpRows * Layout<D>::s_ld;
-  __nv_bfloat16* probs = t.probs + warp * kWarpRows * Layout<D>::p_ld;
-  const __nv_bfloat16* warp_q = t.q + warp * kWarpRows * Layout<D>::ld;
-  const __nv_bfloat16* warp_dy = t.dy + warp * kWarpRows * Layout<D>::ld;
-
-  Accumulator dq_acc[D / kFragment];
-#pragma unroll
-  for (int db = 0; db < D / kFragment; ++db) wmma::fill_fragment(dq_acc[db], 0.f);
-
+  float dq_acc[D / 8][4] = {};
   for (int64_t key0 = 0; key0 < keys_end; key0 += kTileKeys) {
-    __syncthreads();  // the previous key tile is no longer read
-    load_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, t.k, mask);
-    load_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, t.v, mask);
-    load_keys_kept(mask, s, b, key0, t.keys_kept);
+    __syncthreads();  // the previous tile (or the queries' rows) is no longer read
+    load_tile<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, mask, k_rows, k_cols);
+    load_tile<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, mask, v_rows, nullptr);
+    load_kept(mask, s, b, key0, keys_kept);
     __syncthreads();
 
-    product_with_rows_t<D>(warp_q, t.k, scores);    // S = q k^T
-    product_with_rows_t<D>(warp_dy, t.v, d_probs);  // dP = dy v^T
-    __syncwarp();
-    const float* score_row = scores + row * Layout<D>::s_ld;
-    const float* d_prob_row = d_probs + row * Layout<D>::s_ld;
-    __nv_bfloat16* d_score_row = probs + row * Layout<D>::p_ld;
-#pragma unroll 8
-    for (int c = half * kCols; c < (half + 1) * kCols; ++c) {
-      const bool visible = t.keys_kept[c] != 0 && key0 + c < row_end;
-      const float p = visible ? expf(score_row[c] * scale - lse) : 0.f;
-      d_score_row[c] = __float2bfloat16_rn(scale * p * (d_prob_row[c] - delta));
+#pragma unroll 1
+    for (int first = 0; first < kTileKeys; first += 16) {
+      float sc[2][4] = {}, ds[2][4] = {};  // S, then dS: the warp's queries by 16 keys
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        times_rows_t<D>(qa, k_rows, first + nb * 8, sc[nb]);
+        times_rows_t<D>(dya, v_rows, first + nb * 8, ds[nb]);
+      }
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2, c = first + nb * 8 + 2 * t + e % 2;
+          const bool visible = keys_kept[c] != 0 && key0 + c < row_end[r];
+          const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
+          ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
+        }
+      }
+      uint32_t dsa[4];
+      as_left_fragment(ds[0], ds[1], dsa);
+      times_rows<D>(dsa, k_cols, first, dq_acc);
     }
-    __syncwarp();
-    accumulate_product<D>(probs, t.k, dq_acc);  // dq += dS k
-    __syncwarp();
   }
-  store_rows<D>(dq_acc, scores, lane, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);
+  store_fragments<D>(dq_acc, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include "backends/cuda/chunk_merge.cuh"
 #include "backends/cuda/device_math.cuh"
@@ -13,54 +12,80 @@
 namespace tfm::cuda {
 namespace {
 
-using namespace nvcuda;
-
 constexpr int kWarps = 4;
-constexpr int kWarpRows = 16;  // a WMMA fragment's rows: the queries one warp owns
+constexpr int kWarpRows = 16;  // an mma fragment's rows: the queries (or keys) one warp owns
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kTileKeys = 64;
-constexpr int kFragment = 16;
-// Shared rows padded by 16 bytes so a fragment's rows start on different banks.
+// Shared rows padded by 16 bytes so a fragment's 8 rows start on different banks.
 constexpr int kPad = 8;
 
-// The backward kernels' rows in shared memory (see GradLayout): padded so a fragment's rows start
-// on different banks, each a multiple of 32 bytes from the last, as WMMA requires.
+// A tile of 64 rows of one head in shared memory, bf16, as rows [64, D] or transposed [D, 64].
+// The products read their fragments from either as bf16 pairs of a row: rows for a right-hand
+// side whose columns are the tile's rows (q k^T), transposed for one whose rows are (P v).
 template <int D>
-struct Layout {
-  static constexpr int ld = D + kPad;                               // bf16 rows of q, k and v
-  static constexpr int p_ld = kTileKeys + kPad;                     // bf16 rows of probabilities
-  static constexpr int s_ld = (D > kTileKeys ? D : kTileKeys) + 4;  // f32 rows: scores, then P·V
+struct TileLayout {
+  static constexpr int rows_ld = D + kPad;
+  static constexpr int cols_ld = kTileKeys + kPad;
+  static constexpr size_t rows_bytes = size_t{kTileKeys} * rows_ld * 2;
+  static constexpr size_t cols_bytes = size_t{D} * cols_ld * 2;
 };
 
-// The forward kernel's shared memory: the key tile as rows [64, D] and the value tile transposed
-// [D, 64], so that both products read their right-hand fragments as bf16 pairs of a row, then
-// whether each of the tile's keys is there. Rows padded by 16 bytes: a fragment's 8 rows start
-// on different banks.
+// The forward kernel's shared memory: the key tile as rows, the value tile transposed, then
+// whether each of the tile's keys is there.
 template <int D>
 struct ForwardLayout {
-  static constexpr int k_ld = D + kPad;
-  static constexpr int v_ld = kTileKeys + kPad;
-  static constexpr size_t k_bytes = size_t{kTileKeys} * k_ld * 2;
-  static constexpr size_t v_bytes = size_t{D} * v_ld * 2;
+  static constexpr size_t k_bytes = TileLayout<D>::rows_bytes;
+  static constexpr size_t v_bytes = TileLayout<D>::cols_bytes;
   static constexpr size_t total = k_bytes + v_bytes + kTileKeys * sizeof(int32_t);
 };
 
-using Bf16Fragment =
-    wmma::fragment<wmma::matrix_a, kFragment, kFragment, kFragment, __nv_bfloat16, wmma::row_major>;
-using Accumulator = wmma::fragment<wmma::accumulator, kFragment, kFragment, kFragment, float>;
+// Eight consecutive elements as bf16, 16 bytes.
+__device__ __forceinline__ uint4 eight_bf16(const __nv_bfloat16* src) {
+  return *reinterpret_cast<const uint4*>(src);
+}
+__device__ __forceinline__ uint4 eight_bf16(const float* src) {
+  const float4 low = reinterpret_cast<const float4*>(src)[0];
+  const float4 high = reinterpret_cast<const float4*>(src)[1];
+  return uint4{bf16_pair(low.x, low.y), bf16_pair(low.z, low.w), bf16_pair(high.x, high.y),
+               bf16_pair(high.z, high.w)};
+}
 
-// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a bf16 tile; rows past n,
-// and with a mask (the batch row's [n] key mask) masked rows, are zeros, so a non-finite value in
-// a padded slot cannot reach a gradient through a zero probability.
+// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile as rows and/or
+// transposed (either may be null). Rows past n, and with a mask (the batch row's [n] mask) the
+// rows it leaves out, are zeros, so a stale or non-finite value there cannot reach a result
+// through a zero probability. (Slots a query may not see for causality hold the sequence's own
+// later tokens.)
 template <int D, typename T>
-__device__ void load_rows(const T* src, int64_t b, int64_t n, int64_t heads, int64_t head,
-                          int64_t first, __nv_bfloat16* tile, const int32_t* mask = nullptr) {
-  for (int e = threadIdx.x; e < kTileKeys * D; e += blockDim.x) {
-    const int r = e / D, d = e % D;
+__device__ void load_tile(const T* src, int64_t b, int64_t n, int64_t heads, int64_t head,
+                          int64_t first, const int32_t* mask, __nv_bfloat16* rows,
+                          __nv_bfloat16* cols) {
+  using L = TileLayout<D>;
+  constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
+  const bool transposing = cols != nullptr;
+  for (int e = threadIdx.x; e < kTileKeys * kPieces; e += blockDim.x) {
+    // Rows only: neighbouring threads take a row's neighbouring pieces. Transposed: neighbouring
+    // rows, so that the transposed stores land in different banks.
+    const int r = transposing ? e % kTileKeys : e / kPieces;
+    const int part = transposing ? e / kTileKeys : e % kPieces;
     const int64_t j = first + r;
-    const bool kept = j < n && (mask == nullptr || mask[b * n + j] != 0);
-    const float x = kept ? widen(src[((b * n + j) * heads + head) * D + d]) : 0.f;
-    tile[r * Layout<D>::ld + d] = __float2bfloat16_rn(x);
+    const bool present = j < n && (mask == nullptr || mask[b * n + j] != 0);
+    const uint4 piece =
+        present ? eight_bf16(src + ((b * n + j) * heads + head) * D + part * 8) : uint4{0, 0, 0, 0};
+    if (rows != nullptr) *reinterpret_cast<uint4*>(rows + r * L::rows_ld + part * 8) = piece;
+    if (transposing) {
+      const auto* values = reinterpret_cast<const __nv_bfloat16*>(&piece);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) cols[(part * 8 + i) * L::cols_ld + r] = values[i];
+    }
+  }
+}
+
+// kept[c]: whether key key0 + c is in the cache and not masked out.
+__device__ inline void load_kept(const int32_t* mask, const AttentionShape& s, int64_t b,
+                                 int64_t key0, int32_t* kept) {
+  for (int c = threadIdx.x; c < kTileKeys; c += blockDim.x) {
+    const int64_t j = key0 + c;
+    kept[c] = j < s.cache_len && mask[b * s.cache_len + j] != 0;
   }
 }
 
@@ -75,44 +100,59 @@ __device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShap
   return min(end, s.cache_len);
 }
 
-// staging [16, 64] (f32, s_ld) = a [16, D] times b^T, b's 64 rows [64, D] (bf16, ld): a warp's
-// 16 rows against a tile's 64.
+// A bf16 pair of a row in shared memory, as one fragment register.
+__device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// A warp's 16 rows first .. first + 15 of a rows tile as the left-hand fragments of a product
+// over d (warp_mma.cuh's layout).
 template <int D>
-__device__ void product_with_rows_t(const __nv_bfloat16* a, const __nv_bfloat16* b,
-                                    float* staging) {
+__device__ void row_fragments(const __nv_bfloat16* rows, int first, uint32_t (&a)[D / 16][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const __nv_bfloat16* upper = rows + (first + g) * TileLayout<D>::rows_ld + 2 * t;
+  const __nv_bfloat16* lower = upper + 8 * TileLayout<D>::rows_ld;
 #pragma unroll
-  for (int cb = 0; cb < kTileKeys / kFragment; ++cb) {
-    Accumulator acc;
-    wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-    for (int kb = 0; kb < D / kFragment; ++kb) {
-      Bf16Fragment x;
-      wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16,
-                     wmma::col_major>
-          y_t;
-      wmma::load_matrix_sync(x, a + kb * kFragment, Layout<D>::ld);
-      wmma::load_matrix_sync(y_t, b + cb * kFragment * Layout<D>::ld + kb * kFragment,
-                             Layout<D>::ld);
-      wmma::mma_sync(acc, x, y_t, acc);
-    }
-    wmma::store_matrix_sync(staging + cb * kFragment, acc, Layout<D>::s_ld, wmma::mem_row_major);
+  for (int kc = 0; kc < D / 16; ++kc) {
+    a[kc][0] = shared_pair(upper + kc * 16), a[kc][1] = shared_pair(lower + kc * 16);
+    a[kc][2] = shared_pair(upper + kc * 16 + 8), a[kc][3] = shared_pair(lower + kc * 16 + 8);
   }
 }
 
-// acc += p [16, 64] (bf16, p_ld) times columns db * 16 .. db * 16 + 15 of rows [64, D] (bf16, ld).
+// acc [16, 8] += a [16, D] times rows first .. first + 7 of a rows tile, transposed (q k^T).
 template <int D>
-__device__ void accumulate_column_block(const __nv_bfloat16* p, const __nv_bfloat16* rows, int db,
-                                        Accumulator& acc) {
+__device__ __forceinline__ void times_rows_t(const uint32_t (&a)[D / 16][4],
+                                             const __nv_bfloat16* rows, int first,
+                                             float (&acc)[4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const __nv_bfloat16* row = rows + (first + g) * TileLayout<D>::rows_ld + 2 * t;
 #pragma unroll
-  for (int kb = 0; kb < kTileKeys / kFragment; ++kb) {
-    Bf16Fragment x;
-    wmma::fragment<wmma::matrix_b, kFragment, kFragment, kFragment, __nv_bfloat16, wmma::row_major>
-        y;
-    wmma::load_matrix_sync(x, p + kb * kFragment, Layout<D>::p_ld);
-    wmma::load_matrix_sync(y, rows + kb * kFragment * Layout<D>::ld + db * kFragment,
-                           Layout<D>::ld);
-    wmma::mma_sync(acc, x, y, acc);
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const uint32_t b[2] = {shared_pair(row + kc * 16), shared_pair(row + kc * 16 + 8)};
+    mma_16x8x16(acc, a[kc], b);
   }
+}
+
+// acc [16, D] += a [16, 16] times rows first .. first + 15 of the tile whose transpose is cols
+// (P v).
+template <int D>
+__device__ __forceinline__ void times_rows(const uint32_t (&a)[4], const __nv_bfloat16* cols,
+                                           int first, float (&acc)[D / 8][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int db = 0; db < D / 8; ++db) {
+    const __nv_bfloat16* col = cols + (db * 8 + g) * TileLayout<D>::cols_ld + first + 2 * t;
+    const uint32_t b[2] = {shared_pair(col), shared_pair(col + 8)};
+    mma_16x8x16(acc[db], a, b);
+  }
+}
+
+// Two accumulated [16, 8] blocks, side by side, as the left-hand fragment of a product over
+// their 16 columns.
+__device__ __forceinline__ void as_left_fragment(const float (&low)[4], const float (&high)[4],
+                                                 uint32_t (&a)[4]) {
+  a[0] = bf16_pair(low[0], low[1]), a[1] = bf16_pair(low[2], low[3]);
+  a[2] = bf16_pair(high[0], high[1]), a[3] = bf16_pair(high[2], high[3]);
 }
 
 // What the backward pass needs of each query row (row = (b * seq + i) * q_heads + h):
@@ -122,48 +162,6 @@ struct RowStatsTarget {
   const float* dy;
   float* stats;
 };
-
-// The tile's keys as rows and its values transposed, bf16; keys past the cache or masked out are
-// zeros, so a stale or non-finite value in a masked slot cannot reach the output through a zero
-// probability; kept[c] says whether key c is there. (Slots a query may not see for causality
-// hold the sequence's own later tokens.)
-template <int D>
-__device__ void load_forward_tile(const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                  const int32_t* mask, const AttentionShape& s, int64_t b,
-                                  int64_t kvh, int64_t key0, __nv_bfloat16* ks, __nv_bfloat16* vt,
-                                  int32_t* kept) {
-  using L = ForwardLayout<D>;
-  constexpr int kVectors = D / 8;  // 16-byte pieces of a row
-  const auto present = [&](int c) {
-    const int64_t j = key0 + c;
-    return j < s.cache_len && mask[b * s.cache_len + j] != 0;
-  };
-  const auto piece = [&](const __nv_bfloat16* src, int c, int part) {
-    if (!present(c)) return uint4{0, 0, 0, 0};
-    const int64_t at = ((b * s.cache_len + key0 + c) * s.kv_heads + kvh) * D + part * 8;
-    return *reinterpret_cast<const uint4*>(src + at);
-  };
-  // Keys: neighbouring threads take a row's neighbouring pieces.
-  for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
-    const int c = e / kVectors, part = e % kVectors;
-    *reinterpret_cast<uint4*>(ks + c * L::k_ld + part * 8) = piece(k, c, part);
-    if (part == 0) kept[c] = present(c);
-  }
-  // Values: neighbouring threads take neighbouring keys, so their transposed stores land in
-  // different banks.
-  for (int e = threadIdx.x; e < kTileKeys * kVectors; e += blockDim.x) {
-    const int c = e % kTileKeys, part = e / kTileKeys;
-    const uint4 value = piece(v, c, part);
-    const auto* values = reinterpret_cast<const __nv_bfloat16*>(&value);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) vt[(part * 8 + i) * L::v_ld + c] = values[i];
-  }
-}
-
-// A bf16 pair of a row in shared memory, as one fragment register.
-__device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
 
 // A launch's key splits (count 1: none). Block x = query tile * count + split takes its share of
 // the key tiles its queries see, so a short prefill chunk still fills the GPU; with more than one,
@@ -267,19 +265,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
   for (int64_t key0 = keys_first; key0 < keys_stop; key0 += kTileKeys) {
     __syncthreads();  // the previous tile is no longer read
-    load_forward_tile<D>(k, v, mask, s, b, kvh, key0, ks, vt, kept);
+    load_tile<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, mask, ks, nullptr);
+    load_tile<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, mask, nullptr, vt);
+    load_kept(mask, s, b, key0, kept);
     __syncthreads();
 
     float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
 #pragma unroll
     for (int nb = 0; nb < kKeyBlocks; ++nb) {
       p[nb][0] = p[nb][1] = p[nb][2] = p[nb][3] = 0.f;
-      const __nv_bfloat16* key_row = ks + (nb * 8 + g) * L::k_ld + 2 * t;
-#pragma unroll
-      for (int kc = 0; kc < kDimSteps; ++kc) {
-        const uint32_t kb[2] = {shared_pair(key_row + kc * 16), shared_pair(key_row + kc * 16 + 8)};
-        mma_16x8x16(p[nb], qa[kc], kb);
-      }
+      times_rows_t<D>(qa, ks, nb * 8, p[nb]);
     }
     // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
     // gathers nothing.
@@ -321,16 +316,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     // O += P v: P's fragments for keys 16 kc .. 16 kc + 15 are the scores' blocks 2 kc, 2 kc + 1.
 #pragma unroll
     for (int kc = 0; kc < kTileKeys / 16; ++kc) {
-      const uint32_t pa[4] = {bf16_pair(p[2 * kc][0], p[2 * kc][1]),
-                              bf16_pair(p[2 * kc][2], p[2 * kc][3]),
-                              bf16_pair(p[2 * kc + 1][0], p[2 * kc + 1][1]),
-                              bf16_pair(p[2 * kc + 1][2], p[2 * kc + 1][3])};
-#pragma unroll
-      for (int db = 0; db < kDimBlocks; ++db) {
-        const __nv_bfloat16* value_row = vt + (db * 8 + g) * L::v_ld + kc * 16 + 2 * t;
-        const uint32_t vb[2] = {shared_pair(value_row), shared_pair(value_row + 8)};
-        mma_16x8x16(o[db], pa, vb);
-      }
+      uint32_t pa[4];
+      as_left_fragment(p[2 * kc], p[2 * kc + 1], pa);
+      times_rows<D>(pa, vt, kc * 16, o);
     }
   }
 

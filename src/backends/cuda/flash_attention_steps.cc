@@ -1,6 +1,5 @@
 #include "backends/cuda/flash_attention_steps.h"
 
-#include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/kernels.h"
 #include "tfm/error.h"
 
@@ -11,11 +10,6 @@ bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n) {
     if (input(graph, n, i).dtype != DType::bf16) return false;
   }
   return flash_attention_applies(attention_shape(graph, n), DType::bf16);
-}
-
-bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) {
-  return runs_flash_attention(graph, n) &&
-         !attention_products_fit_budget(attention_shape(graph, n));
 }
 
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
