@@ -271,8 +271,11 @@ ValueId Builder::silu_grad(ValueId x, ValueId dy) {
 }
 
 ValueId Builder::cast(ValueId x, DType dtype) {
+  const auto made = casts_.find({x, dtype});
+  if (made != casts_.end()) return made->second;
   const ValueId id = add_node(Op::kCast, {x}, node(x).shape, node(x).name);
   graph_.nodes.back().dtype = dtype;
+  casts_.emplace(std::pair{x, dtype}, id);
   return id;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "graph/graph.h"
 
@@ -136,6 +137,9 @@ class Builder {
   DType autocast_ = DType::f32;
   std::shared_ptr<Communicator> weight_shards_;
   std::map<std::string, int64_t> unpadded_rows_;
+  // Every cast made so far, by (value, dtype): products that share an input (q, k and v of one
+  // normed row) read one copy, and the backward pass computes that copy again once.
+  std::map<std::pair<ValueId, DType>, ValueId> casts_;
 };
 
 }  // namespace tfm::graph
