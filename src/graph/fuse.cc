@@ -35,6 +35,9 @@ void inline_producer(Node& consumer, int slot, const Node& producer) {
   consumer.name += "+" + producer.name;
 }
 
+// The ops whose kernels write bf16 as readily as f32.
+bool writes_bf16(Op op) { return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope; }
+
 }  // namespace
 
 // Dead producers are turned into inputs-less elementwise nodes that nothing uses; plan_graph
@@ -82,6 +85,25 @@ void fuse_elementwise(Graph& graph) {
       instr.operand = slot;
     }
     n.inputs = std::move(compact);
+  }
+}
+
+void fold_casts(Graph& graph) {
+  std::vector<bool> dead(graph.nodes.size(), false);
+  const std::vector<int> uses = count_uses(graph, dead);
+  for (Node& cast : graph.nodes) {
+    if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
+    const auto p = static_cast<size_t>(cast.inputs[0]);
+    Node& producer = graph.nodes[p];
+    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 || uses[p] != 1) continue;
+    const DType dtype = cast.dtype;
+    std::string name = std::move(cast.name);
+    cast = std::move(producer);
+    cast.dtype = dtype;
+    cast.name = std::move(name);
+    producer = Node{};  // an inputs-less node that nothing uses, as fuse_elementwise leaves
+    producer.op = Op::kElementwise;
+    producer.shape = cast.shape;
   }
 }
 

@@ -175,7 +175,10 @@ size_t place_largest_first(std::vector<Lifetime> buffers, std::vector<int64_t>& 
 }  // namespace
 
 Plan plan_graph(Graph graph, const CompileOptions& options) {
-  if (options.fuse) fuse_elementwise(graph);
+  if (options.fuse) {
+    fuse_elementwise(graph);
+    fold_casts(graph);
+  }
   Plan plan;
   plan.schedule = live_schedule(graph);
   const size_t n = graph.nodes.size();

@@ -29,5 +29,9 @@ Plan plan_graph(Graph graph, const CompileOptions& options = {});
 
 // Merges chains of elementwise nodes whose intermediate has a single consumer into one node.
 void fuse_elementwise(Graph& graph);
+// A bf16 cast of a norm, RoPE or elementwise result that nothing else reads becomes that op
+// writing bf16 itself: one pass over the rows instead of two (bf16 products' operands under
+// autocast). The result is the same bits: the op rounds its f32 value once, as the cast did.
+void fold_casts(Graph& graph);
 
 }  // namespace tfm::graph

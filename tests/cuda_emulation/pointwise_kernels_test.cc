@@ -1,9 +1,9 @@
 // The CUDA row-wise and element-wise kernels, their own source run on the CPU through the
 // emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
-// table and a vocabulary shard, f32 and bf16 tables), rms_norm (f32 and bf16 out), rope,
+// table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 out),
 // slice_seq, cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
-// than the block) and fused elementwise programs; against the scalar references in src/ops or the
-// op's closed form.
+// than the block) and fused elementwise programs (f32 and bf16 out); against the scalar references
+// in src/ops or the op's closed form.
 #include "backends/cuda/pointwise_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -95,7 +95,8 @@ TEST(PointwiseKernels, RmsNorm) {
   check_rms_norm<__nv_bfloat16>(9, 256);
 }
 
-TEST(PointwiseKernels, Rope) {
+template <typename T>
+void check_rope() {
   const int64_t batch = 2, seq = 3, heads = 5, head_dim = 26, half = head_dim / 2;
   const float scaling = 1.25f;
   const std::vector<float> x =
@@ -105,7 +106,7 @@ TEST(PointwiseKernels, Rope) {
     inv_freq[i] = std::pow(10000.f, -2.f * static_cast<float>(i) / head_dim);
   }
   const std::vector<int32_t> positions = {0, 1, 2, 17, 30, 41};
-  std::vector<float> out(x.size(), -7.f);
+  std::vector<T> out = stored<T>(std::vector<float>(x.size(), -7.f));
   const int64_t tokens = batch * seq;
   cuda_emulation::launch(grid_for(tokens * heads * half), kThreads, 0, [&] {
     rope_kernel(x.data(), positions.data(), inv_freq.data(), tokens, heads, static_cast<int>(half),
@@ -114,7 +115,12 @@ TEST(PointwiseKernels, Rope) {
   std::vector<float> want(x.size());
   ops::reference::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, head_dim,
                        scaling, want.data());
-  expect_close(out, want, 1e-5f, "rope");
+  expect_close(widened(out), want, tolerance<T>(), "rope");
+}
+
+TEST(PointwiseKernels, Rope) {
+  check_rope<float>();
+  check_rope<__nv_bfloat16>();  // a product's bf16 operand (graph::fold_casts)
 }
 
 TEST(PointwiseKernels, SliceSeq) {
@@ -260,10 +266,21 @@ TEST(PointwiseKernels, Elementwise) {
                            [&] { elementwise_kernel<1>(kp, count, out.data()); });
     expect_close(out, want, 1e-5f, "one element a thread");
     const int64_t vectors = count / 4 * 4;
+    const std::vector<float> want4(want.begin(), want.begin() + vectors);
     std::vector<float> out4(static_cast<size_t>(vectors), -7.f);
     cuda_emulation::launch(grid_for(vectors / 4), kThreads, 0,
                            [&] { elementwise_kernel<4>(kp, vectors, out4.data()); });
-    expect_close(out4, {want.begin(), want.begin() + vectors}, 1e-5f, "four elements a thread");
+    expect_close(out4, want4, 1e-5f, "four elements a thread");
+    // bf16 out, a product's operand (graph::fold_casts).
+    std::vector<__nv_bfloat16> out16 = to_bf16(std::vector<float>(want.size(), -7.f));
+    cuda_emulation::launch(grid_for(count), kThreads, 0,
+                           [&] { elementwise_kernel<1>(kp, count, out16.data()); });
+    expect_close(widened(out16), want, tolerance<__nv_bfloat16>(), "bf16, one element a thread");
+    std::vector<__nv_bfloat16> out16_4 = to_bf16(std::vector<float>(want4.size(), -7.f));
+    cuda_emulation::launch(grid_for(vectors / 4), kThreads, 0,
+                           [&] { elementwise_kernel<4>(kp, vectors, out16_4.data()); });
+    expect_close(widened(out16_4), want4, tolerance<__nv_bfloat16>(),
+                 "bf16, four elements a thread");
   }
 }
 

@@ -1,4 +1,5 @@
-// The compiler: elementwise fusion, arena planning, and compiled == eager.
+// The compiler: elementwise fusion, casts shared and folded, arena planning, and compiled ==
+// eager.
 #include <gtest/gtest.h>
 
 #include "graph/backend.h"
@@ -6,6 +7,7 @@
 #include "graph/cache.h"
 #include "graph/plan.h"
 #include "support/fixtures.h"
+#include "support/random_values.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
@@ -84,6 +86,63 @@ TEST(Compile, AccumulateAddsIntoTheStateBufferEachRun) {
   EXPECT_EQ(sums.to_f32_vector(), (std::vector<float>{9, 18, 27, 36, 45, 54}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].to_f32_vector(), (std::vector<float>{5, 7, 9}));
+}
+
+// Under autocast, products that read one value (q, k and v of one normed row) read one bf16 copy.
+TEST(Compile, ProductsSharingAnInputReadOneCast) {
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const auto x = b.input("x", {4, 8}, DType::f32);
+  const auto normed = b.rms_norm(x, b.weight("norm", Tensor::zeros({8}, DType::f32)), 1e-6f);
+  for (const char* name : {"q", "k", "v"}) {
+    b.output(b.linear(normed, b.weight(name, Tensor::zeros({8, 8}, DType::f32))));
+  }
+  const graph::Graph g = b.finish();
+  int casts_of_normed = 0;
+  for (const graph::Node& n : g.nodes)
+    casts_of_normed += n.op == Op::kCast && n.inputs[0] == normed;
+  EXPECT_EQ(casts_of_normed, 1);
+}
+
+// A bf16 cast of a norm or elementwise result that nothing else reads is folded into that op,
+// which then writes bf16 itself; one with another reader stays. Compiled (folded) and eager (each
+// op as built) agree bit for bit: the op rounds its f32 result once, as the cast did.
+TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const auto x = b.input("x", {4, 8}, DType::f32);
+  const auto w = b.weight("w", Tensor::from_vector<float>(testing::random_values(64, 3), {8, 8}));
+  const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(8, 4), {8}));
+  const auto normed_once = b.rms_norm(x, norm, 1e-6f);
+  const auto gated = b.mul(b.silu(x), x);
+  const auto normed_twice = b.rms_norm(b.add(x, x), norm, 1e-6f);
+  b.output(b.linear(normed_once, w));
+  b.output(b.linear(gated, w));
+  b.output(b.linear(normed_twice, w));
+  b.output(normed_twice);  // read as f32 too: its cast stays
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int casts = 0, bf16_norms = 0, bf16_elementwise = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    const bool activation = n.op == Op::kCast && n.shape.size() == 2 && n.shape[0] == 4;
+    casts += activation;
+    bf16_norms += n.op == Op::kRmsNorm && n.dtype == DType::bf16;
+    bf16_elementwise += n.op == Op::kElementwise && n.dtype == DType::bf16;
+  }
+  EXPECT_EQ(casts, 1) << "only the twice-read norm's cast remains";
+  EXPECT_EQ(bf16_norms, 1);
+  EXPECT_EQ(bf16_elementwise, 1);
+
+  const Tensor in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(graph::plan_graph(g))->run({in});
+  const std::vector<Tensor> eager = cpu.run_eager(g, {in});
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
 }
 
 TEST(Compile, CompiledEqualsEagerBitForBit) {

@@ -40,6 +40,23 @@ const float* f32_operand(const void* data, DType dtype, int64_t count, std::vect
   return widened.data();
 }
 
+// A step of an op that graph::fold_casts may have made write bf16: `compute(dst)` writes the f32
+// result to dst, the node's own buffer or, for bf16, rows narrowed into it afterwards.
+template <typename Compute>
+std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs,
+                                  Compute compute) {
+  if (n.dtype == DType::f32) {
+    return [=, &ptrs]() mutable { compute(static_cast<float*>(ptrs[out])); };
+  }
+  const auto count = static_cast<size_t>(shape_numel(n.shape));
+  const DType dtype = n.dtype;
+  return [=, &ptrs, rows = std::vector<float>()]() mutable {
+    rows.resize(count);
+    compute(rows.data());
+    cast(rows.data(), DType::f32, ptrs[out], dtype, count);
+  };
+}
+
 }  // namespace
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
@@ -149,14 +166,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
-      return [=] { rms_norm(f(args[0]), f(args[1]), rows, hidden, eps, f(out)); };
+      return with_output(n, out, ptrs, [=](float* dst) {
+        rms_norm(f(args[0]), f(args[1]), rows, hidden, eps, dst);
+      });
     }
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale;
-      return [=] {
-        rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
-      };
+      return with_output(n, out, ptrs, [=](float* dst) {
+        rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, dst);
+      });
     }
     case Op::kAccumulate: {
       const int64_t count = shape_numel(n.shape);
@@ -196,10 +215,10 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::ElementwiseProgram program = n.program;
       const int64_t count = shape_numel(n.shape);
       std::vector<const float*> inputs(args.size());
-      return [=]() mutable {
+      return with_output(n, out, ptrs, [=](float* dst) mutable {
         for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]);
-        elementwise(program, inputs.data(), count, f(out));
-      };
+        elementwise(program, inputs.data(), count, dst);
+      });
     }
     case Op::kCast: {
       const DType from = in(0).dtype, to = n.dtype;

@@ -91,7 +91,8 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
   if (batch * seq * heads * half == 0) return;  // nothing to rotate; no grid may be empty
   negate_kernel<<<blocks_for(half, kThreads), kThreads, 0, stream>>>(inv_freq, half, negated);
   check_launch("rope_grad_negate");
-  rope(dy, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx, stream);
+  rope(dy, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx, DType::f32,
+       stream);
 }
 
 }  // namespace tfm::cuda

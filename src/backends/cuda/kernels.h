@@ -21,9 +21,10 @@ void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t v
 // out (f32, or bf16 for a product's bf16 operand) = x / rms(x) * w, row by row.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
               DType out_dtype, cudaStream_t stream);
+// out: f32, or bf16 for a product's bf16 operand (graph::fold_casts), as rms_norm's.
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
-          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
-          cudaStream_t stream);
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
+          DType out_dtype, cudaStream_t stream);
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
@@ -48,7 +49,9 @@ struct EwKernelProgram {
   float scalar[kMaxEwInstrs] = {};
   const float* inputs[kMaxEwInputs] = {};
 };
-void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream);
+// out: f32, or bf16 for a product's bf16 operand (graph::fold_casts).
+void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,
+                 cudaStream_t stream);
 
 // y[m, n] = sum_k x[m, k] * w[n, k] + bias[n] + residual[m, n] for few rows (decode): one warp
 // per output column, bandwidth bound on the weights. bias and residual may be null.

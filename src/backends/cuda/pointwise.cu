@@ -49,12 +49,20 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
 }
 
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
-          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* out,
-          cudaStream_t stream) {
+          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
+          DType out_dtype, cudaStream_t stream) {
+  check_float_kind(out_dtype, "rope");
   const int half = static_cast<int>(head_dim / 2);
   if (batch * seq * heads * half == 0) return;  // a grid of 0 blocks is a launch error
-  rope_kernel<<<blocks_for(batch * seq * heads * half, kThreads), kThreads, 0, stream>>>(
-      x, positions, inv_freq, batch * seq, heads, half, attention_scaling, out);
+  const int blocks = blocks_for(batch * seq * heads * half, kThreads);
+  if (out_dtype == DType::bf16) {
+    rope_kernel<<<blocks, kThreads, 0, stream>>>(x, positions, inv_freq, batch * seq, heads, half,
+                                                 attention_scaling,
+                                                 static_cast<__nv_bfloat16*>(out));
+  } else {
+    rope_kernel<<<blocks, kThreads, 0, stream>>>(x, positions, inv_freq, batch * seq, heads, half,
+                                                 attention_scaling, static_cast<float*>(out));
+  }
   check_launch("rope");
 }
 
@@ -114,8 +122,11 @@ void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStre
   check_launch("argmax");
 }
 
-void elementwise(const EwKernelProgram& program, int64_t count, float* out, cudaStream_t stream) {
-  if (count == 0) return;  // a grid of 0 blocks is a launch error
+namespace {
+
+template <typename T>
+void launch_elementwise(const EwKernelProgram& program, int64_t count, T* out,
+                        cudaStream_t stream) {
   bool vectors = count % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   for (int p = 0; p < program.count; ++p) {
     if (static_cast<graph::EwCode>(program.code[p]) != graph::EwCode::kLoad) continue;
@@ -127,6 +138,19 @@ void elementwise(const EwKernelProgram& program, int64_t count, float* out, cuda
   } else {
     elementwise_kernel<1>
         <<<blocks_for(count, kThreads), kThreads, 0, stream>>>(program, count, out);
+  }
+}
+
+}  // namespace
+
+void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,
+                 cudaStream_t stream) {
+  check_float_kind(out_dtype, "elementwise");
+  if (count == 0) return;  // a grid of 0 blocks is a launch error
+  if (out_dtype == DType::bf16) {
+    launch_elementwise(program, count, static_cast<__nv_bfloat16*>(out), stream);
+  } else {
+    launch_elementwise(program, count, static_cast<float*>(out), stream);
   }
   check_launch("elementwise");
 }

@@ -38,8 +38,9 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, in
   for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (in[i] * inv_rms));
 }
 
+template <typename T>
 __global__ void rope_kernel(const float* x, const int32_t* positions, const float* inv_freq,
-                            int64_t tokens, int64_t heads, int half, float scaling, float* out) {
+                            int64_t tokens, int64_t heads, int half, float scaling, T* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * heads * half) return;
   const int64_t token = i / (heads * half);
@@ -49,8 +50,8 @@ __global__ void rope_kernel(const float* x, const int32_t* positions, const floa
   const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
   const int64_t base = (i / half) * 2 * half;
   const float x1 = x[base + f], x2 = x[base + f + half];
-  out[base + f] = x1 * c - x2 * s;
-  out[base + f + half] = x2 * c + x1 * s;
+  out[base + f] = narrow<T>(x1 * c - x2 * s);
+  out[base + f + half] = narrow<T>(x2 * c + x1 * s);
 }
 
 __global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int64_t start,
@@ -146,9 +147,9 @@ struct EwStack {
 };
 
 // Elements W * i .. W * i + W - 1 for thread i (W = 4: every input and out 16-byte aligned and
-// count a multiple of 4, read and written as float4).
-template <int W>
-__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, float* out) {
+// count a multiple of 4, each side moved as one vector), written as T.
+template <int W, typename T>
+__global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, T* out) {
   const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * W;
   if (first >= count) return;
   EwStack<W> stack{};
@@ -201,12 +202,10 @@ __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count,
     stack.write(top, a);
   }
   stack.read(0, a);
-  if constexpr (W == 4) {
-    *reinterpret_cast<float4*>(out + first) = {a[0], a[1], a[2], a[3]};
-  } else {
+  Elements<T, W> result;
 #pragma unroll
-    for (int w = 0; w < W; ++w) out[first + w] = a[w];
-  }
+  for (int w = 0; w < W; ++w) result.v[w] = narrow<T>(a[w]);
+  *reinterpret_cast<Elements<T, W>*>(out + first) = result;
 }
 
 }  // namespace

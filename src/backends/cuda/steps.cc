@@ -376,7 +376,7 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     EwKernelProgram bound = program;
     bound.inputs[0] = gate_out;
     bound.inputs[1] = y;
-    elementwise(bound, m * nn, y, c.stream);
+    elementwise(bound, m * nn, y, DType::f32, c.stream);
   };
 }
 
@@ -448,17 +448,19 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
+      const DType dtype = n.dtype;
       return [=](StepContext& c) {
-        rms_norm(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps, f32_at(c, out),
-                 DType::f32, c.stream);
+        rms_norm(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps, c.ptrs[out], dtype,
+                 c.stream);
       };
     }
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale;
+      const DType dtype = n.dtype;
       return [=](StepContext& c) {
         rope(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2], s[3],
-             scaling, f32_at(c, out), c.stream);
+             scaling, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kAccumulate: {
@@ -541,10 +543,11 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     case Op::kElementwise: {
       const EwKernelProgram program = to_kernel_program(n.program, args.size());
       const int64_t count = shape_numel(n.shape);
+      const DType dtype = n.dtype;
       return [=](StepContext& c) {
         EwKernelProgram bound = program;
         for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = f32_at(c, args[i]);
-        elementwise(bound, count, f32_at(c, out), c.stream);
+        elementwise(bound, count, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kCast: {
