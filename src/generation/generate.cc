@@ -96,7 +96,8 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   const int32_t pad = resolve_pad(gc, model.config(), eos);
   const int graphs_before = model.graph_stats().compiles;
 
-  const generation::GenerationShapes shapes = generation::plan_shapes(seq, gc.max_new_tokens);
+  const generation::GenerationShapes shapes =
+      generation::plan_shapes(seq, gc.max_new_tokens, model.device().type != DeviceType::cpu);
   const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt,
                 cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.

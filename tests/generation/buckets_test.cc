@@ -7,10 +7,12 @@
 namespace tfm::generation {
 namespace {
 
-TEST(Buckets, EveryPromptFitsItsCache) {
+class BucketsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BucketsTest, EveryPromptFitsItsCache) {
   for (int64_t prompt = 1; prompt <= 3000; prompt += 7) {
     for (int64_t new_tokens : {0, 1, 16, 200, 1000}) {
-      const GenerationShapes s = plan_shapes(prompt, new_tokens);
+      const GenerationShapes s = plan_shapes(prompt, new_tokens, GetParam());
       EXPECT_GE(s.padded_prompt, prompt);
       EXPECT_EQ(s.padded_prompt % s.chunk, 0);
       EXPECT_LE(s.padded_prompt + new_tokens, s.cache_len) << prompt << " + " << new_tokens;
@@ -18,15 +20,26 @@ TEST(Buckets, EveryPromptFitsItsCache) {
   }
 }
 
-TEST(Buckets, OneChunkSizePerCacheLengthBeyondTinyPrompts) {
+TEST_P(BucketsTest, OneChunkSizePerCacheLengthBeyondTinyPrompts) {
   std::set<std::pair<int64_t, int64_t>> pairs;
   std::set<int64_t> lengths;
   for (int64_t prompt = 17; prompt <= 3000; ++prompt) {
-    const GenerationShapes s = plan_shapes(prompt, 32);
+    const GenerationShapes s = plan_shapes(prompt, 32, GetParam());
     pairs.insert({s.cache_len, s.chunk});
     lengths.insert(s.cache_len);
   }
   EXPECT_EQ(pairs.size(), lengths.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BucketsTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "accelerator" : "cpu"; });
+
+// The benchmark's prompts: 128 and 1024 tokens with 64 new ones.
+TEST(Buckets, AnAcceleratorPrefillsALongPromptInOneChunk) {
+  EXPECT_EQ(plan_shapes(1024, 64, true).chunk, 1024);
+  EXPECT_EQ(plan_shapes(128, 64, true).chunk, 128);
+  EXPECT_EQ(plan_shapes(1024, 64, false).chunk, 128);
+  EXPECT_EQ(plan_shapes(128, 64, false).chunk, 64);
 }
 
 }  // namespace
