@@ -2,8 +2,8 @@
 // (no GPU needed), launched as loss.cu launches them: each row's loss and their sum against
 // ops::reference::cross_entropy, and the gradient against its closed form (softmax - one-hot)
 // times d_loss, written apart and in place; rows longer than the block, targets at either end of
-// the vocabulary, ignored targets (graph::kIgnoreIndex: no loss, zero gradient) and targets
-// outside the vocabulary (NaN).
+// the vocabulary, ignored targets (graph::kIgnoreIndex: no loss, zero gradient), targets
+// outside the vocabulary (NaN), and logits that rise along the row or are infinite.
 #include "backends/cuda/loss_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -66,6 +66,30 @@ TEST(LossKernels, TargetOutsideTheVocabularyIsNan) {
   const double want =
       ops::reference::cross_entropy(logits.data() + 2 * kVocab, &targets[2], 1, kVocab);
   EXPECT_NEAR(per_row[2], want, 1e-5 * (1 + want));
+}
+
+// The one-pass log-sum-exp: logits that only rise along the row (each thread's max grows at every
+// step), a row whose first half is -inf (threads that see only -inf for a while), and a row with
+// one +inf (NaN, as the two-pass form on the cpu gives).
+TEST(LossKernels, RisingAndInfiniteLogits) {
+  const std::vector<int32_t> targets = {kVocab - 1, kVocab / 2 + 3, 5};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  std::vector<float> logits = logits_for(rows);
+  for (int64_t v = 0; v < kVocab; ++v) {
+    logits[v] = -20.f + 40.f * static_cast<float>(v) / kVocab;
+    if (v < kVocab / 2) logits[kVocab + v] = -INFINITY;
+  }
+  logits[2 * kVocab + 700] = INFINITY;
+  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
+  });
+  for (int64_t r = 0; r < 2; ++r) {
+    const double want =
+        ops::reference::cross_entropy(logits.data() + r * kVocab, targets.data() + r, 1, kVocab);
+    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
+  }
+  EXPECT_TRUE(std::isnan(per_row[2]));
 }
 
 TEST(LossKernels, SumOfManyRows) {

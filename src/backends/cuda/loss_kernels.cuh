@@ -11,15 +11,26 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// log(sum(exp(row))), formed as the cpu does: float(log(double sum of exp(x - max))) + max.
+// log(sum(exp(row))) in one pass over the row (a row is a whole vocabulary, read from memory):
+// each thread keeps the largest value it has seen and its sum of exp(x - that), in double,
+// rescaled when the largest grows; the block then brings every thread's sum to the row's max.
+// As on the cpu, the result is float(log(double sum)) + max; a NaN or +inf anywhere gives NaN.
 __device__ float row_log_sum_exp(const float* row, int64_t vocab) {
   float max = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) max = fmaxf(max, row[v]);
-  max = block_reduce(max, Max{});
   double sum = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) sum += expf(row[v] - max);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const float x = row[v];
+    if (x > max) {
+      sum *= exp(static_cast<double>(max) - x);  // 0 while nothing was seen (max -inf)
+      max = x;
+    }
+    if (x != -INFINITY) sum += expf(x - max);  // (-inf - -inf would be NaN)
+  }
+  const float row_max = block_reduce(max, Max{});
+  // A thread that saw nothing (or only -inf) adds nothing; one that saw +inf or NaN adds NaN.
+  sum = max == -INFINITY ? 0.0 : sum * exp(static_cast<double>(max) - row_max);
   sum = block_reduce(sum, Sum{});
-  return static_cast<float>(log(sum)) + max;
+  return static_cast<float>(log(sum)) + row_max;
 }
 
 __device__ __forceinline__ bool in_vocab(int32_t target, int64_t vocab) {
