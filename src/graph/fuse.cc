@@ -89,21 +89,18 @@ void fuse_elementwise(Graph& graph) {
 }
 
 void fold_casts(Graph& graph) {
-  std::vector<bool> dead(graph.nodes.size(), false);
-  const std::vector<int> uses = count_uses(graph, dead);
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (Node& cast : graph.nodes) {
     if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
-    const auto p = static_cast<size_t>(cast.inputs[0]);
-    Node& producer = graph.nodes[p];
-    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 || uses[p] != 1) continue;
-    const DType dtype = cast.dtype;
-    std::string name = std::move(cast.name);
-    cast = std::move(producer);
-    cast.dtype = dtype;
-    cast.name = std::move(name);
-    producer = Node{};  // an inputs-less node that nothing uses, as fuse_elementwise leaves
-    producer.op = Op::kElementwise;
-    producer.shape = cast.shape;
+    Node& producer = graph.nodes[static_cast<size_t>(cast.inputs[0])];
+    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 ||
+        uses[static_cast<size_t>(cast.inputs[0])] != 1) {
+      continue;
+    }
+    // The producer keeps its place in the order (so it reads its inputs when it always did) and
+    // writes bf16; the cast becomes a view of that.
+    producer.dtype = cast.dtype;
+    cast.op = Op::kReshape;
   }
 }
 
