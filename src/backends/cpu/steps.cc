@@ -1,5 +1,6 @@
 #include "backends/cpu/steps.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -40,20 +41,30 @@ const float* f32_operand(const void* data, DType dtype, int64_t count, std::vect
   return widened.data();
 }
 
-// A step of an op that graph::fold_casts may have made write bf16: `compute(dst)` writes the f32
-// result to dst, the node's own buffer or, for bf16, rows narrowed into it afterwards.
+// A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst)
+// writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit` floats
+// each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
+// narrowed into it after each call, so no f32 copy of the whole result is ever held.
+constexpr int64_t kNarrowedBlock = int64_t{1} << 16;
+
 template <typename Compute>
-std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs,
+std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs, int64_t unit,
                                   Compute compute) {
+  const int64_t units = shape_numel(n.shape) / unit;
   if (n.dtype == DType::f32) {
-    return [=, &ptrs]() mutable { compute(static_cast<float*>(ptrs[out])); };
+    return [=, &ptrs]() mutable { compute(0, units, static_cast<float*>(ptrs[out])); };
   }
-  const auto count = static_cast<size_t>(shape_numel(n.shape));
   const DType dtype = n.dtype;
+  const int64_t block = std::max<int64_t>(1, kNarrowedBlock / unit);
   return [=, &ptrs, rows = std::vector<float>()]() mutable {
-    rows.resize(count);
-    compute(rows.data());
-    cast(rows.data(), DType::f32, ptrs[out], dtype, count);
+    rows.resize(static_cast<size_t>(block * unit));
+    for (int64_t first = 0; first < units; first += block) {
+      const int64_t count = std::min(block, units - first);
+      compute(first, count, rows.data());
+      cast(rows.data(), DType::f32,
+           static_cast<char*>(ptrs[out]) + first * unit * static_cast<int64_t>(dtype_size(dtype)),
+           dtype, static_cast<size_t>(count * unit));
+    }
   };
 }
 
@@ -164,17 +175,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       };
     }
     case Op::kRmsNorm: {
-      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const int64_t hidden = n.shape.back();
       const float eps = n.eps;
-      return with_output(n, out, ptrs, [=](float* dst) {
-        rms_norm(f(args[0]), f(args[1]), rows, hidden, eps, dst);
+      return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
+        rms_norm(f(args[0]) + first * hidden, f(args[1]), count, hidden, eps, dst);
       });
     }
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale;
-      return with_output(n, out, ptrs, [=](float* dst) {
-        rope(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, dst);
+      // Tokens are the rows: one position each, so a block of them is a batch of one.
+      const int64_t row = s[2] * s[3];
+      return with_output(n, out, ptrs, row, [=](int64_t first, int64_t count, float* dst) {
+        rope(f(args[0]) + first * row, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3],
+             scaling, dst);
       });
     }
     case Op::kAccumulate: {
@@ -213,11 +227,10 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
-      const int64_t count = shape_numel(n.shape);
       std::vector<const float*> inputs(args.size());
-      return with_output(n, out, ptrs, [=](float* dst) mutable {
-        for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]);
-        elementwise(program, inputs.data(), count, dst);
+      return with_output(n, out, ptrs, 1, [=](int64_t first, int64_t length, float* dst) mutable {
+        for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]) + first;
+        elementwise(program, inputs.data(), length, dst);
       });
     }
     case Op::kCast: {
