@@ -6,18 +6,17 @@ namespace tfm::generation {
 namespace {
 
 constexpr int64_t kTinyPrompt = 16;  // single-question prompts: not worth a 64-token chunk
-constexpr int64_t kCpuChunk = 128;   // the CPU's prefill products are efficient from here on
+constexpr int64_t kCpuMaxChunk = 128;  // the CPU's prefill products are efficient from here on
 constexpr int64_t kAcceleratorMaxChunk = 1024;
 
 int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// The chunk size of a cache length: on the CPU 64 for the smallest cache (less padding for short
-// prompts), 128 beyond; on an accelerator half the cache, up to kAcceleratorMaxChunk.
+// A quarter of the cache, so padding a prompt to whole chunks wastes under a quarter of it (a
+// prompt just past a multiple of half the cache would otherwise need a cache twice as long).
 int64_t chunk_for(int64_t cache_len, bool accelerator) {
-  if (accelerator) return std::min(kAcceleratorMaxChunk, cache_len / 2);
-  return cache_len == 256 ? kCpuChunk / 2 : kCpuChunk;
+  return std::min(accelerator ? kAcceleratorMaxChunk : kCpuMaxChunk, cache_len / 4);
 }
 
 }  // namespace

@@ -34,11 +34,18 @@ TEST_P(BucketsTest, OneChunkSizePerCacheLengthBeyondTinyPrompts) {
 INSTANTIATE_TEST_SUITE_P(Devices, BucketsTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "accelerator" : "cpu"; });
 
+TEST_P(BucketsTest, PaddingWastesUnderAQuarterOfTheCache) {
+  for (int64_t prompt = 17; prompt <= 3000; ++prompt) {
+    const GenerationShapes s = plan_shapes(prompt, 64, GetParam());
+    EXPECT_LT(s.padded_prompt - prompt, s.cache_len / 4) << prompt;
+  }
+}
+
 // The benchmark's prompts: 128 and 1024 tokens with 64 new ones.
-TEST(Buckets, AnAcceleratorPrefillsALongPromptInOneChunk) {
-  EXPECT_EQ(plan_shapes(1024, 64, true).chunk, 1024);
-  EXPECT_EQ(plan_shapes(128, 64, true).chunk, 128);
+TEST(Buckets, AnAcceleratorPrefillsInLargerChunks) {
+  EXPECT_EQ(plan_shapes(1024, 64, true).chunk, 512);
   EXPECT_EQ(plan_shapes(1024, 64, false).chunk, 128);
+  EXPECT_EQ(plan_shapes(128, 64, true).chunk, 64);
   EXPECT_EQ(plan_shapes(128, 64, false).chunk, 64);
 }
 
