@@ -118,6 +118,8 @@ TEST_P(FlashAttentionGradKernelTest, MatchesCpuBackend) {
   switch (c.head_dim) {
     case 16:
       return check<16>(c);
+    case 32:
+      return check<32>(c);
     case 64:
       return check<64>(c);
     case 128:
@@ -132,7 +134,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionGradKernelTest,
                                            Case{2, 40, 2, 2, 128, 3},
                                            // A last query tile whose one query sees the first
                                            // key of the last key tile.
-                                           Case{1, 65, 2, 1, 16, 0}),
+                                           Case{1, 65, 2, 1, 16, 0},
+                                           // Two query and key tiles at head_dim 128.
+                                           Case{1, 80, 2, 1, 128, 0},
+                                           // Four query heads a KV head; a whole key tile
+                                           // masked and a query tile that sees no key.
+                                           Case{2, 100, 4, 1, 32, 70}),
                          [](const auto& info) { return describe(info.param); });
 
 }  // namespace

@@ -112,10 +112,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
-  for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    for (int64_t first_query = 0; first_query < s.seq; first_query += kBlockRows) {
-      // Causal: a tile whose queries all sit before the keys sees none of them.
-      if (keys_seen_by(slots, s, first_query) <= key0) continue;
+  for (int64_t first_query = 0; first_query < s.seq; first_query += kBlockRows) {
+    // Causal: a tile whose queries all sit before the keys sees none of them.
+    if (keys_seen_by(slots, s, first_query) <= key0) continue;
+    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
       __syncthreads();  // the previous tile (or the keys' and values' rows) is no longer read
       load_tile<D>(q, b, s.seq, s.q_heads, h, first_query, nullptr, q_rows, q_cols);
       load_tile<D>(dy, b, s.seq, s.q_heads, h, first_query, nullptr, dy_rows, dy_cols);
