@@ -79,6 +79,36 @@ __device__ void store_fragments(const float (&acc)[D / 8][4], float* dst, int64_
   }
 }
 
+// A warp's 16 rows against 16 others (rows first .. first + 15 of two rows tiles): the scores
+// s = a · a_rows^T and the probabilities' gradients d = b · b_rows^T, each as two [16, 8]
+// accumulator blocks side by side.
+template <int D>
+__device__ __forceinline__ void scores_and_grads(const uint32_t (&a)[D / 16][4],
+                                                 const __nv_bfloat16* a_rows,
+                                                 const uint32_t (&b)[D / 16][4],
+                                                 const __nv_bfloat16* b_rows, int first,
+                                                 float (&scores)[2][4], float (&grads)[2][4]) {
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scores[nb][e] = grads[nb][e] = 0.f;
+    times_rows_t<D>(a, a_rows, first + nb * 8, scores[nb]);
+    times_rows_t<D>(b, b_rows, first + nb * 8, grads[nb]);
+  }
+}
+
+// f(block, element, r, c) for each of the lane's elements of two [16, 8] blocks side by side:
+// row g + 8 r of the warp's rows, column c of the tile (first .. first + 15).
+template <typename F>
+__device__ __forceinline__ void for_each_element(int first, F f) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(nb, e, e / 2, first + nb * 8 + 2 * t + e % 2);
+  }
+}
+
 // dk and dv for a tile of 64 keys of one KV head (16 per warp): over every query head of its
 // group and every query tile that sees one of the keys. Per 16 queries, S^T = k q^T and
 // dP^T = v dy^T give P^T and dS^T, then dv += P^T dy and dk += dS^T q.
@@ -99,7 +129,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int32_t* query_slots = tiles.ints;
   const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y, b = blockIdx.z;
   const int64_t group = s.q_heads / s.kv_heads;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 
   uint32_t ka[D / 16][4], va[D / 16][4];
   warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, tiles, ka, va);
@@ -131,23 +161,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 #pragma unroll 1
       for (int first = 0; first < kBlockRows; first += 16) {
-        float p[2][4] = {}, ds[2][4] = {};  // P^T, dS^T: the warp's keys by 16 queries
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb) {
-          times_rows_t<D>(ka, q_rows, first + nb * 8, p[nb]);
-          times_rows_t<D>(va, dy_rows, first + nb * 8, ds[nb]);
-        }
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2, c = first + nb * 8 + 2 * t + e % 2;
-            const bool visible = kept[r] && key[r] <= query_slots[c];
-            const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
-            p[nb][e] = prob;
-            ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
-          }
-        }
+        float p[2][4], ds[2][4];  // S^T, dP^T, then P^T, dS^T: the warp's keys by 16 queries
+        scores_and_grads<D>(ka, q_rows, va, dy_rows, first, p, ds);
+        for_each_element(first, [&](int nb, int e, int r, int c) {
+          const bool visible = kept[r] && key[r] <= query_slots[c];
+          const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
+          p[nb][e] = prob;
+          ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
+        });
         uint32_t pa[4], dsa[4];
         as_left_fragment(p[0], p[1], pa);
         as_left_fragment(ds[0], ds[1], dsa);
@@ -178,7 +199,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int32_t* keys_kept = tiles.ints;
   const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 
   uint32_t qa[D / 16][4], dya[D / 16][4];
   warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, tiles, qa, dya);
@@ -204,22 +225,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 #pragma unroll 1
     for (int first = 0; first < kTileKeys; first += 16) {
-      float sc[2][4] = {}, ds[2][4] = {};  // S, then dS: the warp's queries by 16 keys
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        times_rows_t<D>(qa, k_rows, first + nb * 8, sc[nb]);
-        times_rows_t<D>(dya, v_rows, first + nb * 8, ds[nb]);
-      }
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2, c = first + nb * 8 + 2 * t + e % 2;
-          const bool visible = keys_kept[c] != 0 && key0 + c < row_end[r];
-          const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
-          ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
-        }
-      }
+      float sc[2][4], ds[2][4];  // S and dP, then dS: the warp's queries by 16 keys
+      scores_and_grads<D>(qa, k_rows, dya, v_rows, first, sc, ds);
+      for_each_element(first, [&](int nb, int e, int r, int c) {
+        const bool visible = keys_kept[c] != 0 && key0 + c < row_end[r];
+        const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
+        ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
+      });
       uint32_t dsa[4];
       as_left_fragment(ds[0], ds[1], dsa);
       times_rows<D>(dsa, k_cols, first, dq_acc);
