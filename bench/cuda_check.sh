@@ -3,7 +3,7 @@
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
 # there with its transformers) against transformers + torch on the same GPU, runs NCCL in a world
 # of one rank, and times a training step of that model against transformers. Writes logs and JSON
-# into OUTDIR (eight files; the NCCL and training figures go into stages.log). Each stage has its
+# into OUTDIR (ten files; the NCCL and most training figures go into stages.log). Each stage has its
 # own time limit and they run most important first, so a run cut at 8 minutes loses the least.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
@@ -58,6 +58,10 @@ timeout 120 "$build/bench/train_bench" "$model/config.json" --device cuda --bf16
 "$build/bench/step_memory_bench" "$model/config.json" --batch 8 --seq 1024 --bf16 \
   >> "$out/stages.log" 2>&1
 echo "tfm train bench exit $?" | tee -a "$out/stages.log"
+# The same with attention's backward pass as cuBLASLt products instead of the flash kernels.
+TFM_CUDA_FLASH_GRAD=0 timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda \
+  --bf16 --batch 8 --seq 1024 --steps 5 > "$out/tfm_train_products.json" 2>> "$out/stages.log"
+echo "tfm train bench, products backward, exit $?" | tee -a "$out/stages.log"
 timeout 90 python3 bench/anchor_train.py "$model/config.json" --device cuda --bf16 --batch 8 \
   --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
 echo "transformers train bench exit $?" | tee -a "$out/stages.log"

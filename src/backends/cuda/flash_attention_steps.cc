@@ -1,5 +1,8 @@
 #include "backends/cuda/flash_attention_steps.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "backends/cuda/kernels.h"
 #include "tfm/error.h"
 
@@ -10,6 +13,14 @@ bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n) {
     if (input(graph, n, i).dtype != DType::bf16) return false;
   }
   return flash_attention_applies(attention_shape(graph, n), DType::bf16);
+}
+
+bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) {
+  static const bool enabled = [] {
+    const char* setting = std::getenv("TFM_CUDA_FLASH_GRAD");
+    return setting == nullptr || std::string(setting) != "0";
+  }();
+  return enabled && runs_flash_attention(graph, n);
 }
 
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out) {

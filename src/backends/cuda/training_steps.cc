@@ -84,7 +84,7 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
     case Op::kRopeGrad:
       return rope_grad_scratch_bytes(n.shape[3]);
     case Op::kAttentionGrad:
-      if (runs_flash_attention(graph, n)) {
+      if (runs_flash_attention_grad(graph, n)) {
         return flash_attention_grad_scratch_bytes(attention_shape(graph, n));
       }
       return input(graph, n, 0).dtype == DType::bf16
@@ -173,7 +173,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       }
       // Under autocast (bf16 q, k and v): flash-style, or as tensor-core products for head sizes
       // without a flash kernel.
-      if (runs_flash_attention(graph, n)) return flash_attention_grad_step(graph, n, out);
+      if (runs_flash_attention_grad(graph, n)) return flash_attention_grad_step(graph, n, out);
       if (in(0).dtype == DType::bf16) return attention_grad_products_step(graph, n, out);
       if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32) {
         throw Error("[cuda attention_grad] needs f32 keys and values, got " +
