@@ -3,8 +3,8 @@
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
 # there with its transformers) against transformers + torch on the same GPU, runs NCCL in a world
 # of one rank, and times a training step of that model against transformers. Writes logs and JSON
-# into OUTDIR (nine files; the NCCL and most training figures go into stages.log). Each stage has its
-# own time limit and they run most important first, so a run cut at 8 minutes loses the least.
+# into OUTDIR (nine files; the NCCL and most training figures go into stages.log). Each stage has
+# its own time limit and they run most important first, so a run cut at 8 minutes loses the least.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
 # on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
