@@ -104,4 +104,22 @@ void fold_casts(Graph& graph) {
   }
 }
 
+void fold_accumulations(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  for (Node& acc : graph.nodes) {
+    if (acc.op != Op::kAccumulate) continue;
+    const auto p = static_cast<size_t>(acc.inputs[1]);
+    Node& product = graph.nodes[p];
+    if (product.op != Op::kLinearGradWeight || product.in_place || uses[p] != 1) continue;
+    // The accumulation becomes the product, adding into what the accumulation added into; the
+    // product's own node is left for dead, as fuse_elementwise leaves its producers.
+    acc.op = Op::kLinearGradWeight;
+    acc.in_place = true;
+    acc.inputs = {acc.inputs[0], product.inputs[0], product.inputs[1]};
+    product = Node{};
+    product.op = Op::kElementwise;
+    product.shape = acc.shape;
+  }
+}
+
 }  // namespace tfm::graph

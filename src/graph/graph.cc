@@ -117,7 +117,8 @@ bool has_bias(const Node& node) {
 
 bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
-         node.op == Op::kCopyToGroup || (node.op == Op::kCrossEntropyGrad && node.in_place);
+         node.op == Op::kCopyToGroup ||
+         ((node.op == Op::kCrossEntropyGrad || node.op == Op::kLinearGradWeight) && node.in_place);
 }
 
 }  // namespace tfm::graph

@@ -73,7 +73,9 @@ enum class Op : uint8_t {
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)
   kLinearGradInput,    // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
-  kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows
+  kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
+                       //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
+                       //   kAccumulate: graph::fold_accumulations)
   kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H]) -> dx
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
@@ -110,7 +112,8 @@ struct Node {
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
-  bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after
+  bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
+                               // kLinearGradWeight: added into input 0, as kAccumulate does
   bool residual = false;       // kLinear: its last input is the residual added to the product
   bool normed = false;         // kQkvLinear, kGatedLinear: x enters RMS-normed (`eps`) with the
                                // last input as the norm's weight

@@ -178,6 +178,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
   if (options.fuse) {
     fuse_elementwise(graph);
     fold_casts(graph);
+    fold_accumulations(graph);
   }
   Plan plan;
   plan.schedule = live_schedule(graph);

@@ -33,5 +33,8 @@ void fuse_elementwise(Graph& graph);
 // writing bf16 itself: one pass over the rows instead of two (bf16 products' operands under
 // autocast). The result is the same bits: the op rounds its f32 value once, as the cast did.
 void fold_casts(Graph& graph);
+// An accumulation of a weight's gradient product that nothing else reads becomes the product
+// adding into the accumulator itself (beta = 1): no buffer for the product, no pass to add it.
+void fold_accumulations(Graph& graph);
 
 }  // namespace tfm::graph

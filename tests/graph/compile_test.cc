@@ -1,5 +1,5 @@
-// The compiler: elementwise fusion, casts shared and folded, arena planning, and compiled ==
-// eager.
+// The compiler: elementwise fusion, casts shared and folded, accumulations folded into their
+// products, arena planning, and compiled == eager.
 #include <gtest/gtest.h>
 
 #include "graph/backend.h"
@@ -143,6 +143,50 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
   }
+}
+
+// A weight gradient's product added into its accumulator becomes the product adding into it
+// (beta 1): compiled twice and eager once, the state holds its start plus three times dy^T x,
+// the closed form summed in double here.
+TEST(Compile, AccumulationsFoldIntoTheirProducts) {
+  graph::Builder b;
+  const auto dy = b.input("dy", {2, 5, 4}, DType::f32);
+  const auto x = b.input("x", {2, 5, 3}, DType::f32);
+  const auto acc = b.state("acc", {4, 3}, DType::f32);
+  b.accumulate(acc, b.linear_grad_weight(dy, x));
+  b.output(b.reduce_rows(x));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int accumulations = 0, products_in_place = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    accumulations += n.op == Op::kAccumulate;
+    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
+  }
+  EXPECT_EQ(accumulations, 0);
+  EXPECT_EQ(products_in_place, 1);
+
+  const std::vector<float> dy_values = testing::random_values(40, 6),
+                           x_values = testing::random_values(30, 7),
+                           start = testing::random_values(12, 8);
+  const Tensor dy_in = Tensor::from_vector<float>(dy_values, {2, 5, 4});
+  const Tensor x_in = Tensor::from_vector<float>(x_values, {2, 5, 3});
+  const Tensor sums = Tensor::from_vector<float>(start, {4, 3});
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const auto compiled = cpu.compile(graph::plan_graph(g));
+  compiled->run({dy_in, x_in, sums});
+  compiled->run({dy_in, x_in, sums});
+  cpu.run_eager(g, {dy_in, x_in, sums});
+  std::vector<float> want(12);
+  for (int n = 0; n < 4; ++n) {
+    for (int k = 0; k < 3; ++k) {
+      double product = 0;
+      for (int r = 0; r < 10; ++r) product += double{dy_values[r * 4 + n]} * x_values[r * 3 + k];
+      want[n * 3 + k] = static_cast<float>(start[n * 3 + k] + 3 * product);
+    }
+  }
+  testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "accumulated");
 }
 
 TEST(Compile, CompiledEqualsEagerBitForBit) {

@@ -69,8 +69,8 @@ void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t 
                     int64_t hidden, float* d_table, const VocabShard* shard = nullptr);
 void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
                        int64_t k, float* dx);
-void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k,
-                        float* dw);
+void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,
+                        bool accumulate = false);
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
                          int64_t hidden, float eps, float* dx);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,

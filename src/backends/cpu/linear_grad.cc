@@ -32,9 +32,9 @@ void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m,
                     });
 }
 
-void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k,
-                        float* dw) {
-  sgemm('T', 'N', n, k, m, 1.f, dy, n, x, k, 0.f, dw, k, "linear_grad_weight");
+void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,
+                        bool accumulate) {
+  sgemm('T', 'N', n, k, m, 1.f, dy, n, x, k, accumulate ? 1.f : 0.f, dw, k, "linear_grad_weight");
 }
 
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out) {

@@ -345,13 +345,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       };
     }
     case Op::kLinearGradWeight: {
-      const int64_t m = rows_of(in(0).shape), nn = n.shape[0], k = n.shape[1];
-      const DType dy_dtype = in(0).dtype, x_dtype = in(1).dtype;
+      // In place, input 0 is the accumulator the product adds into (graph::fold_accumulations).
+      const bool in_place = n.in_place;
+      const size_t first = in_place ? 1 : 0;
+      const int64_t m = rows_of(in(first).shape), nn = n.shape[0], k = n.shape[1];
+      const DType dy_dtype = in(first).dtype, x_dtype = in(first + 1).dtype;
       return [=, &ptrs] {
+        if (in_place) ptrs[out] = ptrs[args[0]];
         std::vector<float> dy_widened, x_widened;
-        const float* dy = f32_operand(ptrs[args[0]], dy_dtype, m * nn, dy_widened);
-        const float* x = f32_operand(ptrs[args[1]], x_dtype, m * k, x_widened);
-        linear_grad_weight(dy, x, m, nn, k, f(out));
+        const float* dy = f32_operand(ptrs[args[first]], dy_dtype, m * nn, dy_widened);
+        const float* x = f32_operand(ptrs[args[first + 1]], x_dtype, m * k, x_widened);
+        linear_grad_weight(dy, x, m, nn, k, f(out), in_place);
       };
     }
     case Op::kRmsNormGradInput: {

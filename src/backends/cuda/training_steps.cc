@@ -52,20 +52,29 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
 }
 
 // dw [n, k] = dy [m, n]^T · x [m, k], over every row; dy and x both f32, or both bf16 (autocast).
+// In place (graph::fold_accumulations), input 0 is the accumulator: the product adds into it as
+// its addend (beta 1) and the result is that buffer.
 Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const int64_t m = rows_of(input(graph, n, 0).shape), nn = n.shape[0], k = n.shape[1];
-  const size_t dy = static_cast<size_t>(n.inputs[0]), x = static_cast<size_t>(n.inputs[1]);
-  const DType dtype = input(graph, n, 0).dtype;
-  if ((dtype != DType::f32 && dtype != DType::bf16) || input(graph, n, 1).dtype != dtype) {
+  const bool in_place = n.in_place;
+  const size_t first = in_place ? 1 : 0;
+  const int64_t m = rows_of(input(graph, n, first).shape), nn = n.shape[0], k = n.shape[1];
+  const size_t acc = static_cast<size_t>(n.inputs[0]);
+  const size_t dy = static_cast<size_t>(n.inputs[first]),
+               x = static_cast<size_t>(n.inputs[first + 1]);
+  const DType dtype = input(graph, n, first).dtype;
+  if ((dtype != DType::f32 && dtype != DType::bf16) || input(graph, n, first + 1).dtype != dtype) {
     throw Error("[cuda linear_grad_weight] dy of dtype " + std::string(dtype_name(dtype)) +
-                " with x of dtype " + std::string(dtype_name(input(graph, n, 1).dtype)) +
+                " with x of dtype " + std::string(dtype_name(input(graph, n, first + 1).dtype)) +
                 " is not supported (both f32 or both bf16)");
   }
-  auto product =
-      std::make_shared<const Matmul>(nn, k, m, dtype, matmul_operand(graph, n.inputs[0], true),
-                                     matmul_operand(graph, n.inputs[1], false));
+  auto product = std::make_shared<const Matmul>(
+      nn, k, m, dtype, matmul_operand(graph, n.inputs[first], true),
+      matmul_operand(graph, n.inputs[first + 1], false),
+      in_place ? matmul_operand(graph, n.inputs[0], false) : MatmulOperand{});
   return [=](StepContext& c) {
-    product->run(c.ptrs[dy], c.ptrs[x], static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
+    if (in_place) c.ptrs[out] = c.ptrs[acc];
+    auto* dw = static_cast<float*>(c.ptrs[out]);
+    product->run(c.ptrs[dy], c.ptrs[x], dw, c.workspace, c.stream, in_place ? dw : nullptr);
   };
 }
 
