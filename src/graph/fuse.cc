@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "graph/plan.h"
@@ -106,11 +108,21 @@ void fold_casts(Graph& graph) {
 
 void fold_accumulations(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  for (Node& acc : graph.nodes) {
+  const std::vector<bool> early = free_effects(graph);
+  const auto writes_in_place = [](const Node& n) {
+    return n.op == Op::kAccumulate || (aliases_input(n) && n.in_place);
+  };
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& acc = graph.nodes[a];
     if (acc.op != Op::kAccumulate) continue;
     const auto p = static_cast<size_t>(acc.inputs[1]);
     Node& product = graph.nodes[p];
     if (product.op != Op::kLinearGradWeight || product.in_place || uses[p] != 1) continue;
+    if (!early[a] &&
+        std::any_of(graph.nodes.begin() + static_cast<std::ptrdiff_t>(p) + 1,
+                    graph.nodes.begin() + static_cast<std::ptrdiff_t>(a), writes_in_place)) {
+      continue;
+    }
     // The accumulation becomes the product, adding into what the accumulation added into; the
     // product's own node is left for dead, as fuse_elementwise leaves its producers.
     acc.op = Op::kLinearGradWeight;

@@ -4,25 +4,7 @@
 #include <map>
 
 namespace tfm::graph {
-namespace {
 
-size_t aligned_bytes(const Node& n) {
-  const size_t bytes = static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
-  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
-}
-
-// The node whose buffer a value lives in: aliases (reshape, view, accumulate, copy_to_group, an
-// in-place loss gradient) resolve to the node that owns the memory.
-ValueId storage_owner(const Graph& graph, ValueId id) {
-  while (aliases_input(graph.nodes[static_cast<size_t>(id)])) {
-    id = graph.nodes[static_cast<size_t>(id)].inputs[0];
-  }
-  return id;
-}
-
-// Effects nothing else depends on: nodes no other node reads, writing into a state input that no
-// other node reads either (a gradient added into where it is kept). They may run as soon as their
-// inputs exist, which frees those inputs early.
 std::vector<bool> free_effects(const Graph& graph) {
   std::vector<int> readers(graph.nodes.size(), 0);
   for (const Node& n : graph.nodes) {
@@ -36,6 +18,22 @@ std::vector<bool> free_effects(const Graph& graph) {
                                     graph.nodes[target].op == Op::kInput;
   }
   return free;
+}
+
+namespace {
+
+size_t aligned_bytes(const Node& n) {
+  const size_t bytes = static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+// The node whose buffer a value lives in: aliases (reshape, view, accumulate, copy_to_group, an
+// in-place loss gradient or weight-gradient product) resolve to the node that owns the memory.
+ValueId storage_owner(const Graph& graph, ValueId id) {
+  while (aliases_input(graph.nodes[static_cast<size_t>(id)])) {
+    id = graph.nodes[static_cast<size_t>(id)].inputs[0];
+  }
+  return id;
 }
 
 // Nodes reachable backwards from the outputs and effects, in creation order (which is

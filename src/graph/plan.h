@@ -27,6 +27,11 @@ struct CompileOptions {
 // Fusion, scheduling and memory planning; device independent.
 Plan plan_graph(Graph graph, const CompileOptions& options = {});
 
+// Effects nothing else depends on: nodes no other node reads, writing into a state input that no
+// other node reads either (a gradient added into where it is kept). They may run as soon as their
+// inputs exist, which frees those inputs early; the plan schedules them so.
+std::vector<bool> free_effects(const Graph& graph);
+
 // Merges chains of elementwise nodes whose intermediate has a single consumer into one node.
 void fuse_elementwise(Graph& graph);
 // A bf16 cast of a norm, RoPE or elementwise result that nothing else reads becomes that op
@@ -35,6 +40,9 @@ void fuse_elementwise(Graph& graph);
 void fold_casts(Graph& graph);
 // An accumulation of a weight's gradient product that nothing else reads becomes the product
 // adding into the accumulator itself (beta = 1): no buffer for the product, no pass to add it.
+// The folded product runs where the accumulation did, so it folds only where nothing can write
+// its operands in between: a free effect (run right after its last input) or an accumulation
+// with no in-place write between it and the product in creation order.
 void fold_accumulations(Graph& graph);
 
 }  // namespace tfm::graph

@@ -189,6 +189,53 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "accumulated");
 }
 
+// The output layer's gradient is summed chunk by chunk into the first chunk's product (a computed
+// accumulator): the second chunk's product adds into it; a product something else reads too
+// keeps its own buffer and accumulation.
+TEST(Compile, AccumulationsIntoAComputedSumFold) {
+  graph::Builder b;
+  const auto dy = b.input("dy", {6, 4}, DType::f32);
+  const auto x = b.input("x", {6, 3}, DType::f32);
+  const auto first = b.linear_grad_weight(b.view(dy, 0, {3, 4}), b.view(x, 0, {3, 3}));
+  const auto second = b.linear_grad_weight(b.view(dy, 12, {3, 4}), b.view(x, 9, {3, 3}));
+  b.output(b.accumulate(first, second));
+  const auto shared = b.linear_grad_weight(dy, x);
+  b.output(b.accumulate(b.linear_grad_weight(dy, x), shared));
+  b.output(shared);
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int accumulations = 0, products_in_place = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    accumulations += n.op == Op::kAccumulate;
+    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
+  }
+  EXPECT_EQ(products_in_place, 1) << "the chunks' sum";
+  EXPECT_EQ(accumulations, 1) << "the sum with a product read twice";
+
+  const std::vector<float> dy_values = testing::random_values(24, 9),
+                           x_values = testing::random_values(18, 10);
+  const std::vector<Tensor> out = graph::backend_for(kCpu)
+                                      .compile(graph::plan_graph(g))
+                                      ->run({Tensor::from_vector<float>(dy_values, {6, 4}),
+                                             Tensor::from_vector<float>(x_values, {6, 3})});
+  std::vector<float> whole(12);
+  for (int n = 0; n < 4; ++n) {
+    for (int k = 0; k < 3; ++k) {
+      double product = 0;
+      for (int r = 0; r < 6; ++r) product += double{dy_values[r * 4 + n]} * x_values[r * 3 + k];
+      whole[n * 3 + k] = static_cast<float>(product);
+    }
+  }
+  std::vector<float> twice(whole);
+  for (float& v : twice) v *= 2;
+  ASSERT_EQ(out.size(), 3u);
+  testing::expect_close(out[0].to_f32_vector(), whole, 1e-5f, "chunks summed");
+  testing::expect_close(out[1].to_f32_vector(), twice, 1e-5f, "product read twice, summed");
+  testing::expect_close(out[2].to_f32_vector(), whole, 1e-5f, "product read twice");
+}
+
 TEST(Compile, CompiledEqualsEagerBitForBit) {
   set_log_level(LogLevel::kWarn);
   CausalLM model = AutoModelForCausalLM::from_pretrained(

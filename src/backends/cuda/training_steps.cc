@@ -53,7 +53,9 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
 
 // dw [n, k] = dy [m, n]^T · x [m, k], over every row; dy and x both f32, or both bf16 (autocast).
 // In place (graph::fold_accumulations), input 0 is the accumulator: the product adds into it as
-// its addend (beta 1) and the result is that buffer.
+// its addend (beta 1) and the result is that buffer. A state accumulator (the trainer's gradient
+// buffers) is only sure of its element alignment when the step is built, and cuBLASLt's fast
+// kernels want 16 bytes or more, so the product is planned for both and picks by the pointer.
 Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
   const bool in_place = n.in_place;
   const size_t first = in_place ? 1 : 0;
@@ -67,14 +69,22 @@ Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t ou
                 " with x of dtype " + std::string(dtype_name(input(graph, n, first + 1).dtype)) +
                 " is not supported (both f32 or both bf16)");
   }
-  auto product = std::make_shared<const Matmul>(
-      nn, k, m, dtype, matmul_operand(graph, n.inputs[first], true),
-      matmul_operand(graph, n.inputs[first + 1], false),
-      in_place ? matmul_operand(graph, n.inputs[0], false) : MatmulOperand{});
+  const auto product = [&](MatmulOperand y) {
+    return std::make_shared<const Matmul>(nn, k, m, dtype,
+                                          matmul_operand(graph, n.inputs[first], true),
+                                          matmul_operand(graph, n.inputs[first + 1], false), y);
+  };
+  const MatmulOperand aligned = matmul_operand(graph::kArenaAlignment, k * sizeof(float), false);
+  const MatmulOperand known = in_place ? matmul_operand(graph, n.inputs[0], false) : aligned;
+  const std::shared_ptr<const Matmul> fast = product(aligned);
+  const std::shared_ptr<const Matmul> general =
+      known.alignment == aligned.alignment ? fast : product(known);
   return [=](StepContext& c) {
     if (in_place) c.ptrs[out] = c.ptrs[acc];
     auto* dw = static_cast<float*>(c.ptrs[out]);
-    product->run(c.ptrs[dy], c.ptrs[x], dw, c.workspace, c.stream, in_place ? dw : nullptr);
+    const bool is_aligned = reinterpret_cast<uintptr_t>(dw) % graph::kArenaAlignment == 0;
+    (is_aligned ? fast : general)
+        ->run(c.ptrs[dy], c.ptrs[x], dw, c.workspace, c.stream, in_place ? dw : nullptr);
   };
 }
 
