@@ -2,6 +2,9 @@
 // products, arena planning, and compiled == eager.
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/cache.h"
@@ -145,6 +148,30 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   }
 }
 
+// The accumulations a plan runs, and the weight-gradient products that add into their
+// accumulators themselves.
+std::pair<int, int> accumulation_steps(const graph::Plan& plan) {
+  int accumulations = 0, products_in_place = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    accumulations += n.op == Op::kAccumulate;
+    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
+  }
+  return {accumulations, products_in_place};
+}
+
+// dy^T x over `rows` rows ([rows, n] and [rows, k], row-major), summed in double.
+std::vector<double> weight_grad(const std::vector<float>& dy, const std::vector<float>& x, int rows,
+                                int n, int k) {
+  std::vector<double> dw(static_cast<size_t>(n * k), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < k; ++j) dw[i * k + j] += double{dy[r * n + i]} * x[r * k + j];
+    }
+  }
+  return dw;
+}
+
 // A weight gradient's product added into its accumulator becomes the product adding into it
 // (beta 1): compiled twice and eager once, the state holds its start plus three times dy^T x,
 // the closed form summed in double here.
@@ -157,13 +184,7 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   b.output(b.reduce_rows(x));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
-  int accumulations = 0, products_in_place = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    accumulations += n.op == Op::kAccumulate;
-    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
-  }
+  const auto [accumulations, products_in_place] = accumulation_steps(graph::plan_graph(g));
   EXPECT_EQ(accumulations, 0);
   EXPECT_EQ(products_in_place, 1);
 
@@ -178,14 +199,9 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   compiled->run({dy_in, x_in, sums});
   compiled->run({dy_in, x_in, sums});
   cpu.run_eager(g, {dy_in, x_in, sums});
+  const std::vector<double> product = weight_grad(dy_values, x_values, 10, 4, 3);
   std::vector<float> want(12);
-  for (int n = 0; n < 4; ++n) {
-    for (int k = 0; k < 3; ++k) {
-      double product = 0;
-      for (int r = 0; r < 10; ++r) product += double{dy_values[r * 4 + n]} * x_values[r * 3 + k];
-      want[n * 3 + k] = static_cast<float>(start[n * 3 + k] + 3 * product);
-    }
-  }
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(start[i] + 3 * product[i]);
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "accumulated");
 }
 
@@ -204,13 +220,7 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
   b.output(shared);
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
-  int accumulations = 0, products_in_place = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    accumulations += n.op == Op::kAccumulate;
-    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
-  }
+  const auto [accumulations, products_in_place] = accumulation_steps(graph::plan_graph(g));
   EXPECT_EQ(products_in_place, 1) << "the chunks' sum";
   EXPECT_EQ(accumulations, 1) << "the sum with a product read twice";
 
@@ -220,16 +230,12 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
                                       .compile(graph::plan_graph(g))
                                       ->run({Tensor::from_vector<float>(dy_values, {6, 4}),
                                              Tensor::from_vector<float>(x_values, {6, 3})});
-  std::vector<float> whole(12);
-  for (int n = 0; n < 4; ++n) {
-    for (int k = 0; k < 3; ++k) {
-      double product = 0;
-      for (int r = 0; r < 6; ++r) product += double{dy_values[r * 4 + n]} * x_values[r * 3 + k];
-      whole[n * 3 + k] = static_cast<float>(product);
-    }
+  const std::vector<double> product = weight_grad(dy_values, x_values, 6, 4, 3);
+  std::vector<float> whole(product.size()), twice(product.size());
+  for (size_t i = 0; i < product.size(); ++i) {
+    whole[i] = static_cast<float>(product[i]);
+    twice[i] = static_cast<float>(2 * product[i]);
   }
-  std::vector<float> twice(whole);
-  for (float& v : twice) v *= 2;
   ASSERT_EQ(out.size(), 3u);
   testing::expect_close(out[0].to_f32_vector(), whole, 1e-5f, "chunks summed");
   testing::expect_close(out[1].to_f32_vector(), twice, 1e-5f, "product read twice, summed");
