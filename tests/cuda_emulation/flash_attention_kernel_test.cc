@@ -111,22 +111,9 @@ TEST_P(FlashAttentionKernelTest, MatchesReference) {
   // One split, and three (of which some see no key tile when the context is short).
   for (const int splits : {1, 3}) {
     std::vector<float> out(in.q.size(), -7.f);
-    switch (in.shape.head_dim) {
-      case 16:
-        run_flash<16>(in, splits, out);
-        break;
-      case 32:
-        run_flash<32>(in, splits, out);
-        break;
-      case 64:
-        run_flash<64>(in, splits, out);
-        break;
-      case 128:
-        run_flash<128>(in, splits, out);
-        break;
-      default:
-        FAIL() << "no flash kernel for head_dim " << in.shape.head_dim;
-    }
+    const bool ran = dispatch_head_dim(
+        in.shape.head_dim, [&](auto d) { run_flash<decltype(d)::value>(in, splits, out); });
+    ASSERT_TRUE(ran) << "no flash kernel for head_dim " << in.shape.head_dim;
     expect_close(out, in.want, 1e-2f, std::to_string(splits) + " key splits");
   }
 }

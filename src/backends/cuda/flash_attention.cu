@@ -76,18 +76,9 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
       q16, k16, v16, mask, slots, dy, stats, s, scale, grads);
 }
 
-// The head sizes with a kernel.
-using HeadDims = std::integer_sequence<int, 16, 32, 64, 128>;
-
-// Calls launch(std::integral_constant<int, head_dim>{}) if head_dim has a kernel; says whether.
-template <typename F, int... Ds>
-bool dispatch_head_dim(int64_t head_dim, F launch, std::integer_sequence<int, Ds...>) {
-  return ((head_dim == Ds ? (launch(std::integral_constant<int, Ds>{}), true) : false) || ...);
-}
-
 template <typename F>
 void with_head_dim(int64_t head_dim, F launch) {
-  if (!dispatch_head_dim(head_dim, launch, HeadDims{})) {
+  if (!dispatch_head_dim(head_dim, launch)) {
     throw Error("[cuda attention] flash attention has no kernel for head_dim " +
                 std::to_string(head_dim));
   }
@@ -105,9 +96,7 @@ void check_aligned(std::initializer_list<const void*> operands) {
 }  // namespace
 
 bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype) {
-  return kv_dtype == DType::bf16 && shape.seq > 1 &&
-         dispatch_head_dim(
-             shape.head_dim, [](auto) {}, HeadDims{});
+  return kv_dtype == DType::bf16 && shape.seq > 1 && dispatch_head_dim(shape.head_dim, [](auto) {});
 }
 
 size_t flash_attention_scratch_bytes(const AttentionShape& shape) {

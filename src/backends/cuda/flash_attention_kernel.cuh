@@ -4,6 +4,9 @@
 
 #include <cuda_bf16.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "backends/cuda/chunk_merge.cuh"
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
@@ -11,6 +14,20 @@
 
 namespace tfm::cuda {
 namespace {
+
+// The head sizes with a kernel.
+using HeadDims = std::integer_sequence<int, 16, 32, 64, 128>;
+
+template <typename F, int... Ds>
+bool dispatch_over(int64_t head_dim, F launch, std::integer_sequence<int, Ds...>) {
+  return ((head_dim == Ds ? (launch(std::integral_constant<int, Ds>{}), true) : false) || ...);
+}
+
+// Calls launch(std::integral_constant<int, head_dim>{}) if head_dim has a kernel; says whether.
+template <typename F>
+bool dispatch_head_dim(int64_t head_dim, F launch) {
+  return dispatch_over(head_dim, launch, HeadDims{});
+}
 
 constexpr int kWarps = 4;
 constexpr int kWarpRows = 16;  // an mma fragment's rows: the queries (or keys) one warp owns
