@@ -38,7 +38,10 @@ void inline_producer(Node& consumer, int slot, const Node& producer) {
 }
 
 // The ops whose kernels write bf16 as readily as f32.
-bool writes_bf16(Op op) { return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope; }
+bool writes_bf16(Op op) {
+  return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope ||
+         op == Op::kCrossEntropyGrad;
+}
 
 }  // namespace
 
@@ -92,16 +95,25 @@ void fuse_elementwise(Graph& graph) {
 
 void fold_casts(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto only_use = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
   for (Node& cast : graph.nodes) {
     if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
-    Node& producer = graph.nodes[static_cast<size_t>(cast.inputs[0])];
-    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 ||
-        uses[static_cast<size_t>(cast.inputs[0])] != 1) {
-      continue;
+    // The cast may read the producer through reshapes (heads split or merged) that nothing
+    // else reads; they become reshapes of the bf16 result.
+    std::vector<Node*> reshapes;
+    ValueId from = cast.inputs[0];
+    while (graph.nodes[static_cast<size_t>(from)].op == Op::kReshape && only_use(from)) {
+      reshapes.push_back(&graph.nodes[static_cast<size_t>(from)]);
+      from = reshapes.back()->inputs[0];
     }
+    Node& producer = graph.nodes[static_cast<size_t>(from)];
+    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 || !only_use(from)) continue;
     // The producer keeps its place in the order (so it reads its inputs when it always did) and
-    // writes bf16; the cast becomes a view of that.
+    // writes bf16; the cast becomes a view of that. A loss gradient written over its f32 logits
+    // gets a bf16 buffer of its own instead.
     producer.dtype = cast.dtype;
+    producer.in_place = false;
+    for (Node* reshape : reshapes) reshape->dtype = cast.dtype;
     cast.op = Op::kReshape;
   }
 }

@@ -146,6 +146,18 @@ TEST(LossKernels, Gradient) {
   });
   expect_close(in_place, want, 1e-5f, "d logits in place");
 
+  // In bf16, for the backward products (graph::fold_casts): each value rounded once, so within
+  // half a unit in the last of bf16's 8 bits (plus the f32 error above).
+  std::vector<__nv_bfloat16> narrow(logits.size(), __float2bfloat16_rn(-7.f));
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
+                              narrow.data());
+  });
+  const std::vector<float> got = testing::widened(narrow);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) / 256 + 1e-7f) << "bf16 d logits at " << i;
+  }
+
   // Each row's gradient sums to 0 (the softmax sums to 1).
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;

@@ -148,6 +148,53 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   }
 }
 
+// The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
+// no longer over the f32 logits), and a cast that reads a norm through a reshape folds too; a
+// reshape something else reads keeps its cast.
+TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const auto x = b.input("x", {2, 3, 2, 4}, DType::f32);
+  const auto targets = b.input("targets", {6}, DType::i32);
+  const auto d_loss = b.input("d_loss", {1}, DType::f32);
+  const auto w = b.weight("w", Tensor::from_vector<float>(testing::random_values(80, 3), {10, 8}));
+  const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(4, 4), {4}));
+  const auto rows = b.reshape(b.rms_norm(x, norm, 1e-6f), {6, 8});
+  const auto logits = b.linear(rows, w);
+  b.output(b.cross_entropy(logits, targets));
+  const auto d_logits = b.cross_entropy_grad(logits, targets, d_loss, true);
+  b.output(b.linear_grad_input(b.cast(d_logits, DType::bf16), w));
+  const auto shared = b.reshape(b.rms_norm(b.add(x, x), norm, 1e-6f), {6, 8});
+  b.output(b.linear(shared, w));
+  b.output(shared);  // read as f32 too: its cast stays
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int activation_casts = 0, bf16_norms = 0, bf16_loss_grads = 0, loss_grads_in_place = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    activation_casts += n.op == Op::kCast && n.shape[0] == 6;
+    bf16_norms += n.op == Op::kRmsNorm && n.dtype == DType::bf16;
+    bf16_loss_grads += n.op == Op::kCrossEntropyGrad && n.dtype == DType::bf16;
+    loss_grads_in_place += n.op == Op::kCrossEntropyGrad && n.in_place;
+  }
+  EXPECT_EQ(activation_casts, 1) << "only the shared reshape's cast remains";
+  EXPECT_EQ(bf16_norms, 1);
+  EXPECT_EQ(bf16_loss_grads, 1);
+  EXPECT_EQ(loss_grads_in_place, 0);
+
+  const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {2, 3, 2, 4});
+  const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
+  const Tensor scale = Tensor::from_vector<float>({0.2f}, {1});
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run({in, ids, scale});
+  const std::vector<Tensor> eager = cpu.run_eager(g, {in, ids, scale});
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
+}
+
 // The accumulations a plan runs, and the weight-gradient products that add into their
 // accumulators themselves.
 std::pair<int, int> accumulation_steps(const graph::Plan& plan) {

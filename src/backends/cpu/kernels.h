@@ -58,8 +58,9 @@ struct VocabShard {
 // logits are this rank's columns; the softmax statistics and the loss are combined over the group.
 void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
                    float* loss_sum, const VocabShard* shard = nullptr);
+// d_logits: f32 (which may be `logits` itself) or bf16 (graph::fold_casts) of its own.
 void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, float* d_logits,
+                        int64_t rows, int64_t vocab, void* d_logits, DType out_dtype,
                         const VocabShard* shard = nullptr);
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);

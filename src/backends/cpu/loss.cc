@@ -104,24 +104,32 @@ void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, in
 }
 
 void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, float* d_logits, const VocabShard* shard) {
+                        int64_t rows, int64_t vocab, void* d_logits, DType out_dtype,
+                        const VocabShard* shard) {
   check_targets(targets, rows, full_vocab(vocab, shard));
   const float scale = *d_loss;
   const std::vector<float> lse = log_sum_exp(logits, rows, vocab, shard);
+  const bool narrowed = out_dtype != DType::f32;
+  const size_t out_row_bytes = static_cast<size_t>(vocab) * dtype_size(out_dtype);
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * vocab;
-    float* out = d_logits + r * vocab;
+    void* dst = static_cast<char*>(d_logits) + static_cast<size_t>(r) * out_row_bytes;
+    // A narrowed row is computed in f32 beside it, one row per thread at a time.
+    thread_local std::vector<float> wide;
+    if (narrowed) wide.resize(static_cast<size_t>(vocab));
+    float* out = narrowed ? wide.data() : static_cast<float*>(dst);
     if (targets[r] == graph::kIgnoreIndex) {
       std::fill(out, out + vocab, 0.f);
-      continue;
+    } else {
+      const float row_lse = lse[static_cast<size_t>(r)];
+      simd::map(row, out, vocab, [row_lse, scale](simd::Vec x) {
+        return simd::exp(x - simd::broadcast(row_lse)) * simd::broadcast(scale);
+      });
+      const int64_t column = local_column(targets[r], vocab, shard);
+      if (column >= 0) out[column] -= scale;
     }
-    const float row_lse = lse[static_cast<size_t>(r)];
-    simd::map(row, out, vocab, [row_lse, scale](simd::Vec x) {
-      return simd::exp(x - simd::broadcast(row_lse)) * simd::broadcast(scale);
-    });
-    const int64_t column = local_column(targets[r], vocab, shard);
-    if (column >= 0) out[column] -= scale;
+    if (narrowed) cast(out, DType::f32, dst, out_dtype, static_cast<size_t>(vocab));
   }
 }
 

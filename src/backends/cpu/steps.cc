@@ -299,9 +299,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const bool in_place = n.in_place;
+      const DType dtype = n.dtype;
       return [=, &ptrs] {
         if (in_place) ptrs[out] = ptrs[args[0]];
-        cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, f(out), shard.get());
+        cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, ptrs[out], dtype,
+                           shard.get());
       };
     }
     case Op::kEmbeddingGrad: {

@@ -32,4 +32,11 @@ std::string gib(size_t bytes) {
   return text;
 }
 
+void check_float_kind(DType dtype, const char* op) {
+  if (dtype != DType::f32 && dtype != DType::bf16) {
+    throw Error(std::string("[cuda ") + op + "] dtype " + std::string(dtype_name(dtype)) +
+                " is not supported (f32, bf16)");
+  }
+}
+
 }  // namespace tfm::cuda

@@ -61,17 +61,19 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *out = static_cast<float>(sum);
 }
 
-// `d_logits` may be `logits` itself: each thread reads an element before writing it, and the
-// reductions that read the whole row finish (block_reduce synchronizes) before any write.
+// `d_logits` may be `logits` itself (f32): each thread reads an element before writing it, and
+// the reductions that read the whole row finish (block_reduce synchronizes) before any write. A
+// bf16 `d_logits` (graph::fold_casts: the backward products' operand) has a buffer of its own.
+template <typename Out>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_grad_kernel(const float* logits, const int32_t* __restrict__ targets,
                               int32_t ignore, const float* __restrict__ d_loss, int64_t vocab,
-                              float* d_logits) {
+                              Out* d_logits) {
   const int64_t r = blockIdx.x;
   const int32_t target = targets[r];
-  float* out = d_logits + r * vocab;
+  Out* out = d_logits + r * vocab;
   if (target == ignore || !in_vocab(target, vocab)) {
-    const float fill = target == ignore ? 0.f : nanf("");
+    const Out fill = narrow<Out>(target == ignore ? 0.f : nanf(""));
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[v] = fill;
     return;
   }
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   const float scale = *d_loss;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
     const float p = expf(row[v] - lse) * scale;
-    out[v] = v == target ? p - scale : p;
+    out[v] = narrow<Out>(v == target ? p - scale : p);
   }
 }
 

@@ -4,19 +4,8 @@
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pointwise_kernels.cuh"
-#include "tfm/error.h"
 
 namespace tfm::cuda {
-namespace {
-
-void check_float_kind(DType dtype, const char* op) {
-  if (dtype != DType::f32 && dtype != DType::bf16) {
-    throw Error(std::string("[cuda ") + op + "] dtype " + std::string(dtype_name(dtype)) +
-                " is not supported (f32, bf16)");
-  }
-}
-
-}  // namespace
 
 void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
                int64_t hidden, const int32_t* ids, int64_t count, float* out,

@@ -144,10 +144,11 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const bool in_place = n.in_place;
+      const DType dtype = n.dtype;
       return [=](StepContext& c) {
         if (in_place) c.ptrs[out] = c.ptrs[args[0]];
         cross_entropy_grad(f32_at(c, args[0]), i32_at(c, args[1]), graph::kIgnoreIndex,
-                           f32_at(c, args[2]), rows, vocab, f32_at(c, out), c.stream);
+                           f32_at(c, args[2]), rows, vocab, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kEmbeddingGrad: {
