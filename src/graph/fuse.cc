@@ -40,7 +40,7 @@ void inline_producer(Node& consumer, int slot, const Node& producer) {
 // The ops whose kernels write bf16 as readily as f32.
 bool writes_bf16(Op op) {
   return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope ||
-         op == Op::kCrossEntropyGrad;
+         op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
 }
 
 }  // namespace

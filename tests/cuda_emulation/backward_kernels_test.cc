@@ -96,6 +96,17 @@ TEST(BackwardKernels, RmsNormGradInput) {
                                  dx.data());
     });
     expect_close(dx, want, kTol, "rows " + std::to_string(rows));
+
+    // bf16 for a product's operand (graph::fold_casts): each value rounded once from f32.
+    std::vector<__nv_bfloat16> narrow(x.size(), __float2bfloat16_rn(-7.f));
+    cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), rows, static_cast<int>(hidden), eps,
+                                 narrow.data());
+    });
+    const std::vector<float> got = testing::widened(narrow);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) / 256 + kTol) << "bf16 dx at " << i;
+    }
   }
 }
 

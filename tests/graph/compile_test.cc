@@ -149,8 +149,8 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
 }
 
 // The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
-// no longer over the f32 logits), and a cast that reads a norm through a reshape folds too; a
-// reshape something else reads keeps its cast.
+// no longer over the f32 logits), and casts that read a norm or a norm's input gradient through a
+// reshape (heads merged) fold too; a reshape something else reads keeps its cast.
 TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   graph::Builder b;
   b.autocast(DType::bf16);
@@ -164,22 +164,26 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   b.output(b.cross_entropy(logits, targets));
   const auto d_logits = b.cross_entropy_grad(logits, targets, d_loss, true);
   b.output(b.linear_grad_input(b.cast(d_logits, DType::bf16), w));
+  b.output(b.linear(b.reshape(b.rms_norm_grad_input(x, norm, b.mul(x, x), 1e-6f), {6, 8}), w));
   const auto shared = b.reshape(b.rms_norm(b.add(x, x), norm, 1e-6f), {6, 8});
   b.output(b.linear(shared, w));
   b.output(shared);  // read as f32 too: its cast stays
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int activation_casts = 0, bf16_norms = 0, bf16_loss_grads = 0, loss_grads_in_place = 0;
+  int activation_casts = 0, bf16_norms = 0, bf16_norm_grads = 0, bf16_loss_grads = 0,
+      loss_grads_in_place = 0;
   for (graph::ValueId id : plan.schedule) {
     const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
     activation_casts += n.op == Op::kCast && n.shape[0] == 6;
     bf16_norms += n.op == Op::kRmsNorm && n.dtype == DType::bf16;
+    bf16_norm_grads += n.op == Op::kRmsNormGradInput && n.dtype == DType::bf16;
     bf16_loss_grads += n.op == Op::kCrossEntropyGrad && n.dtype == DType::bf16;
     loss_grads_in_place += n.op == Op::kCrossEntropyGrad && n.in_place;
   }
   EXPECT_EQ(activation_casts, 1) << "only the shared reshape's cast remains";
   EXPECT_EQ(bf16_norms, 1);
+  EXPECT_EQ(bf16_norm_grads, 1);
   EXPECT_EQ(bf16_loss_grads, 1);
   EXPECT_EQ(loss_grads_in_place, 0);
 

@@ -361,11 +361,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       };
     }
     case Op::kRmsNormGradInput: {
-      const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
+      const int64_t hidden = n.shape.back();
       const float eps = n.eps;
-      return [=] {
-        rms_norm_grad_input(f(args[0]), f(args[1]), f(args[2]), rows, hidden, eps, f(out));
-      };
+      return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
+        const int64_t offset = first * hidden;
+        rms_norm_grad_input(f(args[0]) + offset, f(args[1]), f(args[2]) + offset, count, hidden,
+                            eps, dst);
+      });
     }
     case Op::kRmsNormGradWeight: {
       const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];

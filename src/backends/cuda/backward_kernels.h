@@ -36,7 +36,7 @@ void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t 
                     int64_t hidden, float* d_table, cudaStream_t stream);
 
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
-                         int64_t hidden, float eps, float* dx, cudaStream_t stream);
+                         int64_t hidden, float eps, void* dx, DType dx_dtype, cudaStream_t stream);
 size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream);

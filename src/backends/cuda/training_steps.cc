@@ -165,9 +165,10 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kRmsNormGradInput: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
+      const DType dtype = n.dtype;
       return [=](StepContext& c) {
         rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]), rows,
-                            hidden, eps, f32_at(c, out), c.stream);
+                            hidden, eps, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kRmsNormGradWeight: {
