@@ -123,6 +123,12 @@ std::vector<bool> recomputed_values(const Graph& graph, const std::vector<bool>&
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
     if (!cheap(n.op)) continue;
+    // A weight's bf16 copy (autocast) is kept instead: at half a f32 weight's size it costs less
+    // memory than a layer's activations, and saves a pass over the f32 weight and a launch per
+    // product. Copies of gathered FSDP shards are still made again (their gathers are).
+    if (n.op == Op::kCast && graph.nodes[static_cast<size_t>(n.inputs[0])].op == Op::kWeight) {
+      continue;
+    }
     bool available = true;
     for (ValueId in : n.inputs) {
       const auto u = static_cast<size_t>(in);

@@ -230,6 +230,32 @@ TEST(Autodiff, RecomputesCheapValuesAndWritesTheLossGradientOverTheLogits) {
   EXPECT_TRUE(graph::aliases_input(*loss_grad));
 }
 
+// Under autocast a weight's bf16 copy, read by the forward product and by the backward pass's
+// product for the input gradient, is made once and kept; a norm's output is still made again.
+TEST(Autodiff, KeepsTheBf16CopiesOfWeightsForTheBackwardPass) {
+  std::mt19937 rng(13);
+  Builder b;
+  b.autocast(DType::bf16);
+  const ValueId x = b.weight("x", random_tensor({1, 3, 8}, rng));  // not a matrix: not cast
+  const ValueId norm = b.weight("norm", random_tensor({8}, rng));
+  const ValueId w_copy = b.weight("w", random_tensor({6, 8}, rng));
+  const ValueId w = b.node(w_copy).inputs[0];  // the weight itself, which autodiff differentiates
+  ASSERT_EQ(b.node(w).op, graph::Op::kWeight);
+  const ValueId logits = b.linear(b.rms_norm(x, norm, 1e-6f), w_copy);
+  const ValueId y = b.cross_entropy(logits, b.weight("targets", ints({1, 5, 0}, {1, 3})));
+  b.output(y);
+  const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
+  graph::Graph g = b.finish();
+  graph::append_backward(g, y, seed, {x, norm, w});
+  int weight_copies = 0, norms = 0;
+  for (const graph::Node& n : g.nodes) {
+    weight_copies += n.op == graph::Op::kCast && n.inputs[0] == w;
+    norms += n.op == graph::Op::kRmsNorm;
+  }
+  EXPECT_EQ(weight_copies, 1);
+  EXPECT_EQ(norms, 2) << "the norm is computed again for the backward pass";
+}
+
 TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {
   Builder b;
   const ValueId x = b.weight("x", Tensor::zeros({2, 2}, DType::f32));
