@@ -7,11 +7,23 @@
 namespace tfm::graph {
 namespace {
 
+// Does the node read its input `slot`? An elementwise node whose producer was inlined keeps the
+// slot (until the inputs are compacted) but no longer loads it.
+bool reads_slot(const Node& node, size_t slot) {
+  if (node.op != Op::kElementwise) return true;
+  return std::any_of(node.program.instrs.begin(), node.program.instrs.end(), [&](const EwInstr& i) {
+    return i.code == EwCode::kLoad && static_cast<size_t>(i.operand) == slot;
+  });
+}
+
 std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
   std::vector<int> uses(graph.nodes.size(), 0);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     if (dead[i]) continue;
-    for (ValueId in : graph.nodes[i].inputs) ++uses[static_cast<size_t>(in)];
+    const Node& node = graph.nodes[i];
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      if (reads_slot(node, slot)) ++uses[static_cast<size_t>(node.inputs[slot])];
+    }
   }
   for (ValueId out : graph.outputs) ++uses[static_cast<size_t>(out)];
   for (ValueId effect : graph.effects) ++uses[static_cast<size_t>(effect)];
@@ -43,6 +55,18 @@ bool writes_bf16(Op op) {
          op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
 }
 
+// Is every use of each value by an elementwise node (not an output, an effect or another op)?
+std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead) {
+  std::vector<bool> only(graph.nodes.size(), true);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (dead[i] || graph.nodes[i].op == Op::kElementwise) continue;
+    for (ValueId in : graph.nodes[i].inputs) only[static_cast<size_t>(in)] = false;
+  }
+  for (ValueId out : graph.outputs) only[static_cast<size_t>(out)] = false;
+  for (ValueId effect : graph.effects) only[static_cast<size_t>(effect)] = false;
+  return only;
+}
+
 }  // namespace
 
 // Dead producers are turned into inputs-less elementwise nodes that nothing uses; plan_graph
@@ -53,18 +77,26 @@ void fuse_elementwise(Graph& graph) {
   while (changed) {
     changed = false;
     const std::vector<int> uses = count_uses(graph, dead);
+    const std::vector<bool> elementwise_readers = read_by_elementwise_only(graph, dead);
     for (size_t i = 0; i < graph.nodes.size() && !changed; ++i) {
       Node& consumer = graph.nodes[i];
       if (dead[i] || consumer.op != Op::kElementwise) continue;
       for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
         const auto p = static_cast<size_t>(consumer.inputs[slot]);
         const Node& producer = graph.nodes[p];
-        if (dead[p] || producer.op != Op::kElementwise || uses[p] != 1) continue;
+        if (dead[p] || producer.op != Op::kElementwise || !reads_slot(consumer, slot)) continue;
+        // A function of one f32 value that only elementwise chains read (SiLU of the gate, read
+        // by the backward pass's recomputed product and the up projection's gradient) is
+        // computed again inside each of them: they read its input instead, as many bytes, and
+        // it is never written.
+        const bool copied = uses[p] > 1 && elementwise_readers[p] && producer.inputs.size() == 1 &&
+                            producer.dtype == DType::f32;
+        if (uses[p] != 1 && !copied) continue;
         Node fused = consumer;
         inline_producer(fused, static_cast<int>(slot), producer);
         if (program_depth(fused.program) > kMaxElementwiseDepth) continue;
         consumer = std::move(fused);
-        dead[p] = true;
+        dead[p] = uses[p] == 1;
         changed = true;
         break;
       }

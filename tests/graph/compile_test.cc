@@ -1,5 +1,6 @@
-// The compiler: elementwise fusion, casts shared and folded, accumulations folded into their
-// products, arena planning, and compiled == eager.
+// The compiler: elementwise fusion (unary values copied into the chains that read them), casts
+// shared and folded, accumulations folded into their products, arena planning, and compiled ==
+// eager.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -37,6 +38,39 @@ TEST(Compile, FusesElementwiseChainIntoOneNode) {
     if (plan.graph.nodes[static_cast<size_t>(id)].op == Op::kElementwise) ++elementwise;
   }
   EXPECT_EQ(elementwise, 1) << "silu, mul and add should run as one fused node";
+}
+
+// SiLU of a value read by two elementwise chains runs inside each (as in the MLP's backward pass);
+// one that a product also reads is written once, and each chain reads it.
+TEST(Compile, AUnaryValueOnlyElementwiseChainsReadRunsInsideEach) {
+  graph::Builder b;
+  const auto x = b.input("x", {4, 8}, DType::f32);
+  const auto y = b.input("y", {4, 8}, DType::f32);
+  const auto w = b.weight("w", Tensor::from_vector<float>(testing::random_values(64, 2), {8, 8}));
+  const auto copied = b.silu(x);
+  b.output(b.mul(copied, y));
+  b.output(b.add(copied, b.mul(y, y)));
+  const auto shared = b.silu(y);
+  b.output(b.mul(shared, x));
+  b.output(b.linear(shared, w));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int elementwise = 0;
+  for (graph::ValueId id : plan.schedule) {
+    elementwise += plan.graph.nodes[static_cast<size_t>(id)].op == Op::kElementwise;
+  }
+  EXPECT_EQ(elementwise, 4) << "two chains with silu(x) inside, silu(y), and the chain reading it";
+
+  const Tensor x_in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
+  const Tensor y_in = Tensor::from_vector<float>(testing::random_values(32, 6), {4, 8});
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run({x_in, y_in});
+  const std::vector<Tensor> eager = cpu.run_eager(g, {x_in, y_in});
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
 }
 
 TEST(Compile, UnfusedPlanKeepsEveryNode) {
