@@ -150,6 +150,28 @@ void fold_casts(Graph& graph) {
   }
 }
 
+void fuse_norms_into_rope(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  for (Node& rope : graph.nodes) {
+    if (rope.op != Op::kRope || rope.normed) continue;
+    const auto v = static_cast<size_t>(rope.inputs[0]);
+    Node& norm = graph.nodes[v];
+    if (norm.op != Op::kRmsNorm || norm.dtype != DType::f32 || uses[v] != 1 ||
+        norm.shape != rope.shape) {
+      continue;
+    }
+    rope.inputs[0] = norm.inputs[0];
+    rope.inputs.push_back(norm.inputs[1]);
+    rope.normed = true;
+    rope.eps = norm.eps;
+    // Left for dead, as fuse_elementwise leaves its producers.
+    const Shape shape = norm.shape;
+    norm = Node{};
+    norm.op = Op::kElementwise;
+    norm.shape = shape;
+  }
+}
+
 void fold_accumulations(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const std::vector<bool> early = free_effects(graph);

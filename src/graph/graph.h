@@ -32,7 +32,8 @@ enum class Op : uint8_t {
                  //   the three products of h (as kGatedLinear's), each [R, N] block whole after
                  //   the other (read through views), in one pass (inference graphs; no backward)
   kRmsNorm,      // (x [..., H], w [H]) -> x / rms(x) * w, over the last axis
-  kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2]) -> rotate-half RoPE
+  kRope,         // (x [B, S, H, D], positions [B, S] i32, inv_freq [D/2], norm [D] when
+                 //   `normed`) -> rotate-half RoPE of x, or of each head RMS-normed (`eps`)
   // (q [B,S,Hq,D], k [B,S,Hkv,D], v [B,S,Hkv,D], positions [B,S] i32, inv_freq [D/2], slots [S]
   // i32, k_cache [B,L,Hkv,D], v_cache, then q_norm [D] and k_norm [D] or neither) -> q as
   // attention reads it: q and k each RMS-normed per head (`eps`) when the norms are given and
@@ -109,14 +110,15 @@ struct Node {
   Tensor constant;             // kWeight
   bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
   float eps = 0.f;             // kRmsNorm and its gradients, kPrepareAttention, normed products
+                               // and RoPE
   float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
                                // kLinearGradWeight: added into input 0, as kAccumulate does
   bool residual = false;       // kLinear: its last input is the residual added to the product
-  bool normed = false;         // kQkvLinear, kGatedLinear: x enters RMS-normed (`eps`) with the
-                               // last input as the norm's weight
+  bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
+                               // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                // of the vocabulary, starting at id `start`
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over

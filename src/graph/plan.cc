@@ -175,6 +175,7 @@ size_t place_largest_first(std::vector<Lifetime> buffers, std::vector<int64_t>& 
 Plan plan_graph(Graph graph, const CompileOptions& options) {
   if (options.fuse) {
     fuse_elementwise(graph);
+    fuse_norms_into_rope(graph);
     fold_casts(graph);
     fold_accumulations(graph);
   }

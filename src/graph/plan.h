@@ -39,6 +39,9 @@ void fuse_elementwise(Graph& graph);
 // instead of two (bf16 products' operands under autocast). The result is the same bits: the op
 // rounds its f32 value once, as the cast did.
 void fold_casts(Graph& graph);
+// RoPE of a per-head RMSNorm that nothing else reads (Qwen3's q_norm and k_norm) becomes one
+// normed RoPE: the heads are normed and rotated in one pass, the normed values never stored.
+void fuse_norms_into_rope(Graph& graph);
 // An accumulation of a weight's gradient product that nothing else reads becomes the product
 // adding into the accumulator itself (beta = 1): no buffer for the product, no pass to add it.
 // The folded product runs where the accumulation did, so it folds only where nothing can write

@@ -95,12 +95,15 @@ TEST(PointwiseKernels, RmsNorm) {
   check_rms_norm<__nv_bfloat16>(9, 256);
 }
 
+// RoPE as rope_kernel applies it, or (`normed`) each head RMS-normed first as normed_rope_kernel
+// does: against the reference norm and rotation one after the other.
 template <typename T>
-void check_rope() {
-  const int64_t batch = 2, seq = 3, heads = 5, head_dim = 26, half = head_dim / 2;
-  const float scaling = 1.25f;
+void check_rope(int64_t head_dim, bool normed) {
+  const int64_t batch = 2, seq = 3, heads = 5, half = head_dim / 2;
+  const float scaling = 1.25f, eps = 1e-6f;
   const std::vector<float> x =
       random_values(static_cast<size_t>(batch * seq * heads * head_dim), 4);
+  const std::vector<float> norm = random_values(static_cast<size_t>(head_dim), 5, 0.5f, 1.5f);
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     inv_freq[i] = std::pow(10000.f, -2.f * static_cast<float>(i) / head_dim);
@@ -108,19 +111,35 @@ void check_rope() {
   const std::vector<int32_t> positions = {0, 1, 2, 17, 30, 41};
   std::vector<T> out = stored<T>(std::vector<float>(x.size(), -7.f));
   const int64_t tokens = batch * seq;
-  cuda_emulation::launch(grid_for(tokens * heads * half), kThreads, 0, [&] {
-    rope_kernel(x.data(), positions.data(), inv_freq.data(), tokens, heads, static_cast<int>(half),
-                scaling, out.data());
-  });
-  std::vector<float> want(x.size());
-  ops::reference::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, head_dim,
-                       scaling, want.data());
-  expect_close(widened(out), want, tolerance<T>(), "rope");
+  const int h = static_cast<int>(half);
+  if (normed) {
+    cuda_emulation::launch(grid_for(tokens * heads * 32), kThreads, 0, [&] {
+      normed_rope_kernel(x.data(), norm.data(), eps, positions.data(), inv_freq.data(), tokens,
+                         heads, h, scaling, out.data());
+    });
+  } else {
+    cuda_emulation::launch(grid_for(tokens * heads * half), kThreads, 0, [&] {
+      rope_kernel(x.data(), positions.data(), inv_freq.data(), tokens, heads, h, scaling,
+                  out.data());
+    });
+  }
+  std::vector<float> normed_x = x, want(x.size());
+  if (normed) {
+    ops::reference::rms_norm(x.data(), norm.data(), tokens * heads, head_dim, eps, normed_x.data());
+  }
+  ops::reference::rope(normed_x.data(), positions.data(), inv_freq.data(), batch, seq, heads,
+                       head_dim, scaling, want.data());
+  expect_close(widened(out), want, tolerance<T>(),
+               std::string(normed ? "normed " : "") + "rope, head_dim " + std::to_string(head_dim));
 }
 
 TEST(PointwiseKernels, Rope) {
-  check_rope<float>();
-  check_rope<__nv_bfloat16>();  // a product's bf16 operand (graph::fold_casts)
+  for (const bool normed : {false, true}) {  // normed: q_norm / k_norm (fuse_norms_into_rope)
+    for (const int64_t head_dim : {26, 128}) {
+      check_rope<float>(head_dim, normed);
+      check_rope<__nv_bfloat16>(head_dim, normed);  // a product's bf16 operand (fold_casts)
+    }
+  }
 }
 
 TEST(PointwiseKernels, SliceSeq) {

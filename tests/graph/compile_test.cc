@@ -1,8 +1,9 @@
-// The compiler: elementwise fusion (unary values copied into the chains that read them), casts
-// shared and folded, accumulations folded into their products, arena planning, and compiled ==
-// eager.
+// The compiler: elementwise fusion (unary values copied into the chains that read them), norms
+// fused into RoPE, casts shared and folded, accumulations folded into their products, arena
+// planning, and compiled == eager.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -227,6 +228,45 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   graph::Backend& cpu = graph::backend_for(kCpu);
   const std::vector<Tensor> compiled = cpu.compile(plan)->run({in, ids, scale});
   const std::vector<Tensor> eager = cpu.run_eager(g, {in, ids, scale});
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
+}
+
+// A per-head norm that only RoPE reads (q_norm, k_norm) runs inside the rotation; one something
+// else reads too stays a norm of its own.
+TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
+  graph::Builder b;
+  const auto q = b.input("q", {2, 3, 4, 8}, DType::f32);
+  const auto positions = b.input("positions", {2, 3}, DType::i32);
+  const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(8, 4), {8}));
+  std::vector<float> inv_freq_values(4);
+  for (size_t i = 0; i < inv_freq_values.size(); ++i) {
+    inv_freq_values[i] = std::pow(10000.f, -2.f * static_cast<float>(i) / 8);
+  }
+  const auto inv_freq = b.weight("inv_freq", Tensor::from_vector<float>(inv_freq_values, {4}));
+  b.output(b.rope(b.rms_norm(q, norm, 1e-6f), positions, inv_freq, 1.f));
+  const auto shared = b.rms_norm(b.add(q, q), norm, 1e-6f);
+  b.output(b.rope(shared, positions, inv_freq, 1.f));
+  b.output(shared);
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int norms = 0, normed_ropes = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    norms += n.op == Op::kRmsNorm;
+    normed_ropes += n.op == Op::kRope && n.normed;
+  }
+  EXPECT_EQ(norms, 1) << "the shared norm";
+  EXPECT_EQ(normed_ropes, 1);
+
+  const Tensor q_in = Tensor::from_vector<float>(testing::random_values(192, 5), {2, 3, 4, 8});
+  const Tensor positions_in = Tensor::from_vector<int32_t>({0, 1, 2, 5, 9, 40}, {2, 3});
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run({q_in, positions_in});
+  const std::vector<Tensor> eager = cpu.run_eager(g, {q_in, positions_in});
   ASSERT_EQ(compiled.size(), eager.size());
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;

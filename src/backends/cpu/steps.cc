@@ -183,12 +183,19 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     }
     case Op::kRope: {
       const Shape s = n.shape;
-      const float scaling = n.scale;
-      // Tokens are the rows: one position each, so a block of them is a batch of one.
+      const float scaling = n.scale, eps = n.eps;
+      const bool normed = n.normed;
+      // Tokens are the rows: one position each, so a block of them is a batch of one. Each head
+      // is normed first where graph::fuse_norms_into_rope folded its norm in; RoPE rotates the
+      // normed rows where they are (in place).
       const int64_t row = s[2] * s[3];
       return with_output(n, out, ptrs, row, [=](int64_t first, int64_t count, float* dst) {
-        rope(f(args[0]) + first * row, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3],
-             scaling, dst);
+        const float* x = f(args[0]) + first * row;
+        if (normed) {
+          rms_norm(x, f(args[3]), count * s[2], s[3], eps, dst);
+          x = dst;
+        }
+        rope(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
       });
     }
     case Op::kAccumulate: {

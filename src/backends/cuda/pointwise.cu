@@ -37,20 +37,35 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
   check_launch("rms_norm");
 }
 
+namespace {
+
+template <typename T>
+void launch_rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t tokens,
+                 int64_t heads, int half, float attention_scaling, const HeadNorm& norm, T* out,
+                 cudaStream_t stream) {
+  if (norm.weight != nullptr) {
+    normed_rope_kernel<<<blocks_for(tokens * heads * 32, kThreads), kThreads, 0, stream>>>(
+        x, norm.weight, norm.eps, positions, inv_freq, tokens, heads, half, attention_scaling, out);
+  } else {
+    rope_kernel<<<blocks_for(tokens * heads * half, kThreads), kThreads, 0, stream>>>(
+        x, positions, inv_freq, tokens, heads, half, attention_scaling, out);
+  }
+}
+
+}  // namespace
+
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
-          DType out_dtype, cudaStream_t stream) {
+          DType out_dtype, cudaStream_t stream, const HeadNorm& norm) {
   check_float_kind(out_dtype, "rope");
   const int half = static_cast<int>(head_dim / 2);
   if (batch * seq * heads * half == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(batch * seq * heads * half, kThreads);
   if (out_dtype == DType::bf16) {
-    rope_kernel<<<blocks, kThreads, 0, stream>>>(x, positions, inv_freq, batch * seq, heads, half,
-                                                 attention_scaling,
-                                                 static_cast<__nv_bfloat16*>(out));
+    launch_rope(x, positions, inv_freq, batch * seq, heads, half, attention_scaling, norm,
+                static_cast<__nv_bfloat16*>(out), stream);
   } else {
-    rope_kernel<<<blocks, kThreads, 0, stream>>>(x, positions, inv_freq, batch * seq, heads, half,
-                                                 attention_scaling, static_cast<float*>(out));
+    launch_rope(x, positions, inv_freq, batch * seq, heads, half, attention_scaling, norm,
+                static_cast<float*>(out), stream);
   }
   check_launch("rope");
 }

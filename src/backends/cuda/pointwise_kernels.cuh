@@ -23,6 +23,15 @@ __global__ void embedding_kernel(const T* table, int64_t first_id, int64_t vocab
   out[i] = row >= 0 && row < vocab ? widen(table[row * hidden + i % hidden]) : 0.f;
 }
 
+// 1 / rms of a row of `hidden` values, from the warp whose lane this is (every lane gets it).
+__device__ __forceinline__ float warp_row_inv_rms(const float* row, int hidden, float eps,
+                                                  int lane) {
+  float sum_sq = 0.f;
+  for (int i = lane; i < hidden; i += 32) sum_sq += row[i] * row[i];
+  sum_sq = warp_sum(sum_sq);
+  return 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
+}
+
 template <typename T>
 __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
                                 T* out) {
@@ -30,12 +39,21 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, in
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const float* in = x + row * hidden;
-  float sum_sq = 0.f;
-  for (int i = lane; i < hidden; i += 32) sum_sq += in[i] * in[i];
-  sum_sq = warp_sum(sum_sq);
-  const float inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
+  const float inv_rms = warp_row_inv_rms(in, hidden, eps, lane);
   T* o = out + row * hidden;
   for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (in[i] * inv_rms));
+}
+
+// Rotates the pair (x1, x2) = (element f, element f + half) of a head at `position`.
+template <typename T>
+__device__ __forceinline__ void rotate_pair(float x1, float x2, int32_t position,
+                                            const float* inv_freq, int f, int half, float scaling,
+                                            T* head_out) {
+  // The angle is formed in f32 as PyTorch does, so large positions round the same way.
+  const float angle = static_cast<float>(position) * inv_freq[f];
+  const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
+  head_out[f] = narrow<T>(x1 * c - x2 * s);
+  head_out[f + half] = narrow<T>(x2 * c + x1 * s);
 }
 
 template <typename T>
@@ -45,13 +63,28 @@ __global__ void rope_kernel(const float* x, const int32_t* positions, const floa
   if (i >= tokens * heads * half) return;
   const int64_t token = i / (heads * half);
   const int f = static_cast<int>(i % half);
-  // The angle is formed in f32 as PyTorch does, so large positions round the same way.
-  const float angle = static_cast<float>(positions[token]) * inv_freq[f];
-  const float c = cosf(angle) * scaling, s = sinf(angle) * scaling;
   const int64_t base = (i / half) * 2 * half;
-  const float x1 = x[base + f], x2 = x[base + f + half];
-  out[base + f] = narrow<T>(x1 * c - x2 * s);
-  out[base + f + half] = narrow<T>(x2 * c + x1 * s);
+  rotate_pair(x[base + f], x[base + f + half], positions[token], inv_freq, f, half, scaling,
+              out + base);
+}
+
+// RoPE of each head RMS-normed over its head_dim first (Qwen3's q_norm and k_norm; graph::
+// fuse_norms_into_rope): one warp per (token, head), the normed values never stored. The same
+// sum and products as rms_norm_kernel, so the same bits as the two kernels one after the other.
+template <typename T>
+__global__ void normed_rope_kernel(const float* x, const float* w, float eps,
+                                   const int32_t* positions, const float* inv_freq, int64_t tokens,
+                                   int64_t heads, int half, float scaling, T* out) {
+  const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= tokens * heads) return;
+  const float* in = x + row * 2 * half;
+  const float inv_rms = warp_row_inv_rms(in, 2 * half, eps, lane);
+  const int32_t position = positions[row / heads];
+  for (int f = lane; f < half; f += 32) {
+    rotate_pair(w[f] * (in[f] * inv_rms), w[f + half] * (in[f + half] * inv_rms), position,
+                inv_freq, f, half, scaling, out + row * 2 * half);
+  }
 }
 
 __global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int64_t start,

@@ -456,11 +456,13 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     }
     case Op::kRope: {
       const Shape s = n.shape;
-      const float scaling = n.scale;
+      const float scaling = n.scale, eps = n.eps;
       const DType dtype = n.dtype;
+      const bool normed = n.normed;
       return [=](StepContext& c) {
+        const HeadNorm norm{normed ? f32_at(c, args[3]) : nullptr, eps};
         rope(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2], s[3],
-             scaling, c.ptrs[out], dtype, c.stream);
+             scaling, c.ptrs[out], dtype, c.stream, norm);
       };
     }
     case Op::kAccumulate: {
