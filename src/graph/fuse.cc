@@ -172,6 +172,42 @@ void fuse_norms_into_rope(Graph& graph) {
   }
 }
 
+void fold_residuals_into_norm_grads(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto is_load = [](const EwInstr& i) { return i.code == EwCode::kLoad; };
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& add = graph.nodes[a];
+    const auto& code = add.program.instrs;
+    if (add.op != Op::kElementwise || add.dtype != DType::f32 || add.inputs.size() != 2 ||
+        code.size() != 3 || !is_load(code[0]) || !is_load(code[1]) ||
+        code[2].code != EwCode::kAdd) {
+      continue;
+    }
+    for (size_t slot = 0; slot < 2; ++slot) {
+      const auto g = static_cast<size_t>(add.inputs[slot]);
+      const ValueId other = add.inputs[1 - slot];
+      Node& grad = graph.nodes[g];
+      if (grad.op != Op::kRmsNormGradInput || grad.residual || grad.dtype != DType::f32 ||
+          uses[g] != 1 || grad.shape != add.shape ||
+          graph.nodes[static_cast<size_t>(other)].dtype != DType::f32) {
+        continue;
+      }
+      // The gradient moves to where the add ran (every input exists by then, nothing writes
+      // them in between: in-place writes go to gradient accumulators and logits), adding the
+      // other operand as it writes; its own node is left for dead.
+      Node fused = grad;
+      fused.inputs.push_back(other);
+      fused.residual = true;
+      add = std::move(fused);
+      const Shape shape = grad.shape;
+      grad = Node{};
+      grad.op = Op::kElementwise;
+      grad.shape = shape;
+      break;
+    }
+  }
+}
+
 void fold_accumulations(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const std::vector<bool> early = free_effects(graph);

@@ -77,7 +77,8 @@ enum class Op : uint8_t {
   kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
                        //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
                        //   kAccumulate: graph::fold_accumulations)
-  kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H]) -> dx
+  kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`) ->
+                       //   dx (+ residual: graph::fold_residuals_into_norm_grads)
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
   kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
@@ -116,7 +117,8 @@ struct Node {
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
                                // kLinearGradWeight: added into input 0, as kAccumulate does
-  bool residual = false;       // kLinear: its last input is the residual added to the product
+  bool residual = false;       // kLinear, kRmsNormGradInput: its last input is the residual added
+                               // to the result
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
                                // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice

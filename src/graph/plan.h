@@ -42,6 +42,10 @@ void fold_casts(Graph& graph);
 // RoPE of a per-head RMSNorm that nothing else reads (Qwen3's q_norm and k_norm) becomes one
 // normed RoPE: the heads are normed and rotated in one pass, the normed values never stored.
 void fuse_norms_into_rope(Graph& graph);
+// A sum of an RMSNorm's input gradient (read by nothing else) and another f32 value (the residual
+// stream's gradient in a decoder's backward pass) becomes the gradient adding that value as it
+// writes: one pass over the rows instead of two.
+void fold_residuals_into_norm_grads(Graph& graph);
 // An accumulation of a weight's gradient product that nothing else reads becomes the product
 // adding into the accumulator itself (beta = 1): no buffer for the product, no pass to add it.
 // The folded product runs where the accumulation did, so it folds only where nothing can write

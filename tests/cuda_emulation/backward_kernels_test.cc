@@ -92,21 +92,32 @@ TEST(BackwardKernels, RmsNormGradInput) {
     std::vector<float> dx(x.size(), -7.f), want(x.size());
     cpu::rms_norm_grad_input(x.data(), w.data(), dy.data(), rows, hidden, eps, want.data());
     cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
-      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), rows, static_cast<int>(hidden), eps,
-                                 dx.data());
+      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), nullptr, rows,
+                                 static_cast<int>(hidden), eps, dx.data());
     });
     expect_close(dx, want, kTol, "rows " + std::to_string(rows));
 
     // bf16 for a product's operand (graph::fold_casts): each value rounded once from f32.
     std::vector<__nv_bfloat16> narrow(x.size(), __float2bfloat16_rn(-7.f));
     cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
-      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), rows, static_cast<int>(hidden), eps,
-                                 narrow.data());
+      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), nullptr, rows,
+                                 static_cast<int>(hidden), eps, narrow.data());
     });
     const std::vector<float> got = testing::widened(narrow);
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) / 256 + kTol) << "bf16 dx at " << i;
     }
+
+    // With the residual stream's gradient added as it is written
+    // (graph::fold_residuals_into_norm_grads).
+    const std::vector<float> residual = random_values(x.size(), 47);
+    std::vector<float> summed(x.size(), -7.f), want_summed = want;
+    for (size_t i = 0; i < want_summed.size(); ++i) want_summed[i] += residual[i];
+    cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+      rms_norm_grad_input_kernel(x.data(), w.data(), dy.data(), residual.data(), rows,
+                                 static_cast<int>(hidden), eps, summed.data());
+    });
+    expect_close(summed, want_summed, kTol, "with residual, rows " + std::to_string(rows));
   }
 }
 

@@ -1,6 +1,6 @@
 // The compiler: elementwise fusion (unary values copied into the chains that read them), norms
-// fused into RoPE, casts shared and folded, accumulations folded into their products, arena
-// planning, and compiled == eager.
+// fused into RoPE, residuals added by norm gradients, casts shared and folded, accumulations
+// folded into their products, arena planning, and compiled == eager.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -267,6 +267,43 @@ TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
   graph::Backend& cpu = graph::backend_for(kCpu);
   const std::vector<Tensor> compiled = cpu.compile(plan)->run({q_in, positions_in});
   const std::vector<Tensor> eager = cpu.run_eager(g, {q_in, positions_in});
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
+}
+
+// The residual stream's gradient added to a norm's input gradient is added by the norm's backward
+// step as it writes; a gradient something else reads too keeps its add.
+TEST(Compile, ResidualsAddIntoNormGradients) {
+  graph::Builder b;
+  const auto x = b.input("x", {3, 8}, DType::f32);
+  const auto dy = b.input("dy", {3, 8}, DType::f32);
+  const auto residual = b.input("residual", {3, 8}, DType::f32);
+  const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(8, 4), {8}));
+  b.output(b.add(residual, b.rms_norm_grad_input(x, norm, dy, 1e-6f)));
+  const auto shared = b.rms_norm_grad_input(x, norm, b.mul(dy, dy), 1e-6f);
+  b.output(b.add(shared, residual));
+  b.output(shared);
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int adds = 0, with_residual = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    adds += n.op == Op::kElementwise;
+    with_residual += n.op == Op::kRmsNormGradInput && n.residual;
+  }
+  EXPECT_EQ(with_residual, 1);
+  EXPECT_EQ(adds, 2) << "dy * dy, and the add of the gradient read twice";
+
+  std::vector<Tensor> in;
+  for (uint32_t seed : {5u, 6u, 7u}) {
+    in.push_back(Tensor::from_vector<float>(testing::random_values(24, seed), {3, 8}));
+  }
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<Tensor> eager = cpu.run_eager(g, in);
   ASSERT_EQ(compiled.size(), eager.size());
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;

@@ -370,10 +370,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kRmsNormGradInput: {
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
+      const bool residual = n.residual;
       return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
         const int64_t offset = first * hidden;
         rms_norm_grad_input(f(args[0]) + offset, f(args[1]), f(args[2]) + offset, count, hidden,
                             eps, dst);
+        if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
       });
     }
     case Op::kRmsNormGradWeight: {

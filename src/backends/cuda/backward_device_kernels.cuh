@@ -90,11 +90,13 @@ __global__ void inv_rms_kernel(const float* __restrict__ x, int64_t rows, int hi
 
 // One warp per row: dx = r w dy - x r^3 mean(w dy x), with r = row_inv_rms.
 // dx in f32, or in bf16 for a product's operand (graph::fold_casts): rounded from the f32 value,
-// as the cast it replaces rounds.
+// as the cast it replaces rounds. `residual` (or null) is added to the f32 value, as the
+// elementwise add it replaces (graph::fold_residuals_into_norm_grads) added it.
 template <typename Out>
 __global__ void rms_norm_grad_input_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                           const float* __restrict__ dy, int64_t rows, int hidden,
-                                           float eps, Out* __restrict__ dx) {
+                                           const float* __restrict__ dy,
+                                           const float* __restrict__ residual, int64_t rows,
+                                           int hidden, float eps, Out* __restrict__ dx) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -106,7 +108,8 @@ __global__ void rms_norm_grad_input_kernel(const float* __restrict__ x, const fl
   dot = warp_sum(dot);
   const double coef = r * r * r * dot / hidden;
   for (int i = lane; i < hidden; i += 32) {
-    dx[row * hidden + i] = narrow<Out>(static_cast<float>(r * w[i] * dyr[i] - xr[i] * coef));
+    const float value = static_cast<float>(r * w[i] * dyr[i] - xr[i] * coef);
+    dx[row * hidden + i] = narrow<Out>(residual ? value + residual[row * hidden + i] : value);
   }
 }
 

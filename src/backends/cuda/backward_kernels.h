@@ -35,8 +35,10 @@ void cross_entropy_grad(const float* logits, const int32_t* targets, int32_t ign
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
                     int64_t hidden, float* d_table, cudaStream_t stream);
 
-void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
-                         int64_t hidden, float eps, void* dx, DType dx_dtype, cudaStream_t stream);
+// dx (f32 or bf16) = the input gradient, plus `residual` where it is not null.
+void rms_norm_grad_input(const float* x, const float* w, const float* dy, const float* residual,
+                         int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
+                         cudaStream_t stream);
 size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream);

@@ -166,9 +166,11 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
       const DType dtype = n.dtype;
+      const bool residual = n.residual;
       return [=](StepContext& c) {
-        rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]), rows,
-                            hidden, eps, c.ptrs[out], dtype, c.stream);
+        rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
+                            residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
+                            dtype, c.stream);
       };
     }
     case Op::kRmsNormGradWeight: {
