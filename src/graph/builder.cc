@@ -56,6 +56,12 @@ ValueId Builder::weight(std::string name, Tensor tensor) {
 }
 
 ValueId Builder::embedding(ValueId table, ValueId ids) {
+  // torch.autocast leaves lookups alone: the rows come from the f32 table, not from the bf16 copy
+  // autocast made of it for the products (a tied output layer's).
+  if (autocast_ != DType::f32 && node(table).op == Op::kCast &&
+      node(node(table).inputs[0]).dtype == DType::f32) {
+    table = node(table).inputs[0];
+  }
   return add_node(Op::kEmbedding, {table, ids},
                   ops::embedding_shape(node(table).shape, node(ids).shape));
 }

@@ -234,6 +234,27 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   }
 }
 
+// Under autocast a lookup reads the f32 table, as torch.autocast leaves embeddings alone, while
+// the tied output layer's product reads its bf16 copy.
+TEST(Compile, AutocastLooksUpRowsInTheF32Table) {
+  const std::vector<float> rows = testing::random_values(24, 8);
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const auto ids = b.input("ids", {1, 2}, DType::i32);
+  const auto table = b.weight("table", Tensor::from_vector<float>(rows, {6, 4}));
+  const auto x = b.embedding(table, ids);
+  b.output(x);
+  b.output(b.linear(x, table));
+  const graph::Graph g = b.finish();
+
+  const std::vector<Tensor> out = graph::backend_for(kCpu)
+                                      .compile(graph::plan_graph(g))
+                                      ->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})});
+  std::vector<float> want(rows.begin() + 20, rows.end());        // row 5
+  want.insert(want.end(), rows.begin() + 8, rows.begin() + 12);  // row 2
+  EXPECT_EQ(out[0].to_f32_vector(), want) << "the f32 rows, exactly";
+}
+
 // A per-head norm that only RoPE reads (q_norm, k_norm) runs inside the rotation; one something
 // else reads too stays a norm of its own.
 TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
