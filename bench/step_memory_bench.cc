@@ -2,11 +2,14 @@
 // config.json at [batch, seq] (the plan every backend executes) and adds the training state the
 // Trainer keeps beside it. Prints JSON: the activation arena (the largest buffer a step
 // allocates), the f32 weights, their gradients and AdamW's two moments. Nothing is allocated
-// beyond the weights' descriptions.
-//   step_memory_bench CONFIG_JSON [--batch 8] [--seq 1024] [--bf16]
+// beyond the weights' descriptions. With --traffic, also a line per kind of step the plan runs
+// (op and output dtype): how many, the bytes they read and write (each input and output whole),
+// and the products' floating-point operations: what the plan asks of memory, device independent.
+//   step_memory_bench CONFIG_JSON [--batch 8] [--seq 1024] [--bf16] [--traffic]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "graph/plan.h"
@@ -18,19 +21,83 @@ namespace {
 
 double mib(double bytes) { return bytes / (1 << 20); }
 
+double numel(const tfm::graph::Node& n) { return static_cast<double>(tfm::shape_numel(n.shape)); }
+
+double bytes_of(const tfm::graph::Node& n) { return numel(n) * tfm::dtype_size(n.dtype); }
+
+// Multiply-adds x 2 of a matrix product step; 0 for the others.
+double product_flops(const tfm::graph::Graph& g, const tfm::graph::Node& n) {
+  using tfm::graph::Op;
+  const auto in = [&](size_t i) -> const tfm::graph::Node& {
+    return g.nodes[static_cast<size_t>(n.inputs[i])];
+  };
+  switch (n.op) {
+    case Op::kLinear:  // out [..., N] from w [N, K]
+      return 2 * numel(n) * static_cast<double>(in(1).shape[1]);
+    case Op::kLinearGradInput:  // out [..., K] from w [N, K]
+      return 2 * numel(n) * static_cast<double>(in(1).shape[0]);
+    case Op::kLinearGradWeight: {  // out [N, K] over the rows of x [..., K]
+      const tfm::graph::Node& x = in(n.in_place ? 2 : 1);
+      return 2 * numel(n) * numel(x) / static_cast<double>(x.shape.back());
+    }
+    default:
+      return 0;
+  }
+}
+
+void print_traffic(const tfm::graph::Plan& plan) {
+  using tfm::graph::Op;
+  struct Kind {
+    int steps = 0;
+    double bytes = 0, flops = 0;
+  };
+  std::map<std::string, Kind> kinds;
+  Kind all;
+  for (tfm::graph::ValueId id : plan.schedule) {
+    const tfm::graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    // Views of a buffer move nothing.
+    if (n.op == Op::kReshape || n.op == Op::kView || n.op == Op::kCopyToGroup) continue;
+    Kind step;
+    step.steps = 1;
+    step.bytes = bytes_of(n);
+    for (tfm::graph::ValueId in : n.inputs) {
+      step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
+    }
+    step.flops = product_flops(plan.graph, n);
+    for (Kind* k : {&kinds[std::string(tfm::graph::op_name(n.op)) + " " +
+                           std::string(tfm::dtype_name(n.dtype))],
+                    &all}) {
+      k->steps += step.steps;
+      k->bytes += step.bytes;
+      k->flops += step.flops;
+    }
+  }
+  for (const auto& [name, k] : kinds) {
+    std::printf("{\"op\": \"%s\", \"steps\": %d, \"gb\": %.2f, \"product_gflop\": %.0f}\n",
+                name.c_str(), k.steps, k.bytes / 1e9, k.flops / 1e9);
+  }
+  std::printf("{\"op\": \"all\", \"steps\": %d, \"gb\": %.2f, \"product_gflop\": %.0f}\n",
+              all.steps, all.bytes / 1e9, all.flops / 1e9);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: step_memory_bench CONFIG_JSON [--batch N] [--seq N] [--bf16]\n");
+    std::fprintf(stderr,
+                 "usage: step_memory_bench CONFIG_JSON [--batch N] [--seq N] [--bf16] "
+                 "[--traffic]\n");
     return 2;
   }
   int64_t batch = 8, seq = 1024;
   tfm::DType autocast = tfm::DType::f32;
+  bool traffic = false;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--bf16") {
       autocast = tfm::DType::bf16;
+    } else if (flag == "--traffic") {
+      traffic = true;
     } else if ((flag == "--batch" || flag == "--seq") && i + 1 < argc) {
       (flag == "--batch" ? batch : seq) = std::atoll(argv[++i]);
     } else {
@@ -60,6 +127,7 @@ int main(int argc, char** argv) {
         autocast == tfm::DType::bf16 ? "true" : "false", plan.graph.nodes.size(), mib(arena),
         mib(weight_bytes), mib(weight_bytes), mib(2 * weight_bytes),
         mib(arena + 4 * weight_bytes));
+    if (traffic) print_traffic(plan);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_memory_bench: %s\n", e.what());
