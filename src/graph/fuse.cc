@@ -172,6 +172,43 @@ void fuse_norms_into_rope(Graph& graph) {
   }
 }
 
+void fold_gradient_sums(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto sums_its_inputs = [](const Node& n) {
+    int loads = 0, adds = 0;
+    for (const EwInstr& i : n.program.instrs) {
+      loads += i.code == EwCode::kLoad;
+      adds += i.code == EwCode::kAdd;
+    }
+    return loads + adds == static_cast<int>(n.program.instrs.size()) &&
+           loads == static_cast<int>(n.inputs.size()) && adds == loads - 1;
+  };
+  for (Node& sum : graph.nodes) {
+    if (sum.op != Op::kElementwise || sum.dtype != DType::f32 || sum.inputs.size() < 2 ||
+        !sums_its_inputs(sum)) {
+      continue;
+    }
+    const bool products = std::all_of(sum.inputs.begin(), sum.inputs.end(), [&](ValueId v) {
+      const Node& p = graph.nodes[static_cast<size_t>(v)];
+      return p.op == Op::kLinearGradInput && !p.in_place && p.dtype == DType::f32 &&
+             uses[static_cast<size_t>(v)] == 1 && p.shape == sum.shape;
+    });
+    if (!products) continue;
+    // Each product after the first (in creation order) adds into the one before it, whose
+    // buffer nothing else reads; the sum becomes a view of the last.
+    std::vector<ValueId> chain = sum.inputs;
+    std::sort(chain.begin(), chain.end());
+    for (size_t i = 1; i < chain.size(); ++i) {
+      Node& p = graph.nodes[static_cast<size_t>(chain[i])];
+      p.inputs.insert(p.inputs.begin(), chain[i - 1]);
+      p.in_place = true;
+    }
+    sum.op = Op::kReshape;
+    sum.inputs = {chain.back()};
+    sum.program = {};
+  }
+}
+
 void fold_residuals_into_norm_grads(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const auto is_load = [](const EwInstr& i) { return i.code == EwCode::kLoad; };

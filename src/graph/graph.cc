@@ -118,7 +118,9 @@ bool has_bias(const Node& node) {
 bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
          node.op == Op::kCopyToGroup ||
-         ((node.op == Op::kCrossEntropyGrad || node.op == Op::kLinearGradWeight) && node.in_place);
+         ((node.op == Op::kCrossEntropyGrad || node.op == Op::kLinearGradWeight ||
+           node.op == Op::kLinearGradInput) &&
+          node.in_place);
 }
 
 }  // namespace tfm::graph

@@ -72,13 +72,14 @@ enum class Op : uint8_t {
                      //   `group` (the ranks that hold one replicated KV head)
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
-  kEmbeddingGrad,      // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)
-  kLinearGradInput,    // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w
-  kLinearGradWeight,   // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
-                       //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
-                       //   kAccumulate: graph::fold_accumulations)
-  kRmsNormGradInput,   // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`) ->
-                       //   dx (+ residual: graph::fold_residuals_into_norm_grads)
+  kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)
+  kLinearGradInput,   // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w; with in_place,
+                      //   (sum, dy, w) -> sum + dy @ w written into sum (graph::fold_gradient_sums)
+  kLinearGradWeight,  // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
+                      //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
+                      //   kAccumulate: graph::fold_accumulations)
+  kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`) ->
+                      //   dx (+ residual: graph::fold_residuals_into_norm_grads)
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
   kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
@@ -116,7 +117,7 @@ struct Node {
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
-                               // kLinearGradWeight: added into input 0, as kAccumulate does
+                               // kLinearGradWeight, kLinearGradInput: added into input 0
   bool residual = false;       // kLinear, kRmsNormGradInput: its last input is the residual added
                                // to the result
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)

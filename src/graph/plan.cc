@@ -176,6 +176,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
   if (options.fuse) {
     fuse_elementwise(graph);
     fuse_norms_into_rope(graph);
+    fold_gradient_sums(graph);
     fold_residuals_into_norm_grads(graph);
     fold_casts(graph);
     fold_accumulations(graph);

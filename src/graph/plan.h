@@ -42,6 +42,10 @@ void fold_casts(Graph& graph);
 // RoPE of a per-head RMSNorm that nothing else reads (Qwen3's q_norm and k_norm) becomes one
 // normed RoPE: the heads are normed and rotated in one pass, the normed values never stored.
 void fuse_norms_into_rope(Graph& graph);
+// A sum of input-gradient products that nothing else reads (the gradient of a value several
+// layers' products read: q, k and v's of one normed row) becomes the products adding into one
+// buffer in turn (beta = 1): no buffer per product, no pass to add them.
+void fold_gradient_sums(Graph& graph);
 // A sum of an RMSNorm's input gradient (read by nothing else) and another f32 value (the residual
 // stream's gradient in a decoder's backward pass) becomes the gradient adding that value as it
 // writes: one pass over the rows instead of two.

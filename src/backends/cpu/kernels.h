@@ -69,7 +69,7 @@ void cast(const void* x, DType from, void* out, DType to, size_t count);
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
                     int64_t hidden, float* d_table, const VocabShard* shard = nullptr);
 void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
-                       int64_t k, float* dx);
+                       int64_t k, float* dx, bool accumulate = false);
 void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,
                         bool accumulate = false);
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,

@@ -17,9 +17,10 @@ void check_dtype(DType dtype, const char* op) {
 }  // namespace
 
 void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
-                       int64_t k, float* dx) {
+                       int64_t k, float* dx, bool accumulate) {
+  const float beta = accumulate ? 1.f : 0.f;
   if (w_dtype == DType::f32) {
-    sgemm('N', 'N', m, k, n, 1.f, dy, n, static_cast<const float*>(w), k, 0.f, dx, k,
+    sgemm('N', 'N', m, k, n, 1.f, dy, n, static_cast<const float*>(w), k, beta, dx, k,
           "linear_grad_input");
     return;
   }
@@ -27,8 +28,8 @@ void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m,
   // bf16 weights (autocast): each block of rows adds its share of dy @ w into dx.
   for_each_f32_tile(static_cast<const uint16_t*>(w), n, k,
                     [&](const float* tile, int64_t r0, int64_t rows) {
-                      sgemm('N', 'N', m, k, rows, 1.f, dy + r0, n, tile, k, r0 == 0 ? 0.f : 1.f, dx,
-                            k, "linear_grad_input");
+                      sgemm('N', 'N', m, k, rows, 1.f, dy + r0, n, tile, k, r0 == 0 ? beta : 1.f,
+                            dx, k, "linear_grad_input");
                     });
 }
 

@@ -343,14 +343,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=] { group->reduce_scatter_sum(f(args[0]), count, f(out)); };
     }
     case Op::kLinearGradInput: {
-      const Node& w = in(1);
+      // In place, input 0 is a sum the product adds into (graph::fold_gradient_sums).
+      const bool in_place = n.in_place;
+      const size_t first = in_place ? 1 : 0;
+      const Node& w = in(first + 1);
       const DType dt = w.dtype;
-      const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
-      const DType dy_dtype = in(0).dtype;
+      const int64_t m = rows_of(in(first).shape), nn = w.shape[0], k = w.shape[1];
+      const DType dy_dtype = in(first).dtype;
       return [=, &ptrs] {
+        if (in_place) ptrs[out] = ptrs[args[0]];
         std::vector<float> widened;
-        const float* dy = f32_operand(ptrs[args[0]], dy_dtype, m * nn, widened);
-        linear_grad_input(dy, ptrs[args[1]], dt, m, nn, k, f(out));
+        const float* dy = f32_operand(ptrs[args[first]], dy_dtype, m * nn, widened);
+        linear_grad_input(dy, ptrs[args[first + 1]], dt, m, nn, k, f(out), in_place);
       };
     }
     case Op::kLinearGradWeight: {

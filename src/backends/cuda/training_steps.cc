@@ -18,36 +18,47 @@ namespace {
 using graph::Node;
 using graph::Op;
 
-// Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product. (Under
-// autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
+// Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product.
+// (Under autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
+// Where dy and w are among a linear_grad_input's inputs: after the sum it adds into, in place
+// (graph::fold_gradient_sums).
+size_t first_operand(const Node& n) { return n.in_place ? 1 : 0; }
+
 bool widens_weights(const graph::Graph& graph, const Node& n) {
-  return input(graph, n, 1).dtype != DType::f32 && input(graph, n, 0).dtype == DType::f32;
+  const size_t dy = first_operand(n);
+  return input(graph, n, dy + 1).dtype != DType::f32 && input(graph, n, dy).dtype == DType::f32;
 }
 
-// dx [m, k] = dy [m, n] · w [n, k].
+// dx [m, k] = dy [m, n] · w [n, k]; in place, dx = sum + dy · w over the sum's buffer (input 0,
+// an intermediate of the arena, so as aligned as dx itself).
 Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const Node& w = input(graph, n, 1);
-  const DType dt = w.dtype, dy_dtype = input(graph, n, 0).dtype;
+  const size_t first = first_operand(n);
+  const bool in_place = n.in_place;
+  const Node& w = input(graph, n, first + 1);
+  const DType dt = w.dtype, dy_dtype = input(graph, n, first).dtype;
   if ((dt != DType::f32 && dt != DType::bf16) || (dy_dtype != DType::f32 && dy_dtype != dt)) {
     throw Error("[cuda linear_grad_input] dy of dtype " + std::string(dtype_name(dy_dtype)) +
                 " with weights of dtype " + std::string(dtype_name(dt)) +
                 " is not supported (f32 with f32 or bf16, bf16 with bf16)");
   }
-  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
-  const size_t dy = static_cast<size_t>(n.inputs[0]), wi = static_cast<size_t>(n.inputs[1]);
+  const int64_t m = rows_of(input(graph, n, first).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t sum = static_cast<size_t>(n.inputs[0]), dy = static_cast<size_t>(n.inputs[first]),
+               wi = static_cast<size_t>(n.inputs[first + 1]);
   const bool widen = widens_weights(graph, n);
   const MatmulOperand weights =
       widen ? matmul_operand(256, static_cast<uint64_t>(k) * sizeof(float), false)
-            : matmul_operand(graph, n.inputs[1], false);
-  auto product = std::make_shared<const Matmul>(m, k, nn, dy_dtype,
-                                                matmul_operand(graph, n.inputs[0], false), weights);
+            : matmul_operand(graph, n.inputs[first + 1], false);
+  auto product = std::make_shared<const Matmul>(
+      m, k, nn, dy_dtype, matmul_operand(graph, n.inputs[first], false), weights);
   return [=](StepContext& c) {
+    if (in_place) c.ptrs[out] = c.ptrs[sum];
     const void* rhs = c.ptrs[wi];
     if (widen) {
       cast(rhs, dt, c.scratch, DType::f32, nn * k, c.stream);
       rhs = c.scratch;
     }
-    product->run(c.ptrs[dy], rhs, static_cast<float*>(c.ptrs[out]), c.workspace, c.stream);
+    auto* dx = static_cast<float*>(c.ptrs[out]);
+    product->run(c.ptrs[dy], rhs, dx, c.workspace, c.stream, in_place ? dx : nullptr);
   };
 }
 
@@ -110,7 +121,7 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
                  ? attention_products_scratch_bytes(attention_shape(graph, n), true)
                  : attention_grad_scratch_bytes(attention_shape(graph, n));
     case Op::kLinearGradInput: {
-      const Node& w = input(graph, n, 1);
+      const Node& w = input(graph, n, first_operand(n) + 1);
       return widens_weights(graph, n) ? static_cast<size_t>(shape_numel(w.shape)) * sizeof(float)
                                       : 0;
     }
