@@ -256,7 +256,8 @@ void fold_accumulations(Graph& graph) {
     if (acc.op != Op::kAccumulate) continue;
     const auto p = static_cast<size_t>(acc.inputs[1]);
     Node& product = graph.nodes[p];
-    if (product.op != Op::kLinearGradWeight || product.in_place || uses[p] != 1) continue;
+    const bool sums = product.op == Op::kLinearGradWeight || product.op == Op::kRmsNormGradWeight;
+    if (!sums || product.in_place || uses[p] != 1) continue;
     if (!early[a] &&
         std::any_of(graph.nodes.begin() + static_cast<std::ptrdiff_t>(p) + 1,
                     graph.nodes.begin() + static_cast<std::ptrdiff_t>(a), writes_in_place)) {
@@ -264,7 +265,8 @@ void fold_accumulations(Graph& graph) {
     }
     // The accumulation becomes the product, adding into what the accumulation added into; the
     // product's own node is left for dead, as fuse_elementwise leaves its producers.
-    acc.op = Op::kLinearGradWeight;
+    acc.op = product.op;
+    acc.eps = product.eps;
     acc.in_place = true;
     acc.inputs = {acc.inputs[0], product.inputs[0], product.inputs[1]};
     product = Node{};

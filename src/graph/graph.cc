@@ -119,7 +119,7 @@ bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
          node.op == Op::kCopyToGroup ||
          ((node.op == Op::kCrossEntropyGrad || node.op == Op::kLinearGradWeight ||
-           node.op == Op::kLinearGradInput) &&
+           node.op == Op::kLinearGradInput || node.op == Op::kRmsNormGradWeight) &&
           node.in_place);
 }
 

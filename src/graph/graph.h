@@ -80,7 +80,8 @@ enum class Op : uint8_t {
                       //   kAccumulate: graph::fold_accumulations)
   kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`) ->
                       //   dx (+ residual: graph::fold_residuals_into_norm_grads)
-  kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]
+  kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]; with in_place, (acc, x, dy) -> acc +
+                       //   dw written into acc (a folded kAccumulate: graph::fold_accumulations)
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
   kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
   kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits (of a `shard` as above)
@@ -117,7 +118,8 @@ struct Node {
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
-                               // kLinearGradWeight, kLinearGradInput: added into input 0
+                               // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight: added
+                               // into input 0
   bool residual = false;       // kLinear, kRmsNormGradInput: its last input is the residual added
                                // to the result
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)

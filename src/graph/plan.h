@@ -50,8 +50,9 @@ void fold_gradient_sums(Graph& graph);
 // stream's gradient in a decoder's backward pass) becomes the gradient adding that value as it
 // writes: one pass over the rows instead of two.
 void fold_residuals_into_norm_grads(Graph& graph);
-// An accumulation of a weight's gradient product that nothing else reads becomes the product
-// adding into the accumulator itself (beta = 1): no buffer for the product, no pass to add it.
+// An accumulation of a weight's gradient product (or a norm weight's column sums) that nothing
+// else reads becomes that step adding into the accumulator itself (beta = 1): no buffer for the
+// gradient, no pass to add it.
 // The folded product runs where the accumulation did, so it folds only where nothing can write
 // its operands in between: a free effect (run right after its last input) or an accumulation
 // with no in-place write between it and the product in creation order.

@@ -29,14 +29,15 @@ dim3 blocks(int64_t count, int threads) {
 // column_sum's launches in backward.cu: kColumns x kRowSlices threads per block of columns and
 // chunk of rows, then a thread per column over the chunks.
 template <typename Term>
-void column_sum(Term term, int64_t rows, int64_t n, float* out) {
+void column_sum(Term term, int64_t rows, int64_t n, float* out, bool accumulate = false) {
   std::vector<double> partials(static_cast<size_t>(row_chunks(rows) * n));
   const dim3 grid{static_cast<unsigned>(blocks_for(n, kColumns)),
                   static_cast<unsigned>(row_chunks(rows)), 1};
   cuda_emulation::launch(grid, dim3{kColumns, kRowSlices, 1}, 0,
                          [&] { column_chunk_sum_kernel(term, rows, n, partials.data()); });
-  cuda_emulation::launch(blocks(n, kThreads), kThreads, 0,
-                         [&] { sum_chunks_kernel(partials.data(), row_chunks(rows), n, out); });
+  cuda_emulation::launch(blocks(n, kThreads), kThreads, 0, [&] {
+    sum_chunks_kernel(partials.data(), row_chunks(rows), n, accumulate, out);
+  });
 }
 
 TEST(BackwardKernels, ReduceRows) {
@@ -77,6 +78,14 @@ TEST(BackwardKernels, RmsNormGradWeight) {
   column_sum(NormalizedProduct{x.data(), dy.data(), inv_rms.data(), hidden}, rows, hidden,
              dw.data());
   expect_close(dw, want_dw, kTol, "dw");
+
+  // Added into an accumulator that holds a sum already (graph::fold_accumulations).
+  const std::vector<float> start = random_values(static_cast<size_t>(hidden), 44);
+  std::vector<float> acc = start, want_acc(hidden);
+  for (int64_t i = 0; i < hidden; ++i) want_acc[i] = start[i] + want_dw[i];
+  column_sum(NormalizedProduct{x.data(), dy.data(), inv_rms.data(), hidden}, rows, hidden,
+             acc.data(), true);
+  expect_close(acc, want_acc, kTol, "acc + dw");
 }
 
 TEST(BackwardKernels, RmsNormGradInput) {

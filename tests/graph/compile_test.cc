@@ -388,6 +388,53 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "accumulated");
 }
 
+// A norm weight's gradient (column sums of dy * x / rms(x)) adds into its accumulator itself.
+TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
+  constexpr int kRows = 6, kHidden = 8;
+  graph::Builder b;
+  const auto x = b.input("x", {2, 3, kHidden}, DType::f32);
+  const auto dy = b.input("dy", {2, 3, kHidden}, DType::f32);
+  const auto acc = b.state("acc", {kHidden}, DType::f32);
+  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, 1e-6f));
+  b.output(b.reduce_rows(x));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int accumulations = 0, in_place = 0;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    accumulations += n.op == Op::kAccumulate;
+    in_place += n.op == Op::kRmsNormGradWeight && n.in_place;
+  }
+  EXPECT_EQ(accumulations, 0);
+  EXPECT_EQ(in_place, 1);
+
+  const std::vector<float> x_values = testing::random_values(kRows * kHidden, 14),
+                           dy_values = testing::random_values(kRows * kHidden, 15),
+                           start = testing::random_values(kHidden, 16);
+  std::vector<double> dw(kHidden, 0.0);
+  for (int r = 0; r < kRows; ++r) {
+    double sum_sq = 0;
+    for (int i = 0; i < kHidden; ++i)
+      sum_sq += double{x_values[r * kHidden + i]} * x_values[r * kHidden + i];
+    const double inv_rms = 1.0 / std::sqrt(sum_sq / kHidden + 1e-6);
+    for (int i = 0; i < kHidden; ++i) {
+      dw[i] += double{dy_values[r * kHidden + i]} * x_values[r * kHidden + i] * inv_rms;
+    }
+  }
+  const Tensor sums = Tensor::from_vector<float>(start, {kHidden});
+  const std::vector<Tensor> in{Tensor::from_vector<float>(x_values, {2, 3, kHidden}),
+                               Tensor::from_vector<float>(dy_values, {2, 3, kHidden}), sums};
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const auto compiled = cpu.compile(plan);
+  compiled->run(in);
+  compiled->run(in);
+  cpu.run_eager(g, in);
+  std::vector<float> want(kHidden);
+  for (int i = 0; i < kHidden; ++i) want[i] = static_cast<float>(start[i] + 3 * dw[i]);
+  testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "start + 3 dw");
+}
+
 // The output layer's gradient is summed chunk by chunk into the first chunk's product (a computed
 // accumulator): the second chunk's product adds into it; a product something else reads too
 // keeps its own buffer and accumulation.

@@ -75,7 +75,7 @@ void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, i
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
                          int64_t hidden, float eps, float* dx);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw);
+                          float* dw, bool accumulate = false);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
                int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx);
 // Writes [dq | dk | dv] to `out`.

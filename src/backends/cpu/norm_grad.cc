@@ -34,7 +34,7 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
 }
 
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw) {
+                          float* dw, bool accumulate) {
   // Per-thread partial sums added in thread order: the same threads give the same bits every
   // step, which resuming a run relies on.
   const int threads = rows * hidden > kParallelMinElements ? omp_get_max_threads() : 1;
@@ -52,7 +52,8 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
   for (int64_t i = 0; i < hidden; ++i) {
     double sum = 0;
     for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t * hidden + i)];
-    dw[i] = static_cast<float>(sum);
+    // Accumulating, the f32 sum is added as an accumulation step would add it.
+    dw[i] = accumulate ? dw[i] + static_cast<float>(sum) : static_cast<float>(sum);
   }
 }
 

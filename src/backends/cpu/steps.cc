@@ -383,9 +383,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       });
     }
     case Op::kRmsNormGradWeight: {
-      const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];
+      // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
+      const bool in_place = n.in_place;
+      const size_t first = in_place ? 1 : 0;
+      const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
-      return [=] { rms_norm_grad_weight(f(args[0]), f(args[1]), rows, hidden, eps, f(out)); };
+      return [=, &ptrs] {
+        if (in_place) ptrs[out] = ptrs[args[0]];
+        rms_norm_grad_weight(f(args[first]), f(args[first + 1]), rows, hidden, eps, f(out),
+                             in_place);
+      };
     }
     case Op::kRopeGrad: {
       const Shape s = n.shape;

@@ -9,8 +9,8 @@ namespace tfm::cuda {
 namespace {
 
 template <typename Term>
-void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials,
-                cudaStream_t stream) {
+void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials, cudaStream_t stream,
+                bool accumulate = false) {
   if (n == 0) return;  // a grid of no blocks fails to launch (no rows still write zeros)
   auto* chunk_sums = static_cast<double*>(partials);
   const dim3 grid(static_cast<unsigned>(blocks_for(n, kColumns)),
@@ -18,7 +18,7 @@ void column_sum(Term term, int64_t rows, int64_t n, float* out, void* partials,
   column_chunk_sum_kernel<<<grid, dim3(kColumns, kRowSlices), 0, stream>>>(term, rows, n,
                                                                            chunk_sums);
   sum_chunks_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(chunk_sums, row_chunks(rows),
-                                                                      n, out);
+                                                                      n, accumulate, out);
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden) {
 }
 
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw, void* scratch, cudaStream_t stream) {
+                          float* dw, void* scratch, cudaStream_t stream, bool accumulate) {
   auto* inv_rms = static_cast<float*>(scratch);
   // A grid of no blocks fails to launch; no rows still need dw's zeros from column_sum.
   if (rows > 0) {
@@ -71,7 +71,7 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
     check_launch("rms_norm_grad_weight_inv_rms");
   }
   column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw,
-             inv_rms + inv_rms_floats(rows), stream);
+             inv_rms + inv_rms_floats(rows), stream, accumulate);
   check_launch("rms_norm_grad_weight");
 }
 

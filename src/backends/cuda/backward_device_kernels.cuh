@@ -44,12 +44,13 @@ __global__ void __launch_bounds__(kSumThreads)
 
 __global__ void __launch_bounds__(kThreads)
     sum_chunks_kernel(const double* __restrict__ partials, int64_t chunks, int64_t n,
-                      float* __restrict__ out) {
+                      bool accumulate, float* __restrict__ out) {
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (j >= n) return;
   double total = 0;
   for (int64_t c = 0; c < chunks; ++c) total += partials[c * n + j];
-  out[j] = static_cast<float>(total);
+  // Accumulating, the f32 sum is added as an accumulation step would add it.
+  out[j] = accumulate ? out[j] + static_cast<float>(total) : static_cast<float>(total);
 }
 
 struct Element {

@@ -40,8 +40,9 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, const 
                          int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
                          cudaStream_t stream);
 size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
+// dw = the column sums of dy * x / rms(x); `accumulate`: dw += them (graph::fold_accumulations).
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw, void* scratch, cudaStream_t stream);
+                          float* dw, void* scratch, cudaStream_t stream, bool accumulate = false);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,

@@ -20,8 +20,8 @@ using graph::Op;
 
 // Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product.
 // (Under autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
-// Where dy and w are among a linear_grad_input's inputs: after the sum it adds into, in place
-// (graph::fold_gradient_sums).
+// Where a gradient step's operands start among its inputs: after the buffer it adds into, in place
+// (graph::fold_gradient_sums, graph::fold_accumulations).
 size_t first_operand(const Node& n) { return n.in_place ? 1 : 0; }
 
 bool widens_weights(const graph::Graph& graph, const Node& n) {
@@ -106,9 +106,10 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   switch (n.op) {
     case Op::kCrossEntropy:
       return cross_entropy_scratch_bytes(rows_of(input(graph, n, 0).shape));
-    case Op::kRmsNormGradWeight:
-      return rms_norm_grad_weight_scratch_bytes(rows_of(input(graph, n, 0).shape),
-                                                input(graph, n, 0).shape.back());
+    case Op::kRmsNormGradWeight: {
+      const Node& x = input(graph, n, first_operand(n));
+      return rms_norm_grad_weight_scratch_bytes(rows_of(x.shape), x.shape.back());
+    }
     case Op::kReduceRows:
       return reduce_rows_scratch_bytes(rows_of(input(graph, n, 0).shape), n.shape[0]);
     case Op::kRopeGrad:
@@ -185,11 +186,15 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kRmsNormGradWeight: {
-      const int64_t rows = rows_of(in(0).shape), hidden = n.shape[0];
+      // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
+      const size_t first = first_operand(n);
+      const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
+      const bool in_place = n.in_place;
       return [=](StepContext& c) {
-        rms_norm_grad_weight(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps,
-                             f32_at(c, out), c.scratch, c.stream);
+        if (in_place) c.ptrs[out] = c.ptrs[args[0]];
+        rms_norm_grad_weight(f32_at(c, args[first]), f32_at(c, args[first + 1]), rows, hidden, eps,
+                             f32_at(c, out), c.scratch, c.stream, in_place);
       };
     }
     case Op::kRopeGrad: {
