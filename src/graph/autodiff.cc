@@ -126,7 +126,9 @@ std::vector<bool> recomputed_values(const Graph& graph, const std::vector<bool>&
     // A weight's bf16 copy (autocast) is kept instead: at half a f32 weight's size it costs less
     // memory than a layer's activations, and saves a pass over the f32 weight and a launch per
     // product. Copies of gathered FSDP shards are still made again (their gathers are).
-    if (n.op == Op::kCast && graph.nodes[static_cast<size_t>(n.inputs[0])].op == Op::kWeight) {
+    const Node& from = graph.nodes[static_cast<size_t>(n.inputs[0])];
+    if (n.op == Op::kCast && from.op == Op::kWeight &&
+        dtype_size(n.dtype) < dtype_size(from.dtype)) {
       continue;
     }
     bool available = true;

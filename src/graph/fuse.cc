@@ -55,6 +55,45 @@ bool writes_bf16(Op op) {
          op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
 }
 
+// The buffer a value lives in: its own, or (through views and in-place steps) an earlier one's.
+ValueId storage_of(const Graph& graph, ValueId v) {
+  while (aliases_input(graph.nodes[static_cast<size_t>(v)])) {
+    v = graph.nodes[static_cast<size_t>(v)].inputs[0];
+  }
+  return v;
+}
+
+// Does a node created after `from` and before `to` write in place into the buffer of one of
+// `reads`? A step reading them may move from `from` to `to` only where none does.
+bool written_between(const Graph& graph, size_t from, size_t to,
+                     const std::vector<ValueId>& reads) {
+  std::vector<ValueId> owners;
+  for (ValueId v : reads) owners.push_back(storage_of(graph, v));
+  const auto read = [&](ValueId v) {
+    return std::find(owners.begin(), owners.end(), storage_of(graph, v)) != owners.end();
+  };
+  for (size_t i = from + 1; i < to; ++i) {
+    const Node& n = graph.nodes[i];
+    if ((n.op == Op::kAccumulate || (aliases_input(n) && n.in_place)) && read(n.inputs[0])) {
+      return true;
+    }
+    if (n.op == Op::kPrepareAttention && (read(n.inputs[6]) || read(n.inputs[7]))) return true;
+  }
+  return false;
+}
+
+// How many distinct values a fused chain loads.
+int loaded_inputs(const Node& n) {
+  std::vector<ValueId> loaded;
+  for (const EwInstr& i : n.program.instrs) {
+    const ValueId v = n.inputs[static_cast<size_t>(i.operand)];
+    if (i.code == EwCode::kLoad && std::find(loaded.begin(), loaded.end(), v) == loaded.end()) {
+      loaded.push_back(v);
+    }
+  }
+  return static_cast<int>(loaded.size());
+}
+
 // Is every use of each value by an elementwise node (not an output, an effect or another op)?
 std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead) {
   std::vector<bool> only(graph.nodes.size(), true);
@@ -91,10 +130,14 @@ void fuse_elementwise(Graph& graph) {
         // it is never written.
         const bool copied = uses[p] > 1 && elementwise_readers[p] && producer.inputs.size() == 1 &&
                             producer.dtype == DType::f32;
-        if (uses[p] != 1 && !copied) continue;
+        if ((uses[p] != 1 && !copied) || written_between(graph, p, i, producer.inputs)) continue;
         Node fused = consumer;
         inline_producer(fused, static_cast<int>(slot), producer);
-        if (program_depth(fused.program) > kMaxElementwiseDepth) continue;
+        if (program_depth(fused.program) > kMaxElementwiseDepth ||
+            fused.program.instrs.size() > static_cast<size_t>(kMaxElementwiseInstrs) ||
+            loaded_inputs(fused) > kMaxElementwiseInputs) {
+          continue;
+        }
         consumer = std::move(fused);
         dead[p] = uses[p] == 1;
         changed = true;
@@ -152,12 +195,13 @@ void fold_casts(Graph& graph) {
 
 void fuse_norms_into_rope(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  for (Node& rope : graph.nodes) {
+  for (size_t r = 0; r < graph.nodes.size(); ++r) {
+    Node& rope = graph.nodes[r];
     if (rope.op != Op::kRope || rope.normed) continue;
     const auto v = static_cast<size_t>(rope.inputs[0]);
     Node& norm = graph.nodes[v];
     if (norm.op != Op::kRmsNorm || norm.dtype != DType::f32 || uses[v] != 1 ||
-        norm.shape != rope.shape) {
+        norm.shape != rope.shape || written_between(graph, v, r, norm.inputs)) {
       continue;
     }
     rope.inputs[0] = norm.inputs[0];
@@ -226,12 +270,12 @@ void fold_residuals_into_norm_grads(Graph& graph) {
       Node& grad = graph.nodes[g];
       if (grad.op != Op::kRmsNormGradInput || grad.residual || grad.dtype != DType::f32 ||
           uses[g] != 1 || grad.shape != add.shape ||
-          graph.nodes[static_cast<size_t>(other)].dtype != DType::f32) {
+          graph.nodes[static_cast<size_t>(other)].dtype != DType::f32 ||
+          written_between(graph, g, a, grad.inputs)) {
         continue;
       }
-      // The gradient moves to where the add ran (every input exists by then, nothing writes
-      // them in between: in-place writes go to gradient accumulators and logits), adding the
-      // other operand as it writes; its own node is left for dead.
+      // The gradient moves to where the add ran, adding the other operand as it writes; its own
+      // node is left for dead.
       Node fused = grad;
       fused.inputs.push_back(other);
       fused.residual = true;
@@ -248,9 +292,6 @@ void fold_residuals_into_norm_grads(Graph& graph) {
 void fold_accumulations(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const std::vector<bool> early = free_effects(graph);
-  const auto writes_in_place = [](const Node& n) {
-    return n.op == Op::kAccumulate || (aliases_input(n) && n.in_place);
-  };
   for (size_t a = 0; a < graph.nodes.size(); ++a) {
     Node& acc = graph.nodes[a];
     if (acc.op != Op::kAccumulate) continue;
@@ -258,11 +299,7 @@ void fold_accumulations(Graph& graph) {
     Node& product = graph.nodes[p];
     const bool sums = product.op == Op::kLinearGradWeight || product.op == Op::kRmsNormGradWeight;
     if (!sums || product.in_place || uses[p] != 1) continue;
-    if (!early[a] &&
-        std::any_of(graph.nodes.begin() + static_cast<std::ptrdiff_t>(p) + 1,
-                    graph.nodes.begin() + static_cast<std::ptrdiff_t>(a), writes_in_place)) {
-      continue;
-    }
+    if (!early[a] && written_between(graph, p, a, product.inputs)) continue;
     // The accumulation becomes the product, adding into what the accumulation added into; the
     // product's own node is left for dead, as fuse_elementwise leaves its producers.
     acc.op = product.op;

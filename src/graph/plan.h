@@ -55,7 +55,8 @@ void fold_residuals_into_norm_grads(Graph& graph);
 // gradient, no pass to add it.
 // The folded product runs where the accumulation did, so it folds only where nothing can write
 // its operands in between: a free effect (run right after its last input) or an accumulation
-// with no in-place write between it and the product in creation order.
+// with no in-place write into its operands' buffers between it and the product in creation order
+// (the rule of every pass here that moves a step later).
 void fold_accumulations(Graph& graph);
 
 }  // namespace tfm::graph

@@ -331,6 +331,34 @@ TEST(Compile, ResidualsAddIntoNormGradients) {
   }
 }
 
+// A norm whose input is written in place before RoPE runs (an accumulation into the state it
+// normed) stays where it was: run inside RoPE, it would read the sum.
+TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
+  graph::Builder b;
+  const auto state = b.state("state", {1, 2, 2, 4}, DType::f32);
+  const auto x = b.input("x", {1, 2, 2, 4}, DType::f32);
+  const auto positions = b.input("positions", {1, 2}, DType::i32);
+  const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(4, 4), {4}));
+  const auto inv_freq = b.weight("inv_freq", Tensor::from_vector<float>({1.f, 0.01f}, {2}));
+  const auto normed = b.rms_norm(state, norm, 1e-6f);
+  b.accumulate(state, x);
+  b.output(b.rope(normed, positions, inv_freq, 1.f));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  for (graph::ValueId id : plan.schedule) {
+    EXPECT_FALSE(plan.graph.nodes[static_cast<size_t>(id)].normed) << "the norm was moved";
+  }
+  const std::vector<float> start = testing::random_values(16, 5);
+  std::vector<Tensor> in{Tensor::from_vector<float>(start, {1, 2, 2, 4}),
+                         Tensor::from_vector<float>(testing::random_values(16, 6), {1, 2, 2, 4}),
+                         Tensor::from_vector<int32_t>({3, 7}, {1, 2})};
+  const std::vector<Tensor> compiled = graph::backend_for(kCpu).compile(plan)->run(in);
+  in[0].copy_from(Tensor::from_vector<float>(start, {1, 2, 2, 4}));
+  const std::vector<Tensor> eager = graph::backend_for(kCpu).run_eager(g, in);
+  EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
+}
+
 // The accumulations a plan runs, and the weight-gradient products that add into their
 // accumulators themselves.
 std::pair<int, int> accumulation_steps(const graph::Plan& plan) {

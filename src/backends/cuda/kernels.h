@@ -45,8 +45,8 @@ void sum_replica_block(const float* all, int64_t count, int64_t first, int64_t b
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 
 // A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel.
-inline constexpr int kMaxEwInstrs = 32;
-inline constexpr int kMaxEwInputs = 12;
+inline constexpr int kMaxEwInstrs = graph::kMaxElementwiseInstrs;
+inline constexpr int kMaxEwInputs = graph::kMaxElementwiseInputs;
 struct EwKernelProgram {
   int count = 0;
   uint8_t code[kMaxEwInstrs] = {};
