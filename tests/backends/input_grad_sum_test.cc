@@ -11,8 +11,8 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
+#include "support/device_operands.h"
 #include "support/random_values.h"
-#include "tfm/device.h"
 
 namespace tfm {
 namespace {
@@ -21,17 +21,12 @@ using testing::expect_close;
 using testing::random_values;
 using testing::rounded;
 
-struct Case {
-  std::string device;
-  DType operands;
-};
-
-class InputGradSumTest : public ::testing::TestWithParam<Case> {};
+class InputGradSumTest : public ::testing::TestWithParam<testing::DeviceOperands> {};
 
 TEST_P(InputGradSumTest, ProductsAddIntoOneBuffer) {
-  const Case& c = GetParam();
+  const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
-  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const Device device = testing::device_of(c);
   constexpr int64_t kRows = 10, kIn = 24;
   constexpr std::array<int64_t, 3> kOut = {32, 16, 8};
   graph::Builder b;
@@ -85,13 +80,8 @@ TEST_P(InputGradSumTest, ProductsAddIntoOneBuffer) {
   expect_close(eager[0].to(kCpu).to_f32_vector(), want, 1e-5f, "eager");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, InputGradSumTest,
-                         ::testing::Values(Case{"cpu", DType::f32}, Case{"cpu", DType::bf16},
-                                           Case{"cuda", DType::f32}, Case{"cuda", DType::bf16}),
-                         [](const auto& info) {
-                           return info.param.device + "_" +
-                                  std::string(dtype_name(info.param.operands));
-                         });
+INSTANTIATE_TEST_SUITE_P(Devices, InputGradSumTest, testing::every_device_and_operands(),
+                         testing::device_and_operands_name);
 
 }  // namespace
 }  // namespace tfm

@@ -9,8 +9,8 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
+#include "support/device_operands.h"
 #include "support/random_values.h"
-#include "tfm/device.h"
 
 namespace tfm {
 namespace {
@@ -19,17 +19,12 @@ using testing::expect_close;
 using testing::random_values;
 using testing::rounded;
 
-struct Case {
-  std::string device;
-  DType operands;
-};
-
-class WeightGradAccumulationTest : public ::testing::TestWithParam<Case> {};
+class WeightGradAccumulationTest : public ::testing::TestWithParam<testing::DeviceOperands> {};
 
 TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
-  const Case& c = GetParam();
+  const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
-  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const Device device = testing::device_of(c);
   constexpr int64_t kRows = 10, kOut = 16, kIn = 24;
   graph::Builder b;
   const auto dy = b.input("dy", {2, kRows / 2, kOut}, DType::f32);
@@ -70,13 +65,8 @@ TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
   expect_close(grad.to(kCpu).to_f32_vector(), want, 1e-5f, "start + 3 dy^T x");
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, WeightGradAccumulationTest,
-                         ::testing::Values(Case{"cpu", DType::f32}, Case{"cpu", DType::bf16},
-                                           Case{"cuda", DType::f32}, Case{"cuda", DType::bf16}),
-                         [](const auto& info) {
-                           return info.param.device + "_" +
-                                  std::string(dtype_name(info.param.operands));
-                         });
+INSTANTIATE_TEST_SUITE_P(Devices, WeightGradAccumulationTest, testing::every_device_and_operands(),
+                         testing::device_and_operands_name);
 
 }  // namespace
 }  // namespace tfm

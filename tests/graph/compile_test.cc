@@ -32,6 +32,18 @@ graph::Graph mlp_like_graph() {
   return b.finish();
 }
 
+// Runs the plan, and the graph eagerly, on the CPU: every output the same bits.
+void expect_same_as_eager(const graph::Graph& g, const graph::Plan& plan,
+                          const std::vector<Tensor>& in) {
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<Tensor> eager = cpu.run_eager(g, in);
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
+}
+
 TEST(Compile, FusesElementwiseChainIntoOneNode) {
   const graph::Plan plan = graph::plan_graph(mlp_like_graph());
   int elementwise = 0;
@@ -65,13 +77,7 @@ TEST(Compile, AUnaryValueOnlyElementwiseChainsReadRunsInsideEach) {
 
   const Tensor x_in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
   const Tensor y_in = Tensor::from_vector<float>(testing::random_values(32, 6), {4, 8});
-  graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run({x_in, y_in});
-  const std::vector<Tensor> eager = cpu.run_eager(g, {x_in, y_in});
-  ASSERT_EQ(compiled.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
-  }
+  expect_same_as_eager(g, plan, {x_in, y_in});
 }
 
 TEST(Compile, UnfusedPlanKeepsEveryNode) {
@@ -174,13 +180,7 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   EXPECT_EQ(bf16_elementwise, 1);
 
   const Tensor in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
-  graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(graph::plan_graph(g))->run({in});
-  const std::vector<Tensor> eager = cpu.run_eager(g, {in});
-  ASSERT_EQ(compiled.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
-  }
+  expect_same_as_eager(g, graph::plan_graph(g), {in});
 }
 
 // The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
@@ -225,13 +225,7 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {2, 3, 2, 4});
   const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
   const Tensor scale = Tensor::from_vector<float>({0.2f}, {1});
-  graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run({in, ids, scale});
-  const std::vector<Tensor> eager = cpu.run_eager(g, {in, ids, scale});
-  ASSERT_EQ(compiled.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
-  }
+  expect_same_as_eager(g, plan, {in, ids, scale});
 }
 
 // Under autocast a lookup reads the f32 table, as torch.autocast leaves embeddings alone, while
@@ -285,13 +279,7 @@ TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
 
   const Tensor q_in = Tensor::from_vector<float>(testing::random_values(192, 5), {2, 3, 4, 8});
   const Tensor positions_in = Tensor::from_vector<int32_t>({0, 1, 2, 5, 9, 40}, {2, 3});
-  graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run({q_in, positions_in});
-  const std::vector<Tensor> eager = cpu.run_eager(g, {q_in, positions_in});
-  ASSERT_EQ(compiled.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
-  }
+  expect_same_as_eager(g, plan, {q_in, positions_in});
 }
 
 // The residual stream's gradient added to a norm's input gradient is added by the norm's backward
@@ -322,13 +310,7 @@ TEST(Compile, ResidualsAddIntoNormGradients) {
   for (uint32_t seed : {5u, 6u, 7u}) {
     in.push_back(Tensor::from_vector<float>(testing::random_values(24, seed), {3, 8}));
   }
-  graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
-  const std::vector<Tensor> eager = cpu.run_eager(g, in);
-  ASSERT_EQ(compiled.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
-  }
+  expect_same_as_eager(g, plan, in);
 }
 
 // A norm whose input is written in place before RoPE runs (an accumulation into the state it
