@@ -1,0 +1,135 @@
+// Folds: a step takes over the cast, sum, add or accumulation that followed it.
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "graph/plan.h"
+#include "graph/rewrite.h"
+
+namespace tfm::graph {
+namespace {
+
+// The ops whose kernels write bf16 as readily as f32.
+bool writes_bf16(Op op) {
+  return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope ||
+         op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
+}
+
+}  // namespace
+
+void fold_casts(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto only_use = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
+  for (Node& cast : graph.nodes) {
+    if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
+    // The cast may read the producer through reshapes (heads split or merged) that nothing
+    // else reads; they become reshapes of the bf16 result.
+    std::vector<Node*> reshapes;
+    ValueId from = cast.inputs[0];
+    while (graph.nodes[static_cast<size_t>(from)].op == Op::kReshape && only_use(from)) {
+      reshapes.push_back(&graph.nodes[static_cast<size_t>(from)]);
+      from = reshapes.back()->inputs[0];
+    }
+    Node& producer = graph.nodes[static_cast<size_t>(from)];
+    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 || !only_use(from)) continue;
+    // The producer keeps its place in the order (so it reads its inputs when it always did) and
+    // writes bf16; the cast becomes a view of that. A loss gradient written over its f32 logits
+    // gets a bf16 buffer of its own instead.
+    producer.dtype = cast.dtype;
+    producer.in_place = false;
+    for (Node* reshape : reshapes) reshape->dtype = cast.dtype;
+    cast.op = Op::kReshape;
+  }
+}
+
+void fold_gradient_sums(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto sums_its_inputs = [](const Node& n) {
+    int loads = 0, adds = 0;
+    for (const EwInstr& i : n.program.instrs) {
+      loads += i.code == EwCode::kLoad;
+      adds += i.code == EwCode::kAdd;
+    }
+    return loads + adds == static_cast<int>(n.program.instrs.size()) &&
+           loads == static_cast<int>(n.inputs.size()) && adds == loads - 1;
+  };
+  for (Node& sum : graph.nodes) {
+    if (sum.op != Op::kElementwise || sum.dtype != DType::f32 || sum.inputs.size() < 2 ||
+        !sums_its_inputs(sum)) {
+      continue;
+    }
+    const bool products = std::all_of(sum.inputs.begin(), sum.inputs.end(), [&](ValueId v) {
+      const Node& p = graph.nodes[static_cast<size_t>(v)];
+      return p.op == Op::kLinearGradInput && !p.in_place && p.dtype == DType::f32 &&
+             uses[static_cast<size_t>(v)] == 1 && p.shape == sum.shape;
+    });
+    if (!products) continue;
+    // Each product after the first (in creation order) adds into the one before it, whose
+    // buffer nothing else reads; the sum becomes a view of the last.
+    std::vector<ValueId> chain = sum.inputs;
+    std::sort(chain.begin(), chain.end());
+    for (size_t i = 1; i < chain.size(); ++i) {
+      Node& p = graph.nodes[static_cast<size_t>(chain[i])];
+      p.inputs.insert(p.inputs.begin(), chain[i - 1]);
+      p.in_place = true;
+    }
+    sum.op = Op::kReshape;
+    sum.inputs = {chain.back()};
+    sum.program = {};
+  }
+}
+
+void fold_residuals_into_norm_grads(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto is_load = [](const EwInstr& i) { return i.code == EwCode::kLoad; };
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& add = graph.nodes[a];
+    const auto& code = add.program.instrs;
+    if (add.op != Op::kElementwise || add.dtype != DType::f32 || add.inputs.size() != 2 ||
+        code.size() != 3 || !is_load(code[0]) || !is_load(code[1]) ||
+        code[2].code != EwCode::kAdd) {
+      continue;
+    }
+    for (size_t slot = 0; slot < 2; ++slot) {
+      const auto g = static_cast<size_t>(add.inputs[slot]);
+      const ValueId other = add.inputs[1 - slot];
+      Node& grad = graph.nodes[g];
+      if (grad.op != Op::kRmsNormGradInput || grad.residual || grad.dtype != DType::f32 ||
+          uses[g] != 1 || grad.shape != add.shape ||
+          graph.nodes[static_cast<size_t>(other)].dtype != DType::f32 ||
+          written_between(graph, g, a, grad.inputs)) {
+        continue;
+      }
+      // The gradient moves to where the add ran, adding the other operand as it writes; its own
+      // node is left for dead.
+      Node fused = grad;
+      fused.inputs.push_back(other);
+      fused.residual = true;
+      add = std::move(fused);
+      leave_for_dead(grad);
+      break;
+    }
+  }
+}
+
+void fold_accumulations(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const std::vector<bool> early = free_effects(graph);
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& acc = graph.nodes[a];
+    if (acc.op != Op::kAccumulate) continue;
+    const auto p = static_cast<size_t>(acc.inputs[1]);
+    Node& product = graph.nodes[p];
+    const bool sums = product.op == Op::kLinearGradWeight || product.op == Op::kRmsNormGradWeight;
+    if (!sums || product.in_place || uses[p] != 1) continue;
+    if (!early[a] && written_between(graph, p, a, product.inputs)) continue;
+    // The accumulation becomes the product, adding into what the accumulation added into.
+    acc.op = product.op;
+    acc.eps = product.eps;
+    acc.in_place = true;
+    acc.inputs = {acc.inputs[0], product.inputs[0], product.inputs[1]};
+    leave_for_dead(product);
+  }
+}
+
+}  // namespace tfm::graph

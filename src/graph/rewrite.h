@@ -1,0 +1,25 @@
+// What the plan's rewrite passes (fuse.cc, fold.cc) share: who reads a value, where it lives, and
+// whether a step may move later past the in-place writes in between.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tfm::graph {
+
+// Does the node read its input `slot`? An elementwise node whose producer was inlined keeps the
+// slot (until the inputs are compacted) but no longer loads it.
+bool reads_slot(const Node& node, size_t slot);
+// How many times each value is read (outputs and effects count), by the nodes not `dead`.
+std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead);
+// The buffer a value lives in: its own, or (through views and in-place steps) an earlier one's.
+ValueId storage_of(const Graph& graph, ValueId v);
+// Does a node created after `from` and before `to` write in place into the buffer of one of
+// `reads`? A step reading them may move from `from` to `to` only where none does.
+bool written_between(const Graph& graph, size_t from, size_t to, const std::vector<ValueId>& reads);
+// A node whose work another took over: no inputs, nothing reads it, so no plan schedules it.
+void leave_for_dead(Node& node);
+
+}  // namespace tfm::graph
