@@ -74,7 +74,7 @@ void fuse_elementwise(Graph& graph) {
         // by the backward pass's recomputed product and the up projection's gradient) is
         // computed again inside each of them: they read its input instead, as many bytes, and
         // it is never written.
-        const bool copied = uses[p] > 1 && elementwise_readers[p] && producer.inputs.size() == 1 &&
+        const bool copied = uses[p] > 1 && elementwise_readers[p] && loaded_inputs(producer) == 1 &&
                             producer.dtype == DType::f32;
         if ((uses[p] != 1 && !copied) || written_between(graph, p, i, producer.inputs)) continue;
         Node fused = consumer;
