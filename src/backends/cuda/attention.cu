@@ -4,6 +4,7 @@
 // blocks to finish merges the chunks (one launch in all). Query heads of a group read the same KV
 // head (grouped-query).
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/float_types.cuh"
 #include "backends/cuda/overlapped_launch.h"
 #include "backends/cuda/split_attention_kernel.cuh"
 #include "tfm/error.h"
@@ -74,14 +75,10 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   const Split split = split_of(shape);
   const Targets t{static_cast<float*>(scratch), arrivals, out,
                   fresh != nullptr ? *fresh : FreshToken{}};
-  if (kv_dtype == DType::bf16) {
-    launch_for_head_dim<__nv_bfloat16>(q, k, v, mask, slots, shape, scale, split, t, stream);
-  } else if (kv_dtype == DType::f32) {
-    launch_for_head_dim<float>(q, k, v, mask, slots, shape, scale, split, t, stream);
-  } else {
-    throw Error("[cuda attention] KV cache of dtype " + std::string(dtype_name(kv_dtype)) +
-                " is not supported (f32, bf16)");
-  }
+  with_float_type(kv_dtype, "attention", [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_for_head_dim<T>(q, k, v, mask, slots, shape, scale, split, t, stream);
+  });
   check_launch("attention");
 }
 

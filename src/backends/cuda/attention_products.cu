@@ -2,7 +2,7 @@
 #include "backends/cuda/attention_products.h"
 #include "backends/cuda/attention_products_kernels.cuh"
 #include "backends/cuda/cuda_status.h"
-#include "tfm/error.h"
+#include "backends/cuda/float_types.cuh"
 
 namespace tfm::cuda {
 
@@ -10,18 +10,11 @@ void to_head_major(const void* x, DType dtype, int64_t batch, int64_t seq, int64
                    int64_t head_dim, void* out, cudaStream_t stream) {
   const int64_t total = batch * seq * heads * head_dim;
   if (total == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(total, kThreads);
-  auto* o = static_cast<__nv_bfloat16*>(out);
-  if (dtype == DType::bf16) {
-    to_head_major_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), seq,
-                                                          heads, head_dim, total, o);
-  } else if (dtype == DType::f32) {
-    to_head_major_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(x), seq, heads,
-                                                          head_dim, total, o);
-  } else {
-    throw Error("[cuda attention] operands of dtype " + std::string(dtype_name(dtype)) +
-                " are not supported (f32, bf16)");
-  }
+  with_float_type(dtype, "attention", [&](auto type) {
+    using T = typename decltype(type)::type;
+    to_head_major_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), seq, heads, head_dim, total, static_cast<__nv_bfloat16*>(out));
+  });
   check_launch("to_head_major");
 }
 

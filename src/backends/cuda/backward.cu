@@ -4,6 +4,7 @@
 #include "backends/cuda/backward_device_kernels.cuh"
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/float_types.cuh"
 
 namespace tfm::cuda {
 namespace {
@@ -36,16 +37,12 @@ void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scra
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, const float* residual,
                          int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
                          cudaStream_t stream) {
-  check_float_kind(dx_dtype, "rms_norm_grad_input");
   if (rows == 0) return;  // a grid of no blocks fails to launch
-  const int blocks = blocks_for(rows * 32, kThreads), h = static_cast<int>(hidden);
-  if (dx_dtype == DType::bf16) {
-    rms_norm_grad_input_kernel<<<blocks, kThreads, 0, stream>>>(x, w, dy, residual, rows, h, eps,
-                                                                static_cast<__nv_bfloat16*>(dx));
-  } else {
-    rms_norm_grad_input_kernel<<<blocks, kThreads, 0, stream>>>(x, w, dy, residual, rows, h, eps,
-                                                                static_cast<float*>(dx));
-  }
+  with_float_type(dx_dtype, "rms_norm_grad_input", [&](auto type) {
+    using T = typename decltype(type)::type;
+    rms_norm_grad_input_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
+        x, w, dy, residual, rows, static_cast<int>(hidden), eps, static_cast<T*>(dx));
+  });
   check_launch("rms_norm_grad_input");
 }
 

@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/flash_attention_grad_kernels.cuh"
+#include "backends/cuda/float_types.cuh"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -118,13 +119,10 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
     splits = {key_split_count(shape), static_cast<float*>(scratch), arrivals};
   }
   with_head_dim(shape.head_dim, [&](auto d) {
-    if (q_dtype == DType::bf16) {
-      launch_forward<decltype(d)::value, __nv_bfloat16, false>(q, k, v, mask, slots, shape, scale,
-                                                               out, {}, splits, stream);
-    } else {
-      launch_forward<decltype(d)::value, float, false>(q, k, v, mask, slots, shape, scale, out, {},
-                                                       splits, stream);
-    }
+    with_float_type(q_dtype, "flash_attention", [&](auto type) {
+      launch_forward<decltype(d)::value, typename decltype(type)::type, false>(
+          q, k, v, mask, slots, shape, scale, out, {}, splits, stream);
+    });
   });
   check_launch("flash_attention");
 }

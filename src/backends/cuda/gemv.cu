@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/float_types.cuh"
 #include "backends/cuda/gemv_kernels.cuh"
 #include "backends/cuda/overlapped_launch.h"
 #include "tfm/error.h"
@@ -115,28 +116,19 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
           int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (w_dtype == DType::bf16) {
-    launch(x, static_cast<const __nv_bfloat16*>(w), bias, residual, mi, ni, ki, y, stream);
-  } else if (w_dtype == DType::f32) {
-    launch(x, static_cast<const float*>(w), bias, residual, mi, ni, ki, y, stream);
-  } else {
-    throw Error("[cuda linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
-                " are not supported (f32, bf16)");
-  }
+  with_float_type(w_dtype, "linear", [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch(x, static_cast<const T*>(w), bias, residual, mi, ni, ki, y, stream);
+  });
   check_launch("gemv");
 }
 
 void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, const InputNorm& norm,
               int64_t m, int64_t k, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ki = static_cast<int>(k);
-  if (w_dtype == DType::bf16) {
-    launch_qkv<__nv_bfloat16>(x, products, norm, mi, ki, stream);
-  } else if (w_dtype == DType::f32) {
-    launch_qkv<float>(x, products, norm, mi, ki, stream);
-  } else {
-    throw Error("[cuda qkv_linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
-                " are not supported (f32, bf16)");
-  }
+  with_float_type(w_dtype, "qkv_linear", [&](auto type) {
+    launch_qkv<typename decltype(type)::type>(x, products, norm, mi, ki, stream);
+  });
   check_launch("qkv_gemv");
 }
 
@@ -144,17 +136,11 @@ void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dt
                 const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
                 int64_t n, int64_t k, float* y, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (w_dtype == DType::bf16) {
-    launch_gated(x, static_cast<const __nv_bfloat16*>(w_gate),
-                 static_cast<const __nv_bfloat16*>(w_up), norm, bias_gate, bias_up, mi, ni, ki, y,
-                 stream);
-  } else if (w_dtype == DType::f32) {
-    launch_gated(x, static_cast<const float*>(w_gate), static_cast<const float*>(w_up), norm,
-                 bias_gate, bias_up, mi, ni, ki, y, stream);
-  } else {
-    throw Error("[cuda gated_linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
-                " are not supported (f32, bf16)");
-  }
+  with_float_type(w_dtype, "gated_linear", [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_gated(x, static_cast<const T*>(w_gate), static_cast<const T*>(w_up), norm, bias_gate,
+                 bias_up, mi, ni, ki, y, stream);
+  });
   check_launch("gated_gemv");
 }
 

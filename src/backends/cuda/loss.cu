@@ -3,6 +3,7 @@
 // the same bits every run.
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/float_types.cuh"
 #include "backends/cuda/loss_kernels.cuh"
 
 namespace tfm::cuda {
@@ -27,16 +28,12 @@ void cross_entropy(const float* logits, const int32_t* targets, int32_t ignore, 
 void cross_entropy_grad(const float* logits, const int32_t* targets, int32_t ignore,
                         const float* d_loss, int64_t rows, int64_t vocab, void* d_logits,
                         DType out_dtype, cudaStream_t stream) {
-  check_float_kind(out_dtype, "cross_entropy_grad");
   if (rows == 0) return;  // a grid of no blocks fails to launch
-  const auto blocks = static_cast<unsigned>(rows);
-  if (out_dtype == DType::bf16) {
-    cross_entropy_grad_kernel<<<blocks, kThreads, 0, stream>>>(
-        logits, targets, ignore, d_loss, vocab, static_cast<__nv_bfloat16*>(d_logits));
-  } else {
-    cross_entropy_grad_kernel<<<blocks, kThreads, 0, stream>>>(
-        logits, targets, ignore, d_loss, vocab, static_cast<float*>(d_logits));
-  }
+  with_float_type(out_dtype, "cross_entropy_grad", [&](auto type) {
+    using T = typename decltype(type)::type;
+    cross_entropy_grad_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+        logits, targets, ignore, d_loss, vocab, static_cast<T*>(d_logits));
+  });
   check_launch("cross_entropy_grad");
 }
 

@@ -2,38 +2,31 @@
 #include <cuda_bf16.h>
 
 #include "backends/cuda/cuda_status.h"
+#include "backends/cuda/float_types.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/pointwise_kernels.cuh"
 
 namespace tfm::cuda {
 
 void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
-               int64_t hidden, const int32_t* ids, int64_t count, float* out,
-               cudaStream_t stream) {
-  check_float_kind(table_dtype, "embedding");
+               int64_t hidden, const int32_t* ids, int64_t count, float* out, cudaStream_t stream) {
   if (count * hidden == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(count * hidden, kThreads);
-  if (table_dtype == DType::bf16) {
-    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table),
-                                                      first_id, vocab, hidden, ids, count, out);
-  } else {
-    embedding_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(table), first_id,
-                                                      vocab, hidden, ids, count, out);
-  }
+  with_float_type(table_dtype, "embedding", [&](auto type) {
+    using T = typename decltype(type)::type;
+    embedding_kernel<<<blocks_for(count * hidden, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(table), first_id, vocab, hidden, ids, count, out);
+  });
   check_launch("embedding");
 }
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
               DType out_dtype, cudaStream_t stream) {
-  check_float_kind(out_dtype, "rms_norm");
   if (rows == 0) return;  // a grid of 0 blocks is a launch error
-  const int blocks = blocks_for(rows * 32, kThreads), h = static_cast<int>(hidden);
-  if (out_dtype == DType::bf16) {
-    rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, w, rows, h, eps,
-                                                     static_cast<__nv_bfloat16*>(out));
-  } else {
-    rms_norm_kernel<<<blocks, kThreads, 0, stream>>>(x, w, rows, h, eps, static_cast<float*>(out));
-  }
+  with_float_type(out_dtype, "rms_norm", [&](auto type) {
+    using T = typename decltype(type)::type;
+    rms_norm_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
+        x, w, rows, static_cast<int>(hidden), eps, static_cast<T*>(out));
+  });
   check_launch("rms_norm");
 }
 
@@ -57,16 +50,13 @@ void launch_rope(const float* x, const int32_t* positions, const float* inv_freq
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
           int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
           DType out_dtype, cudaStream_t stream, const HeadNorm& norm) {
-  check_float_kind(out_dtype, "rope");
   const int half = static_cast<int>(head_dim / 2);
   if (batch * seq * heads * half == 0) return;  // a grid of 0 blocks is a launch error
-  if (out_dtype == DType::bf16) {
+  with_float_type(out_dtype, "rope", [&](auto type) {
+    using T = typename decltype(type)::type;
     launch_rope(x, positions, inv_freq, batch * seq, heads, half, attention_scaling, norm,
-                static_cast<__nv_bfloat16*>(out), stream);
-  } else {
-    launch_rope(x, positions, inv_freq, batch * seq, heads, half, attention_scaling, norm,
-                static_cast<float*>(out), stream);
-  }
+                static_cast<T*>(out), stream);
+  });
   check_launch("rope");
 }
 
@@ -98,19 +88,13 @@ void launch_cast(const void* x, void* out, int64_t count, cudaStream_t stream) {
 }  // namespace
 
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream) {
-  check_float_kind(from, "cast");
-  check_float_kind(to, "cast");
   if (count == 0) return;  // a grid of 0 blocks is a launch error
-  using bf16 = __nv_bfloat16;
-  if (from == DType::f32 && to == DType::bf16) {
-    launch_cast<float, bf16>(x, out, count, stream);
-  } else if (from == DType::bf16 && to == DType::f32) {
-    launch_cast<bf16, float>(x, out, count, stream);
-  } else if (from == DType::bf16) {
-    launch_cast<bf16, bf16>(x, out, count, stream);
-  } else {
-    launch_cast<float, float>(x, out, count, stream);
-  }
+  with_float_type(from, "cast", [&](auto from_type) {
+    with_float_type(to, "cast", [&](auto to_type) {
+      launch_cast<typename decltype(from_type)::type, typename decltype(to_type)::type>(
+          x, out, count, stream);
+    });
+  });
   check_launch("cast");
 }
 
@@ -149,13 +133,11 @@ void launch_elementwise(const EwKernelProgram& program, int64_t count, T* out,
 
 void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,
                  cudaStream_t stream) {
-  check_float_kind(out_dtype, "elementwise");
   if (count == 0) return;  // a grid of 0 blocks is a launch error
-  if (out_dtype == DType::bf16) {
-    launch_elementwise(program, count, static_cast<__nv_bfloat16*>(out), stream);
-  } else {
-    launch_elementwise(program, count, static_cast<float*>(out), stream);
-  }
+  with_float_type(out_dtype, "elementwise", [&](auto type) {
+    using T = typename decltype(type)::type;
+    launch_elementwise(program, count, static_cast<T*>(out), stream);
+  });
   check_launch("elementwise");
 }
 
