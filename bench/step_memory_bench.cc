@@ -35,9 +35,9 @@ double product_flops(const tfm::graph::Graph& g, const tfm::graph::Node& n) {
     case Op::kLinear:  // out [..., N] from w [N, K]
       return 2 * numel(n) * static_cast<double>(in(1).shape[1]);
     case Op::kLinearGradInput:  // out [..., K] from w [N, K], after the sum it adds into
-      return 2 * numel(n) * static_cast<double>(in(n.in_place ? 2 : 1).shape[0]);
+      return 2 * numel(n) * static_cast<double>(in(tfm::graph::first_operand(n) + 1).shape[0]);
     case Op::kLinearGradWeight: {  // out [N, K] over the rows of x [..., K]
-      const tfm::graph::Node& x = in(n.in_place ? 2 : 1);
+      const tfm::graph::Node& x = in(tfm::graph::first_operand(n) + 1);
       return 2 * numel(n) * numel(x) / static_cast<double>(x.shape.back());
     }
     default:

@@ -115,12 +115,22 @@ bool has_bias(const Node& node) {
   return node.inputs.size() > 1 + weights + last;
 }
 
+namespace {
+
+bool adds_into_input(const Node& node) {
+  return (node.op == Op::kLinearGradWeight || node.op == Op::kLinearGradInput ||
+          node.op == Op::kRmsNormGradWeight) &&
+         node.in_place;
+}
+
+}  // namespace
+
 bool aliases_input(const Node& node) {
   return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
-         node.op == Op::kCopyToGroup ||
-         ((node.op == Op::kCrossEntropyGrad || node.op == Op::kLinearGradWeight ||
-           node.op == Op::kLinearGradInput || node.op == Op::kRmsNormGradWeight) &&
-          node.in_place);
+         node.op == Op::kCopyToGroup || (node.op == Op::kCrossEntropyGrad && node.in_place) ||
+         adds_into_input(node);
 }
+
+size_t first_operand(const Node& node) { return adds_into_input(node) ? 1 : 0; }
 
 }  // namespace tfm::graph

@@ -142,6 +142,9 @@ struct Graph {
 
 // Does the node's output share memory with input 0 instead of owning a buffer?
 bool aliases_input(const Node& node);
+// Where a step's operands start among its inputs: after the buffer an in-place gradient step adds
+// into (fold_gradient_sums, fold_accumulations), else at input 0.
+size_t first_operand(const Node& node);
 
 // Does a product node (kLinear, kGatedLinear, kQkvLinear) have biases? They follow its weights;
 // a residual or an input norm's weight comes last.

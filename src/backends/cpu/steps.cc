@@ -345,7 +345,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kLinearGradInput: {
       // In place, input 0 is a sum the product adds into (graph::fold_gradient_sums).
       const bool in_place = n.in_place;
-      const size_t first = in_place ? 1 : 0;
+      const size_t first = graph::first_operand(n);
       const Node& w = in(first + 1);
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(first).shape), nn = w.shape[0], k = w.shape[1];
@@ -360,7 +360,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kLinearGradWeight: {
       // In place, input 0 is the accumulator the product adds into (graph::fold_accumulations).
       const bool in_place = n.in_place;
-      const size_t first = in_place ? 1 : 0;
+      const size_t first = graph::first_operand(n);
       const int64_t m = rows_of(in(first).shape), nn = n.shape[0], k = n.shape[1];
       const DType dy_dtype = in(first).dtype, x_dtype = in(first + 1).dtype;
       return [=, &ptrs] {
@@ -385,7 +385,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kRmsNormGradWeight: {
       // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
       const bool in_place = n.in_place;
-      const size_t first = in_place ? 1 : 0;
+      const size_t first = graph::first_operand(n);
       const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
       return [=, &ptrs] {

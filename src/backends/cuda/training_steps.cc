@@ -20,19 +20,15 @@ using graph::Op;
 
 // Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product.
 // (Under autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
-// Where a gradient step's operands start among its inputs: after the buffer it adds into, in place
-// (graph::fold_gradient_sums, graph::fold_accumulations).
-size_t first_operand(const Node& n) { return n.in_place ? 1 : 0; }
-
 bool widens_weights(const graph::Graph& graph, const Node& n) {
-  const size_t dy = first_operand(n);
+  const size_t dy = graph::first_operand(n);
   return input(graph, n, dy + 1).dtype != DType::f32 && input(graph, n, dy).dtype == DType::f32;
 }
 
 // dx [m, k] = dy [m, n] · w [n, k]; in place, dx = sum + dy · w over the sum's buffer (input 0,
 // an intermediate of the arena, so as aligned as dx itself).
 Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const size_t first = first_operand(n);
+  const size_t first = graph::first_operand(n);
   const bool in_place = n.in_place;
   const Node& w = input(graph, n, first + 1);
   const DType dt = w.dtype, dy_dtype = input(graph, n, first).dtype;
@@ -69,7 +65,7 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
 // kernels want 16 bytes or more, so the product is planned for both and picks by the pointer.
 Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t out) {
   const bool in_place = n.in_place;
-  const size_t first = in_place ? 1 : 0;
+  const size_t first = graph::first_operand(n);
   const int64_t m = rows_of(input(graph, n, first).shape), nn = n.shape[0], k = n.shape[1];
   const size_t acc = static_cast<size_t>(n.inputs[0]);
   const size_t dy = static_cast<size_t>(n.inputs[first]),
@@ -107,7 +103,7 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
     case Op::kCrossEntropy:
       return cross_entropy_scratch_bytes(rows_of(input(graph, n, 0).shape));
     case Op::kRmsNormGradWeight: {
-      const Node& x = input(graph, n, first_operand(n));
+      const Node& x = input(graph, n, graph::first_operand(n));
       return rms_norm_grad_weight_scratch_bytes(rows_of(x.shape), x.shape.back());
     }
     case Op::kReduceRows:
@@ -122,7 +118,7 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
                  ? attention_products_scratch_bytes(attention_shape(graph, n), true)
                  : attention_grad_scratch_bytes(attention_shape(graph, n));
     case Op::kLinearGradInput: {
-      const Node& w = input(graph, n, first_operand(n) + 1);
+      const Node& w = input(graph, n, graph::first_operand(n) + 1);
       return widens_weights(graph, n) ? static_cast<size_t>(shape_numel(w.shape)) * sizeof(float)
                                       : 0;
     }
@@ -187,7 +183,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     }
     case Op::kRmsNormGradWeight: {
       // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
-      const size_t first = first_operand(n);
+      const size_t first = graph::first_operand(n);
       const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
       const bool in_place = n.in_place;
