@@ -32,6 +32,17 @@ graph::Graph mlp_like_graph() {
   return b.finish();
 }
 
+// How many of the plan's steps `holds` is true of.
+template <typename Predicate>
+int steps_where(const graph::Plan& plan, Predicate holds) {
+  int count = 0;
+  for (graph::ValueId id : plan.schedule) count += holds(plan.graph.nodes[static_cast<size_t>(id)]);
+  return count;
+}
+
+bool is(const graph::Node& n, Op op) { return n.op == op; }
+bool bf16(const graph::Node& n) { return n.dtype == DType::bf16; }
+
 // Runs the plan, and the graph eagerly, on the CPU: every output the same bits.
 void expect_same_as_eager(const graph::Graph& g, const graph::Plan& plan,
                           const std::vector<Tensor>& in) {
@@ -46,11 +57,8 @@ void expect_same_as_eager(const graph::Graph& g, const graph::Plan& plan,
 
 TEST(Compile, FusesElementwiseChainIntoOneNode) {
   const graph::Plan plan = graph::plan_graph(mlp_like_graph());
-  int elementwise = 0;
-  for (graph::ValueId id : plan.schedule) {
-    if (plan.graph.nodes[static_cast<size_t>(id)].op == Op::kElementwise) ++elementwise;
-  }
-  EXPECT_EQ(elementwise, 1) << "silu, mul and add should run as one fused node";
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 1)
+      << "silu, mul and add should run as one fused node";
 }
 
 // SiLU of a value read by two elementwise chains runs inside each (as in the MLP's backward pass);
@@ -69,11 +77,8 @@ TEST(Compile, AUnaryValueOnlyElementwiseChainsReadRunsInsideEach) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int elementwise = 0;
-  for (graph::ValueId id : plan.schedule) {
-    elementwise += plan.graph.nodes[static_cast<size_t>(id)].op == Op::kElementwise;
-  }
-  EXPECT_EQ(elementwise, 4) << "two chains with silu(x) inside, silu(y), and the chain reading it";
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 4)
+      << "two chains with silu(x) inside, silu(y), and the chain reading it";
 
   const Tensor x_in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
   const Tensor y_in = Tensor::from_vector<float>(testing::random_values(32, 6), {4, 8});
@@ -167,17 +172,17 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int casts = 0, bf16_norms = 0, bf16_elementwise = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    const bool activation = n.op == Op::kCast && n.shape.size() == 2 && n.shape[0] == 4;
-    casts += activation;
-    bf16_norms += n.op == Op::kRmsNorm && n.dtype == DType::bf16;
-    bf16_elementwise += n.op == Op::kElementwise && n.dtype == DType::bf16;
-  }
-  EXPECT_EQ(casts, 1) << "only the twice-read norm's cast remains";
-  EXPECT_EQ(bf16_norms, 1);
-  EXPECT_EQ(bf16_elementwise, 1);
+  EXPECT_EQ(steps_where(plan,
+                        [](const graph::Node& n) {
+                          return is(n, Op::kCast) && n.shape.size() == 2 && n.shape[0] == 4;
+                        }),
+            1)
+      << "only the twice-read norm's activation cast remains";
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNorm) && bf16(n); }),
+            1);
+  EXPECT_EQ(
+      steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise) && bf16(n); }),
+      1);
 
   const Tensor in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
   expect_same_as_eager(g, graph::plan_graph(g), {in});
@@ -206,21 +211,18 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int activation_casts = 0, bf16_norms = 0, bf16_norm_grads = 0, bf16_loss_grads = 0,
-      loss_grads_in_place = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    activation_casts += n.op == Op::kCast && n.shape[0] == 6;
-    bf16_norms += n.op == Op::kRmsNorm && n.dtype == DType::bf16;
-    bf16_norm_grads += n.op == Op::kRmsNormGradInput && n.dtype == DType::bf16;
-    bf16_loss_grads += n.op == Op::kCrossEntropyGrad && n.dtype == DType::bf16;
-    loss_grads_in_place += n.op == Op::kCrossEntropyGrad && n.in_place;
+  EXPECT_EQ(
+      steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast) && n.shape[0] == 6; }),
+      1)
+      << "only the shared reshape's cast remains";
+  for (Op op : {Op::kRmsNorm, Op::kRmsNormGradInput, Op::kCrossEntropyGrad}) {
+    EXPECT_EQ(steps_where(plan, [op](const graph::Node& n) { return is(n, op) && bf16(n); }), 1)
+        << graph::op_name(op) << " writing bf16";
   }
-  EXPECT_EQ(activation_casts, 1) << "only the shared reshape's cast remains";
-  EXPECT_EQ(bf16_norms, 1);
-  EXPECT_EQ(bf16_norm_grads, 1);
-  EXPECT_EQ(bf16_loss_grads, 1);
-  EXPECT_EQ(loss_grads_in_place, 0);
+  EXPECT_EQ(
+      steps_where(plan,
+                  [](const graph::Node& n) { return is(n, Op::kCrossEntropyGrad) && n.in_place; }),
+      0);
 
   const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {2, 3, 2, 4});
   const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
@@ -268,14 +270,10 @@ TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int norms = 0, normed_ropes = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    norms += n.op == Op::kRmsNorm;
-    normed_ropes += n.op == Op::kRope && n.normed;
-  }
-  EXPECT_EQ(norms, 1) << "the shared norm";
-  EXPECT_EQ(normed_ropes, 1);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNorm); }), 1)
+      << "the shared norm";
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRope) && n.normed; }),
+            1);
 
   const Tensor q_in = Tensor::from_vector<float>(testing::random_values(192, 5), {2, 3, 4, 8});
   const Tensor positions_in = Tensor::from_vector<int32_t>({0, 1, 2, 5, 9, 40}, {2, 3});
@@ -297,14 +295,12 @@ TEST(Compile, ResidualsAddIntoNormGradients) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int adds = 0, with_residual = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    adds += n.op == Op::kElementwise;
-    with_residual += n.op == Op::kRmsNormGradInput && n.residual;
-  }
-  EXPECT_EQ(with_residual, 1);
-  EXPECT_EQ(adds, 2) << "dy * dy, and the add of the gradient read twice";
+  EXPECT_EQ(
+      steps_where(plan,
+                  [](const graph::Node& n) { return is(n, Op::kRmsNormGradInput) && n.residual; }),
+      1);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 2)
+      << "dy * dy, and the add of the gradient read twice";
 
   std::vector<Tensor> in;
   for (uint32_t seed : {5u, 6u, 7u}) {
@@ -328,9 +324,8 @@ TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  for (graph::ValueId id : plan.schedule) {
-    EXPECT_FALSE(plan.graph.nodes[static_cast<size_t>(id)].normed) << "the norm was moved";
-  }
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return n.normed; }), 0)
+      << "the norm was moved";
   const std::vector<float> start = testing::random_values(16, 5);
   std::vector<Tensor> in{Tensor::from_vector<float>(start, {1, 2, 2, 4}),
                          Tensor::from_vector<float>(testing::random_values(16, 6), {1, 2, 2, 4}),
@@ -341,16 +336,11 @@ TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
   EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
 }
 
-// The accumulations a plan runs, and the weight-gradient products that add into their
-// accumulators themselves.
-std::pair<int, int> accumulation_steps(const graph::Plan& plan) {
-  int accumulations = 0, products_in_place = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    accumulations += n.op == Op::kAccumulate;
-    products_in_place += n.op == Op::kLinearGradWeight && n.in_place;
-  }
-  return {accumulations, products_in_place};
+// The accumulations a plan runs, and the gradient steps of `op` that add into their accumulators
+// themselves.
+std::pair<int, int> accumulation_steps(const graph::Plan& plan, Op op) {
+  return {steps_where(plan, [](const graph::Node& n) { return is(n, Op::kAccumulate); }),
+          steps_where(plan, [op](const graph::Node& n) { return is(n, op) && n.in_place; })};
 }
 
 // dy^T x over `rows` rows ([rows, n] and [rows, k], row-major), summed in double.
@@ -377,7 +367,8 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   b.output(b.reduce_rows(x));
   const graph::Graph g = b.finish();
 
-  const auto [accumulations, products_in_place] = accumulation_steps(graph::plan_graph(g));
+  const auto [accumulations, products_in_place] =
+      accumulation_steps(graph::plan_graph(g), Op::kLinearGradWeight);
   EXPECT_EQ(accumulations, 0);
   EXPECT_EQ(products_in_place, 1);
 
@@ -410,12 +401,7 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  int accumulations = 0, in_place = 0;
-  for (graph::ValueId id : plan.schedule) {
-    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
-    accumulations += n.op == Op::kAccumulate;
-    in_place += n.op == Op::kRmsNormGradWeight && n.in_place;
-  }
+  const auto [accumulations, in_place] = accumulation_steps(plan, Op::kRmsNormGradWeight);
   EXPECT_EQ(accumulations, 0);
   EXPECT_EQ(in_place, 1);
 
@@ -460,7 +446,8 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
   b.output(shared);
   const graph::Graph g = b.finish();
 
-  const auto [accumulations, products_in_place] = accumulation_steps(graph::plan_graph(g));
+  const auto [accumulations, products_in_place] =
+      accumulation_steps(graph::plan_graph(g), Op::kLinearGradWeight);
   EXPECT_EQ(products_in_place, 1) << "the chunks' sum";
   EXPECT_EQ(accumulations, 1) << "the sum with a product read twice";
 
