@@ -32,24 +32,6 @@ std::vector<bool> on_path(const Graph& graph, const std::vector<Seed>& seeds,
   return path;
 }
 
-// Ops cheap enough to run again in the backward pass instead of keeping their outputs alive from
-// the forward pass: norms, RoPE, casts, elementwise chains, aliases and FSDP's gathers (whose
-// whole weights then exist only around their uses, about one layer at a time).
-bool cheap(Op op) {
-  switch (op) {
-    case Op::kRmsNorm:
-    case Op::kRope:
-    case Op::kCast:
-    case Op::kElementwise:
-    case Op::kReshape:
-    case Op::kView:
-    case Op::kGatherShards:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The backward pass from `seeds` as `b` has it, each rule reading the forward values through
 // `reads`.
 std::vector<ValueId> gradients(Builder& b, const std::vector<Seed>& seeds,
@@ -99,43 +81,76 @@ std::vector<ValueId> gradients(Builder& b, const std::vector<Seed>& seeds,
   return result;
 }
 
-// The forward values the backward rules read when nothing is recomputed.
-std::vector<bool> read_by_backward(const Graph& graph, const std::vector<Seed>& seeds,
-                                   const std::vector<ValueId>& wrt) {
+// Which forward values the backward rules read when nothing is recomputed, and which of those a
+// step other than an elementwise chain reads (a product, attention, a norm's gradient): one that
+// fuse_elementwise cannot run inside itself.
+struct BackwardReads {
+  std::vector<bool> read, unfused;
+};
+
+BackwardReads read_by_backward(const Graph& graph, const std::vector<Seed>& seeds,
+                               const std::vector<ValueId>& wrt) {
   const size_t forward_size = graph.nodes.size();
   Builder b(graph);
   gradients(b, seeds, wrt, [](Builder&, ValueId v) { return v; });
-  std::vector<bool> read(forward_size, false);
+  BackwardReads reads{std::vector<bool>(forward_size, false),
+                      std::vector<bool>(forward_size, false)};
   const Graph& all = b.graph();
   for (size_t i = forward_size; i < all.nodes.size(); ++i) {
     for (ValueId in : all.nodes[i].inputs) {
-      if (static_cast<size_t>(in) < forward_size) read[static_cast<size_t>(in)] = true;
+      const auto u = static_cast<size_t>(in);
+      if (u >= forward_size) continue;
+      reads.read[u] = true;
+      reads.unfused[u] = reads.unfused[u] || all.nodes[i].op != Op::kElementwise;
     }
   }
-  return read;
+  return reads;
 }
 
-// Which forward values the backward pass computes again: those of cheap ops whose inputs are
-// there anyway (inputs, weights, values the backward pass keeps, or values computed again
-// themselves). Recomputing such a value keeps nothing alive that was not already.
-std::vector<bool> recomputed_values(const Graph& graph, const std::vector<bool>& kept) {
+// Is `v` an FSDP gather, or a view of one?
+bool gathered(const Graph& graph, ValueId v) {
+  const Node* n = &graph.nodes[static_cast<size_t>(v)];
+  while (n->op == Op::kReshape || n->op == Op::kView) {
+    n = &graph.nodes[static_cast<size_t>(n->inputs[0])];
+  }
+  return n->op == Op::kGatherShards;
+}
+
+// Is running `n` again in the backward pass worth the memory it saves? Views and FSDP's gathers
+// (whose whole weights then exist only around their uses, about one layer at a time) always are,
+// and so are the casts of gathered weights. An elementwise value is when only elementwise chains
+// of the backward pass read it: they run it inside themselves (fuse_elementwise), so it costs no
+// pass over memory. Norms, RoPE and the other casts are kept: a step that computed them again
+// would read their inputs and write them out anew, which costs more than the memory they hold
+// (half or less of what their f32 inputs hold under autocast).
+bool worth_recomputing(const Graph& graph, const Node& n, size_t id, const BackwardReads& reads) {
+  switch (n.op) {
+    case Op::kReshape:
+    case Op::kView:
+    case Op::kGatherShards:
+      return true;
+    case Op::kCast:
+      return gathered(graph, n.inputs[0]);
+    case Op::kElementwise:
+      return !reads.unfused[id];
+    default:
+      return false;
+  }
+}
+
+// Which forward values the backward pass computes again: those worth it whose inputs are there
+// anyway (inputs, weights, values the backward pass keeps, or values computed again themselves).
+// Recomputing such a value keeps nothing alive that was not already.
+std::vector<bool> recomputed_values(const Graph& graph, const BackwardReads& reads) {
   std::vector<bool> again(graph.nodes.size(), false);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
-    if (!cheap(n.op)) continue;
-    // A weight's bf16 copy (autocast) is kept instead: at half a f32 weight's size it costs less
-    // memory than a layer's activations, and saves a pass over the f32 weight and a launch per
-    // product. Copies of gathered FSDP shards are still made again (their gathers are).
-    const Node& from = graph.nodes[static_cast<size_t>(n.inputs[0])];
-    if (n.op == Op::kCast && from.op == Op::kWeight &&
-        dtype_size(n.dtype) < dtype_size(from.dtype)) {
-      continue;
-    }
+    if (!worth_recomputing(graph, n, i, reads)) continue;
     bool available = true;
     for (ValueId in : n.inputs) {
       const auto u = static_cast<size_t>(in);
       const Op op = graph.nodes[u].op;
-      available = available && (op == Op::kInput || op == Op::kWeight || kept[u] || again[u]);
+      available = available && (op == Op::kInput || op == Op::kWeight || reads.read[u] || again[u]);
     }
     again[i] = available;
   }
