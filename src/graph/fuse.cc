@@ -71,9 +71,8 @@ void fuse_elementwise(Graph& graph) {
         const Node& producer = graph.nodes[p];
         if (dead[p] || producer.op != Op::kElementwise || !reads_slot(consumer, slot)) continue;
         // A function of one f32 value that only elementwise chains read (SiLU of the gate, read
-        // by the backward pass's recomputed product and the up projection's gradient) is
-        // computed again inside each of them: they read its input instead, as many bytes, and
-        // it is never written.
+        // by the gated product and by both projections' gradients) is computed again inside each
+        // of them: they read its input instead, as many bytes, and it is never written.
         const bool copied = uses[p] > 1 && elementwise_readers[p] && loaded_inputs(producer) == 1 &&
                             producer.dtype == DType::f32;
         if ((uses[p] != 1 && !copied) || written_between(graph, p, i, producer.inputs)) continue;
