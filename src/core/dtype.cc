@@ -158,6 +158,19 @@ void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dty
     }
     return;
   }
+  // The two conversions autocast runs on every step, as plain loops the compiler vectorizes.
+  if (src_dtype == DType::f32 && dst_dtype == DType::bf16) {
+    const auto* from = static_cast<const float*>(src);
+    auto* to = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < count; ++i) to[i] = f32_to_bf16_bits(from[i]);
+    return;
+  }
+  if (src_dtype == DType::bf16 && dst_dtype == DType::f32) {
+    const auto* from = static_cast<const uint16_t*>(src);
+    auto* to = static_cast<float*>(dst);
+    for (size_t i = 0; i < count; ++i) to[i] = bf16_bits_to_f32(from[i]);
+    return;
+  }
   for (size_t i = 0; i < count; ++i)
     store_from_f32(dst, dst_dtype, i, load_as_f32(src, src_dtype, i));
 }

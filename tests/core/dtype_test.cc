@@ -102,6 +102,26 @@ TEST(DTypeTest, F32ToBf16MatchesMlDtypes) {
   }
 }
 
+// A whole array converted at once (the loops autocast runs) gives each element's golden.
+TEST(DTypeTest, ConvertElementsMatchesTheGoldensBothWays) {
+  std::vector<float> values;
+  for (const Golden& g : kGoldens) values.push_back(float_from_bits(g.f32));
+  std::vector<uint16_t> narrowed(values.size());
+  convert_elements(values.data(), DType::f32, narrowed.data(), DType::bf16, values.size());
+  std::vector<float> widened(values.size());
+  convert_elements(narrowed.data(), DType::bf16, widened.data(), DType::f32, values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Golden& g = kGoldens[i];
+    if (is_bf16_nan(g.bf16)) {
+      EXPECT_TRUE(is_bf16_nan(narrowed[i]) && std::isnan(widened[i])) << g.name;
+      EXPECT_EQ(narrowed[i] & 0x8000u, g.bf16 & 0x8000u) << g.name;
+    } else {
+      EXPECT_EQ(narrowed[i], g.bf16) << g.name;
+      EXPECT_EQ(bits_of(widened[i]), uint32_t{g.bf16} << 16) << g.name;
+    }
+  }
+}
+
 // The value of an f16 pattern in closed form:
 //   (-1)^s * m * 2^-24 for subnormals, (-1)^s * (1024 + m) * 2^(e - 25) for normals.
 TEST(DTypeTest, F16ToF32MatchesClosedFormForEveryFinitePattern) {
