@@ -91,6 +91,12 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   return id;
 }
 
+ValueId Builder::autocast_linear(ValueId x, ValueId w, ValueId bias) {
+  const ValueId y = linear(x, w, bias);
+  if (autocast_ != DType::f32 && bias < 0) graph_.nodes.back().dtype = autocast_;
+  return y;
+}
+
 ValueId Builder::add_product(Op op, std::vector<ValueId> inputs, Shape shape, std::string name,
                              const InputNorm& norm) {
   if (norm.weight >= 0) inputs.push_back(norm.weight);

@@ -32,6 +32,10 @@ class Builder {
   ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
   // `residual` (of the output's shape, f32) is added to the product as it is written.
   ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
+  // linear(x, w, bias) whose output, under autocast and without a bias, comes out in the autocast
+  // dtype, as torch.autocast's products do: for values only elementwise chains read (which widen
+  // what they load).
+  ValueId autocast_linear(ValueId x, ValueId w, ValueId bias = -1);
   // silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x); the biases both given or
   // both -1.
   ValueId gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate = -1,

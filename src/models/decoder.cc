@@ -98,9 +98,12 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
   };
   ValueId act = -1;
   if (differentiable) {
+    // Under autocast gate and up come out in bf16, as torch's do: the gating widens them as it
+    // reads, and they are kept for the backward pass at half the size.
     const ValueId gate =
-        b.linear(x, weight(w.gate_proj, "gate_proj"), bias(w.gate_proj_bias, "gate_proj"));
-    const ValueId up = b.linear(x, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
+        b.autocast_linear(x, weight(w.gate_proj, "gate_proj"), bias(w.gate_proj_bias, "gate_proj"));
+    const ValueId up =
+        b.autocast_linear(x, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
     act = b.mul(b.silu(gate), up);
   } else {
     act =

@@ -300,6 +300,27 @@ TEST(PointwiseKernels, Elementwise) {
                            [&] { elementwise_kernel<4>(kp, vectors, out16_4.data()); });
     expect_close(widened(out16_4), want4, tolerance<__nv_bfloat16>(),
                  "bf16, four elements a thread");
+
+    // Inputs 1 and 2 in bf16 (autocast's products), loaded widened: the reference reads the
+    // same values in f32.
+    const std::vector<__nv_bfloat16> narrow1 = to_bf16(inputs[1]), narrow2 = to_bf16(inputs[2]);
+    const std::vector<float> wide1 = widened(narrow1), wide2 = widened(narrow2);
+    const float* const mixed[4] = {inputs[0].data(), wide1.data(), wide2.data(), inputs[3].data()};
+    std::vector<float> want_mixed(want.size());
+    ops::reference::elementwise(program, mixed, count, want_mixed.data());
+    EwKernelProgram kp_mixed = kp;
+    kp_mixed.inputs[1] = narrow1.data();
+    kp_mixed.inputs[2] = narrow2.data();
+    kp_mixed.bf16_inputs = 0b0110;
+    std::vector<float> out_mixed(want.size(), -7.f);
+    cuda_emulation::launch(grid_for(count), kThreads, 0,
+                           [&] { elementwise_kernel<1>(kp_mixed, count, out_mixed.data()); });
+    expect_close(out_mixed, want_mixed, 1e-5f, "bf16 inputs, one element a thread");
+    std::vector<float> out_mixed4(static_cast<size_t>(vectors), -7.f);
+    cuda_emulation::launch(grid_for(vectors / 4), kThreads, 0,
+                           [&] { elementwise_kernel<4>(kp_mixed, vectors, out_mixed4.data()); });
+    expect_close(out_mixed4, std::vector<float>(want_mixed.begin(), want_mixed.begin() + vectors),
+                 1e-5f, "bf16 inputs, four elements a thread");
   }
 }
 

@@ -52,7 +52,9 @@ struct EwKernelProgram {
   uint8_t code[kMaxEwInstrs] = {};
   uint8_t operand[kMaxEwInstrs] = {};
   float scalar[kMaxEwInstrs] = {};
-  const float* inputs[kMaxEwInputs] = {};
+  // f32, or bf16 where bit i of bf16_inputs is set (autocast's products: the loads widen them).
+  const void* inputs[kMaxEwInputs] = {};
+  uint32_t bf16_inputs = 0;
 };
 // out: f32, or bf16 for a product's bf16 operand (graph::fold_casts).
 void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,

@@ -52,7 +52,7 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
   TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
   layout(&b_layout_, in, b_rows, b_cols, b);
   layout(&a_layout_, in, a_rows, a_cols, a);
-  layout(&y_layout_, CUDA_R_32F, m, n, y);
+  layout(&y_layout_, cuda_type(y.dtype), m, n, y);
 
   cublasLtMatmulPreference_t preference = nullptr;
   TFM_CUDA(cublasLtMatmulPreferenceCreate(&preference));
@@ -89,10 +89,10 @@ Matmul::~Matmul() {
   cublasLtMatmulDescDestroy(op_);
 }
 
-void Matmul::run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+void Matmul::run(const void* a, const void* b, void* y, void* workspace, cudaStream_t stream,
                  const float* addend) const {
   const float one = 1.f, beta = addend != nullptr ? 1.f : 0.f;
-  const float* c = addend != nullptr ? addend : y;
+  const void* c = addend != nullptr ? addend : y;
   TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &beta, c, y_layout_, y,
                           y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
 }

@@ -18,18 +18,20 @@ inline constexpr size_t kMatmulWorkspaceBytes = size_t{32} << 20;
 // A row-major operand as stored: transposed (op(a) = a^T) or not, and the alignment in bytes its
 // address and row stride are sure to have (a view into a larger buffer may have less than the 256
 // bytes of an allocation, which cuBLASLt assumes by default). Rows are `ld` elements apart (0: as
-// many as a row holds); in a batch of products, the matrices are `stride` elements apart.
+// many as a row holds); in a batch of products, the matrices are `stride` elements apart. `dtype`
+// is y's (f32, or bf16 for autocast's narrowed products); a and b are of the Matmul's dtype.
 struct MatmulOperand {
   bool transposed = false;
   uint32_t alignment = 256;
   int64_t ld = 0;
   int64_t stride = 0;
+  DType dtype = DType::f32;
 };
 
 class Matmul {
  public:
   // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n]; a linear layer
-  // is a = x [m, k] as stored and b = w [n, k] transposed. y is f32 (never transposed); `batch`
+  // is a = x [m, k] as stored and b = w [n, k] transposed. y is never transposed; `batch`
   // products run at once over the operands' strides.
   Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
          MatmulOperand y = {}, int64_t batch = 1);
@@ -37,9 +39,9 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // With an `addend` (laid out as y, and aligned as the y operand says), y = op(a) · op(b) +
-  // addend.
-  void run(const void* a, const void* b, float* y, void* workspace, cudaStream_t stream,
+  // With an `addend` (laid out as y, and aligned as the y operand says; f32 y only), y =
+  // op(a) · op(b) + addend.
+  void run(const void* a, const void* b, void* y, void* workspace, cudaStream_t stream,
            const float* addend = nullptr) const;
 
  private:

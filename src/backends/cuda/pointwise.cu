@@ -115,10 +115,12 @@ namespace {
 template <typename T>
 void launch_elementwise(const EwKernelProgram& program, int64_t count, T* out,
                         cudaStream_t stream) {
-  bool vectors = count % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  bool vectors = count % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(T)) == 0;
   for (int p = 0; p < program.count; ++p) {
     if (static_cast<graph::EwCode>(program.code[p]) != graph::EwCode::kLoad) continue;
-    vectors = vectors && reinterpret_cast<uintptr_t>(program.inputs[program.operand[p]]) % 16 == 0;
+    const int operand = program.operand[p];
+    const size_t size = (program.bf16_inputs >> operand) & 1u ? 2 : 4;
+    vectors = vectors && reinterpret_cast<uintptr_t>(program.inputs[operand]) % (4 * size) == 0;
   }
   if (vectors) {
     elementwise_kernel<4>

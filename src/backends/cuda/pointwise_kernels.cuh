@@ -179,8 +179,17 @@ struct EwStack {
   }
 };
 
-// Elements W * i .. W * i + W - 1 for thread i (W = 4: every input and out 16-byte aligned and
-// count a multiple of 4, each side moved as one vector), written as T.
+// Elements first .. first + W - 1 of a T input, widened into a.
+template <typename T, int W>
+__device__ __forceinline__ void load_widened(const void* input, int64_t first, float (&a)[W]) {
+  const Elements<T, W> v =
+      *reinterpret_cast<const Elements<T, W>*>(static_cast<const T*>(input) + first);
+#pragma unroll
+  for (int w = 0; w < W; ++w) a[w] = widen(v.v[w]);
+}
+
+// Elements W * i .. W * i + W - 1 for thread i (W = 4: every input and out aligned to four of its
+// elements and count a multiple of 4, each side moved as one vector), written as T.
 template <int W, typename T>
 __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, T* out) {
   const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * W;
@@ -191,13 +200,11 @@ __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count,
   for (int p = 0; p < program.count; ++p) {
     const auto code = static_cast<graph::EwCode>(program.code[p]);
     if (code == graph::EwCode::kLoad) {
-      const float* in = program.inputs[program.operand[p]] + first;
-      if constexpr (W == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(in);
-        a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
+      const int operand = program.operand[p];
+      if ((program.bf16_inputs >> operand) & 1u) {
+        load_widened<__nv_bfloat16>(program.inputs[operand], first, a);
       } else {
-#pragma unroll
-        for (int w = 0; w < W; ++w) a[w] = in[w];
+        load_widened<float>(program.inputs[operand], first, a);
       }
       stack.write(++top, a);
       continue;

@@ -123,6 +123,7 @@ enum class ProductPath { kGemv, kSkinny, kMatmul };
 ProductPath product_path(const graph::Graph& graph, const Node& n) {
   const Node& x = input(graph, n, 0);
   const int64_t m = rows_of(x.shape);
+  if (n.dtype != DType::f32) return ProductPath::kMatmul;  // only cuBLASLt writes bf16
   if (m <= kGemvMaxRows) return ProductPath::kGemv;
   if (m > kSkinnyMaxRows || x.dtype != DType::f32) return ProductPath::kMatmul;
   // The weights: inputs 1 .. 3 of q, k and v's products, 1 .. 2 of the gated one, 1 otherwise.
@@ -242,16 +243,22 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     };
   }
   // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
-  const MatmulOperand y_operand =
+  // A bf16 y (graph::Builder::autocast_linear) has neither residual nor bias.
+  MatmulOperand y_operand =
       has_residual ? matmul_operand(graph, n.inputs.back(), false) : MatmulOperand{};
+  y_operand.dtype = n.dtype;
+  if (n.dtype != DType::f32 && (has_residual || has_bias)) {
+    throw Error("[cuda linear] a " + std::string(dtype_name(n.dtype)) +
+                " product takes no residual or bias");
+  }
   auto product = std::make_shared<const Matmul>(
       m, nn, k, dt, rows.operand, matmul_operand(graph, n.inputs[1], true), y_operand);
   return [=](StepContext& c) {
     const void* lhs = rows.prepare(c);
-    auto* y = static_cast<float*>(c.ptrs[out]);
-    product->run(lhs, c.ptrs[wi], y, c.workspace, c.stream,
+    product->run(lhs, c.ptrs[wi], c.ptrs[out], c.workspace, c.stream,
                  has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr);
-    if (has_bias) add_bias(y, static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
+    if (has_bias)
+      add_bias(f32_at(c, out), static_cast<const float*>(c.ptrs[bias]), m, nn, c.stream);
   };
 }
 
@@ -543,12 +550,16 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       };
     }
     case Op::kElementwise: {
-      const EwKernelProgram program = to_kernel_program(n.program, args.size());
+      EwKernelProgram program = to_kernel_program(n.program, args.size());
+      for (size_t i = 0; i < args.size(); ++i) {
+        check_float_kind(in(i).dtype, "elementwise");
+        if (in(i).dtype == DType::bf16) program.bf16_inputs |= 1u << i;
+      }
       const int64_t count = shape_numel(n.shape);
       const DType dtype = n.dtype;
       return [=](StepContext& c) {
         EwKernelProgram bound = program;
-        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = f32_at(c, args[i]);
+        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = c.ptrs[args[i]];
         elementwise(bound, count, c.ptrs[out], dtype, c.stream);
       };
     }

@@ -1,0 +1,88 @@
+// The MLP's gate and up products as training builds them (graph::Builder::autocast_linear): under
+// bf16 autocast they come out in bf16, as torch.autocast's do, and the SiLU gating widens them as
+// it loads them; without autocast they stay f32. On each backend (CUDA skipped, and said so, where
+// absent), compiled and eager, against the closed form summed in double (rounded to bf16 where
+// the product's output is).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph/backend.h"
+#include "graph/builder.h"
+#include "graph/plan.h"
+#include "support/device_operands.h"
+#include "support/random_values.h"
+
+namespace tfm {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+using testing::rounded;
+
+constexpr int64_t kRows = 10, kIn = 24, kOut = 16;
+
+// x [rows, in] · w [out, in]^T, summed in double.
+std::vector<float> product(const std::vector<float>& x, const std::vector<float>& w) {
+  std::vector<float> y(kRows * kOut);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t n = 0; n < kOut; ++n) {
+      double sum = 0;
+      for (int64_t k = 0; k < kIn; ++k) sum += double{x[r * kIn + k]} * w[n * kIn + k];
+      y[r * kOut + n] = static_cast<float>(sum);
+    }
+  }
+  return y;
+}
+
+class AutocastProductsTest : public ::testing::TestWithParam<testing::DeviceOperands> {};
+
+TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const std::vector<float> x_values = random_values(kRows * kIn, 40),
+                           gate_w = random_values(kOut * kIn, 41),
+                           up_w = random_values(kOut * kIn, 42);
+  graph::Builder b;
+  b.autocast(c.operands);
+  const auto x = b.input("x", {2, kRows / 2, kIn}, DType::f32);
+  const auto gate =
+      b.autocast_linear(x, b.weight("gate", Tensor::from_vector<float>(gate_w, {kOut, kIn})));
+  const auto up =
+      b.autocast_linear(x, b.weight("up", Tensor::from_vector<float>(up_w, {kOut, kIn})));
+  b.output(gate);
+  b.output(b.mul(b.silu(gate), up));
+  const graph::Graph g = b.finish();
+  EXPECT_EQ(g.nodes[static_cast<size_t>(gate)].dtype, c.operands);
+
+  // The products read x and the weights as the backend holds them, and write their dtype.
+  const std::vector<float> x_read = rounded(x_values, c.operands);
+  const std::vector<float> gate_want =
+                               rounded(product(x_read, rounded(gate_w, c.operands)), c.operands),
+                           up_want =
+                               rounded(product(x_read, rounded(up_w, c.operands)), c.operands);
+  std::vector<float> gated_want(gate_want.size());
+  for (size_t i = 0; i < gated_want.size(); ++i) {
+    const double v = gate_want[i];
+    gated_want[i] = static_cast<float>(v / (1 + std::exp(-v)) * up_want[i]);
+  }
+  // bf16: the product accumulates in f32 before it rounds, so it may land one bf16 step away from
+  // the double sum's rounding; f32: the order of the sum.
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  graph::Backend& backend = graph::backend_for(testing::device_of(c));
+  const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {2, kRows / 2, kIn})};
+  for (const bool eager : {false, true}) {
+    const std::vector<Tensor> out =
+        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
+    const std::string how = eager ? "eager" : "compiled";
+    EXPECT_EQ(out[0].dtype(), c.operands) << how;
+    expect_close(out[0].to(kCpu).to_f32_vector(), gate_want, tol, how + " gate");
+    expect_close(out[1].to(kCpu).to_f32_vector(), gated_want, tol, how + " silu(gate) * up");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AutocastProductsTest, testing::every_device_and_operands(),
+                         testing::device_and_operands_name);
+
+}  // namespace
+}  // namespace tfm
