@@ -104,6 +104,14 @@ BackwardReads read_by_backward(const Graph& graph, const std::vector<Seed>& seed
       reads.unfused[u] = reads.unfused[u] || all.nodes[i].op != Op::kElementwise;
     }
   }
+  // What a view or reshape of a value is read by, the value is read by: made again, the view
+  // would need it written out.
+  for (size_t i = forward_size; i-- > 0;) {
+    const Node& n = graph.nodes[i];
+    if ((n.op == Op::kReshape || n.op == Op::kView) && reads.unfused[i]) {
+      reads.unfused[static_cast<size_t>(n.inputs[0])] = true;
+    }
+  }
   return reads;
 }
 

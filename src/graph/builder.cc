@@ -449,7 +449,9 @@ ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_l
   }
   const ValueId id =
       add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
-  graph_.nodes.back().in_place = in_place;
+  // Its f32 gradient fits over f32 logits only; over bf16 ones (autocast) it takes a buffer of
+  // its own.
+  graph_.nodes.back().in_place = in_place && node(logits).dtype == DType::f32;
   return id;
 }
 

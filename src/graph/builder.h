@@ -33,8 +33,8 @@ class Builder {
   // `residual` (of the output's shape, f32) is added to the product as it is written.
   ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
   // linear(x, w, bias) whose output, under autocast and without a bias, comes out in the autocast
-  // dtype, as torch.autocast's products do: for values only elementwise chains read (which widen
-  // what they load).
+  // dtype, as torch.autocast's products do: for values that only steps widening what they load
+  // read (elementwise chains, the loss).
   ValueId autocast_linear(ValueId x, ValueId w, ValueId bias = -1);
   // silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x); the biases both given or
   // both -1.
@@ -110,7 +110,8 @@ class Builder {
   ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
                          float scale);
-  // `in_place`: written over `logits`, which nothing may read afterwards.
+  // `in_place`: written over `logits` (f32 ones; bf16 logits keep theirs), which nothing may read
+  // afterwards.
   ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
                              bool in_place = false);
   // A node computing what `like` computes, from `inputs` (values equal to like's own inputs): a

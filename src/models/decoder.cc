@@ -189,7 +189,8 @@ LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets,
   std::vector<ValueId> dx;
   for (int64_t first = 0; first < rows; first += chunk_rows) {
     const int64_t count = std::min(chunk_rows, rows - first);
-    const ValueId logits = b.linear(b.view(flat_x, first * hidden, {count, hidden}), head);
+    // Under autocast the logits come out in bf16, as torch's do; the loss widens them.
+    const ValueId logits = b.autocast_linear(b.view(flat_x, first * hidden, {count, hidden}), head);
     const ValueId chunk_loss = loss_of(b, logits, b.view(flat_targets, first, {count}), tp);
     // What autodiff does for these two nodes, done while this chunk's logits exist.
     const ops::InputGrads d_logits = ops::backward(b, b.node(chunk_loss), loss_scale);
@@ -253,7 +254,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
   const ValueId head = lm_head(b, w, embed);
   if (!with_grads) {
-    b.output(loss_of(b, b.linear(x, head), targets, tp));
+    b.output(loss_of(b, b.autocast_linear(x, head), targets, tp));
     return b.finish();
   }
   const int64_t vocab = b.shape(head)[0];

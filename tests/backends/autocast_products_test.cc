@@ -1,8 +1,8 @@
-// The MLP's gate and up products as training builds them (graph::Builder::autocast_linear): under
-// bf16 autocast they come out in bf16, as torch.autocast's do, and the SiLU gating widens them as
-// it loads them; without autocast they stay f32. On each backend (CUDA skipped, and said so, where
-// absent), compiled and eager, against the closed form summed in double (rounded to bf16 where
-// the product's output is).
+// The products training builds with graph::Builder::autocast_linear (the MLP's gate and up, the
+// output layer): under bf16 autocast they come out in bf16, as torch.autocast's do, and the SiLU
+// gating and the loss widen them as they load them; without autocast they stay f32. On each
+// backend (CUDA skipped, and said so, where absent), compiled and eager, against the closed forms
+// summed in double (from the products rounded to bf16 where their output is).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"
+#include "ops/reference.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
 
@@ -78,6 +79,55 @@ TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
     EXPECT_EQ(out[0].dtype(), c.operands) << how;
     expect_close(out[0].to(kCpu).to_f32_vector(), gate_want, tol, how + " gate");
     expect_close(out[1].to(kCpu).to_f32_vector(), gated_want, tol, how + " silu(gate) * up");
+  }
+}
+
+// The loss and its gradient over a bf16 output layer's logits: the logits' own buffer stays theirs
+// (an f32 gradient would not fit over them).
+TEST_P(AutocastProductsTest, TheLossReadsLogitsInTheAutocastDtype) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const std::vector<float> x_values = random_values(kRows * kIn, 43),
+                           head = random_values(kOut * kIn, 44, -3.f, 3.f);
+  const std::vector<int32_t> targets = {3, 15, graph::kIgnoreIndex, 0, 7, 7, 9, 1, 12, 4};
+  const float d_loss = 0.125f;
+  graph::Builder b;
+  b.autocast(c.operands);
+  const auto x = b.input("x", {kRows, kIn}, DType::f32);
+  const auto ids = b.input("targets", {kRows}, DType::i32);
+  const auto scale = b.input("d_loss", {1}, DType::f32);
+  const auto logits =
+      b.autocast_linear(x, b.weight("head", Tensor::from_vector<float>(head, {kOut, kIn})));
+  b.output(b.cross_entropy(logits, ids));
+  b.output(b.cross_entropy_grad(logits, ids, scale, true));
+  const graph::Graph g = b.finish();
+  EXPECT_EQ(g.nodes.back().in_place, c.operands == DType::f32);
+
+  const std::vector<float> held =
+      rounded(product(rounded(x_values, c.operands), rounded(head, c.operands)), c.operands);
+  const double loss_want = ops::reference::cross_entropy(held.data(), targets.data(), kRows, kOut);
+  std::vector<float> grad_want(held.size(), 0.f);
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (targets[r] == graph::kIgnoreIndex) continue;
+    double sum = 0;
+    for (int64_t v = 0; v < kOut; ++v) sum += std::exp(double{held[r * kOut + v]});
+    for (int64_t v = 0; v < kOut; ++v) {
+      const double p = std::exp(double{held[r * kOut + v]}) / sum;
+      grad_want[r * kOut + v] = static_cast<float>((p - (v == targets[r])) * d_loss);
+    }
+  }
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  graph::Backend& backend = graph::backend_for(testing::device_of(c));
+  const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {kRows, kIn}),
+                                   Tensor::from_vector<int32_t>(targets, {kRows}),
+                                   Tensor::from_vector<float>({d_loss}, {1})};
+  for (const bool eager : {false, true}) {
+    const std::vector<Tensor> out =
+        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
+    const std::string how = eager ? "eager" : "compiled";
+    expect_close(out[0].to(kCpu).to_f32_vector(), {static_cast<float>(loss_want)}, tol,
+                 how + " loss");
+    expect_close(out[1].to(kCpu).to_f32_vector(), grad_want, tol, how + " d logits");
   }
 }
 

@@ -166,6 +166,32 @@ TEST(LossKernels, Gradient) {
   }
 }
 
+// bf16 logits (autocast's output layer), widened as they are read: the loss and gradient of the
+// values they hold, as the f32 kernels give for those values in f32.
+TEST(LossKernels, Bf16LogitsLossAndGradient) {
+  const std::vector<int32_t> targets = {17, kIgnore, 0, kVocab - 1, 1234};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const std::vector<__nv_bfloat16> narrow = testing::to_bf16(logits_for(rows));
+  const std::vector<float> held = testing::widened(narrow);
+  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    row_loss_kernel(narrow.data(), targets.data(), kIgnore, kVocab, per_row.data());
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    const double want =
+        ops::reference::cross_entropy(held.data() + r * kVocab, targets.data() + r, 1, kVocab);
+    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
+  }
+  const float d_loss = 0.25f;
+  const std::vector<float> want = closed_form_grad(held, targets, d_loss);
+  std::vector<float> d_logits(held.size(), -7.f);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(narrow.data(), targets.data(), kIgnore, &d_loss, kVocab,
+                              d_logits.data());
+  });
+  expect_close(d_logits, want, 1e-5f, "d logits from bf16 logits");
+}
+
 TEST(LossKernels, GradientOfATargetOutsideTheVocabularyIsNan) {
   const std::vector<int32_t> targets = {-1, 5, kVocab};
   const int64_t rows = static_cast<int64_t>(targets.size());

@@ -56,11 +56,21 @@ struct VocabShard {
 // Training: the cross-entropy sum over rows whose target is not graph::kIgnoreIndex, and the
 // backward kernels of each forward op (see graph::Op for their meaning). With a `shard`, the
 // logits are this rank's columns; the softmax statistics and the loss are combined over the group.
-void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                   float* loss_sum, const VocabShard* shard = nullptr);
-// d_logits: f32 (which may be `logits` itself) or bf16 (graph::fold_casts) of its own.
-void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, void* d_logits, DType out_dtype,
+// The logits are f32, or bf16 (autocast's output layer), rows of `vocab`.
+struct Logits {
+  const void* data;
+  DType dtype;
+  int64_t vocab;
+
+  // Row r as f32: where it lies, or widened into `wide`.
+  const float* row(int64_t r, std::vector<float>& wide) const;
+  float at(int64_t r, int64_t column) const;
+};
+void cross_entropy(const Logits& logits, const int32_t* targets, int64_t rows, float* loss_sum,
+                   const VocabShard* shard = nullptr);
+// d_logits: f32 (which may be f32 logits themselves) or bf16 (graph::fold_casts) of its own.
+void cross_entropy_grad(const Logits& logits, const int32_t* targets, const float* d_loss,
+                        int64_t rows, void* d_logits, DType out_dtype,
                         const VocabShard* shard = nullptr);
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);

@@ -41,12 +41,12 @@ SoftmaxStats softmax_stats(const float* row, int64_t vocab) {
 
 // log(sum(exp(row))) of each row, over every rank's columns when the vocabulary is split: each
 // rank's (max, sum) are gathered and rescaled to the largest max.
-std::vector<float> log_sum_exp(const float* logits, int64_t rows, int64_t vocab,
-                               const VocabShard* shard) {
+std::vector<float> log_sum_exp(const Logits& logits, int64_t rows, const VocabShard* shard) {
   std::vector<SoftmaxStats> stats(static_cast<size_t>(rows));
-#pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
+#pragma omp parallel for schedule(static) if (rows * logits.vocab > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
-    stats[static_cast<size_t>(r)] = softmax_stats(logits + r * vocab, vocab);
+    thread_local std::vector<float> wide;
+    stats[static_cast<size_t>(r)] = softmax_stats(logits.row(r, wide), logits.vocab);
   }
   std::vector<float> lse(static_cast<size_t>(rows));
   if (!shard) {
@@ -88,32 +88,52 @@ int64_t full_vocab(int64_t vocab, const VocabShard* shard) {
 
 }  // namespace
 
-void cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                   float* loss_sum, const VocabShard* shard) {
+const float* Logits::row(int64_t r, std::vector<float>& wide) const {
+  const size_t offset = static_cast<size_t>(r * vocab) * dtype_size(dtype);
+  if (dtype == DType::f32)
+    return reinterpret_cast<const float*>(static_cast<const char*>(data) + offset);
+  wide.resize(static_cast<size_t>(vocab));
+  convert_elements(static_cast<const char*>(data) + offset, dtype, wide.data(), DType::f32,
+                   static_cast<size_t>(vocab));
+  return wide.data();
+}
+
+float Logits::at(int64_t r, int64_t column) const {
+  float value;
+  convert_elements(
+      static_cast<const char*>(data) + static_cast<size_t>(r * vocab + column) * dtype_size(dtype),
+      dtype, &value, DType::f32, 1);
+  return value;
+}
+
+void cross_entropy(const Logits& logits, const int32_t* targets, int64_t rows, float* loss_sum,
+                   const VocabShard* shard) {
+  const int64_t vocab = logits.vocab;
   check_targets(targets, rows, full_vocab(vocab, shard));
-  const std::vector<float> lse = log_sum_exp(logits, rows, vocab, shard);
+  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
   // Each row's loss counts once: on the rank that holds its target.
   double total = 0;  // in row order, so the sum does not depend on the thread count
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == graph::kIgnoreIndex) continue;
     const int64_t column = local_column(targets[r], vocab, shard);
-    if (column >= 0) total += double{lse[static_cast<size_t>(r)]} - logits[r * vocab + column];
+    if (column >= 0) total += double{lse[static_cast<size_t>(r)]} - logits.at(r, column);
   }
   *loss_sum = static_cast<float>(total);
   if (shard) shard->group->all_reduce_sum(loss_sum, 1);
 }
 
-void cross_entropy_grad(const float* logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, int64_t vocab, void* d_logits, DType out_dtype,
-                        const VocabShard* shard) {
+void cross_entropy_grad(const Logits& logits, const int32_t* targets, const float* d_loss,
+                        int64_t rows, void* d_logits, DType out_dtype, const VocabShard* shard) {
+  const int64_t vocab = logits.vocab;
   check_targets(targets, rows, full_vocab(vocab, shard));
   const float scale = *d_loss;
-  const std::vector<float> lse = log_sum_exp(logits, rows, vocab, shard);
+  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
   const bool narrowed = out_dtype != DType::f32;
   const size_t out_row_bytes = static_cast<size_t>(vocab) * dtype_size(out_dtype);
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * vocab;
+    thread_local std::vector<float> wide_in;
+    const float* row = logits.row(r, wide_in);
     void* dst = static_cast<char*>(d_logits) + static_cast<size_t>(r) * out_row_bytes;
     // A narrowed row is computed in f32 beside it, one row per thread at a time.
     thread_local std::vector<float> wide;

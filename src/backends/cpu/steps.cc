@@ -43,20 +43,19 @@ const float* f32_operand(const void* data, DType dtype, int64_t count, std::vect
 
 // A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst)
 // writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit` floats
-// each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats (or
-// `min_block` units, when more) narrowed into it after each call, so no f32 copy of the whole
-// result is ever held.
+// each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
+// narrowed into it after each call, so no f32 copy of the whole result is ever held.
 constexpr int64_t kNarrowedBlock = int64_t{1} << 16;
 
 template <typename Compute>
 std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs, int64_t unit,
-                                  Compute compute, int64_t min_block = 1) {
+                                  Compute compute) {
   const int64_t units = shape_numel(n.shape) / unit;
   if (n.dtype == DType::f32) {
     return [=, &ptrs]() mutable { compute(0, units, static_cast<float*>(ptrs[out])); };
   }
   const DType dtype = n.dtype;
-  const int64_t block = std::max(min_block, kNarrowedBlock / unit);
+  const int64_t block = std::max<int64_t>(1, kNarrowedBlock / unit);
   return [=, &ptrs, rows = std::vector<float>()]() mutable {
     rows.resize(static_cast<size_t>(block * unit));
     for (int64_t first = 0; first < units; first += block) {
@@ -102,24 +101,41 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kLinear: {
       const Node& w = in(1);
       const DType dt = w.dtype;
-      const int64_t nn = w.shape[0], k = w.shape[1];
+      const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
       const bool has_bias = graph::has_bias(n), has_residual = n.residual;
       const DType x_dtype = in(0).dtype;
-      const size_t x_size = dtype_size(x_dtype);
-      // A block of rows at a time when the output is bf16 (graph::Builder::autocast_linear),
-      // enough of them for the product to run at the speed of a whole one.
-      constexpr int64_t kProductRows = 512;
-      return with_output(
-          n, out, ptrs, nn,
-          [=, &ptrs](int64_t first, int64_t rows, float* dst) {
-            std::vector<float> widened;
-            const float* x =
-                f32_operand(static_cast<const char*>(ptrs[args[0]]) + first * k * x_size, x_dtype,
-                            rows * k, widened);
-            linear(x, ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, rows, nn, k, dst);
-            if (has_residual) add_into(dst, f(args.back()) + first * nn, rows * nn);
-          },
-          kProductRows);
+      if (n.dtype == DType::f32) {
+        return [=, &ptrs] {
+          std::vector<float> widened;
+          const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+          linear(x, ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
+          if (has_residual) add_into(f(out), f(args.back()), m * nn);
+        };
+      }
+      // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) is computed a
+      // block of columns at a time, so each weight row is read (and widened) once and no f32 copy
+      // of the whole output is held; each block is narrowed into its place in the rows.
+      const DType out_dtype = n.dtype;
+      const size_t w_row_bytes = static_cast<size_t>(k) * dtype_size(dt),
+                   out_size = dtype_size(out_dtype);
+      constexpr int64_t kBlockFloats = int64_t{1} << 22;
+      const int64_t cols = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, nn);
+      return [=, &ptrs] {
+        std::vector<float> widened, block(static_cast<size_t>(m * cols));
+        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        for (int64_t first = 0; first < nn; first += cols) {
+          const int64_t width = std::min(cols, nn - first);
+          linear(x, static_cast<const char*>(ptrs[args[1]]) + first * w_row_bytes, dt, nullptr, m,
+                 width, k, block.data());
+          auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
+#pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
+          for (int64_t r = 0; r < m; ++r) {
+            convert_elements(block.data() + r * width, DType::f32,
+                             dst + static_cast<size_t>(r * nn) * out_size, out_dtype,
+                             static_cast<size_t>(width));
+          }
+        }
+      };
     }
     case Op::kGatedLinear: {
       const DType dt = in(1).dtype, x_dtype = in(0).dtype;
@@ -247,17 +263,22 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       // Inputs in bf16 (autocast's products) are widened a block at a time as they are read.
       std::vector<DType> dtypes;
       for (size_t i = 0; i < args.size(); ++i) dtypes.push_back(in(i).dtype);
-      std::vector<const float*> inputs(args.size());
-      std::vector<std::vector<float>> widened(args.size());
-      return with_output(n, out, ptrs, 1,
-                         [=, &ptrs](int64_t first, int64_t length, float* dst) mutable {
-                           for (size_t i = 0; i < args.size(); ++i) {
-                             const auto* at = static_cast<const char*>(ptrs[args[i]]) +
-                                              first * static_cast<int64_t>(dtype_size(dtypes[i]));
-                             inputs[i] = f32_operand(at, dtypes[i], length, widened[i]);
-                           }
-                           elementwise(program, inputs.data(), length, dst);
-                         });
+      const bool narrow_inputs =
+          std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
+      return with_output(n, out, ptrs, 1, [=, &ptrs](int64_t first, int64_t length, float* dst) {
+        std::vector<const float*> inputs(args.size());
+        std::vector<std::vector<float>> widened(args.size());
+        const int64_t block = narrow_inputs ? kNarrowedBlock : length;
+        for (int64_t begin = first; begin < first + length; begin += block) {
+          const int64_t count = std::min(block, first + length - begin);
+          for (size_t i = 0; i < args.size(); ++i) {
+            const auto* at = static_cast<const char*>(ptrs[args[i]]) +
+                             begin * static_cast<int64_t>(dtype_size(dtypes[i]));
+            inputs[i] = f32_operand(at, dtypes[i], count, widened[i]);
+          }
+          elementwise(program, inputs.data(), count, dst + (begin - first));
+        }
+      });
     }
     case Op::kCast: {
       const DType from = in(0).dtype, to = n.dtype;
@@ -320,16 +341,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     }
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
-      return [=] { cross_entropy(f(args[0]), i32(args[1]), rows, vocab, f(out), shard.get()); };
+      const DType logits_dtype = in(0).dtype;
+      return [=, &ptrs] {
+        cross_entropy({ptrs[args[0]], logits_dtype, vocab}, i32(args[1]), rows, f(out),
+                      shard.get());
+      };
     }
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const bool in_place = n.in_place;
-      const DType dtype = n.dtype;
+      const DType dtype = n.dtype, logits_dtype = in(0).dtype;
       return [=, &ptrs] {
         if (in_place) ptrs[out] = ptrs[args[0]];
-        cross_entropy_grad(f(args[0]), i32(args[1]), f(args[2]), rows, vocab, ptrs[out], dtype,
-                           shard.get());
+        cross_entropy_grad({ptrs[args[0]], logits_dtype, vocab}, i32(args[1]), f(args[2]), rows,
+                           ptrs[out], dtype, shard.get());
       };
     }
     case Op::kEmbeddingGrad: {

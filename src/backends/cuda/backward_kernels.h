@@ -20,16 +20,17 @@ void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scra
 // loss_sum[0] = the sum over rows whose target is not `ignore` (graph::kIgnoreIndex, which device
 // code cannot include) of -log softmax(logits[r])[target], rows added in a fixed order. A target
 // outside the vocabulary (the cpu throws) makes the loss and its row's gradient NaN instead of
-// reading outside the row.
+// reading outside the row. The logits are f32, or bf16 (autocast's output layer).
 size_t cross_entropy_scratch_bytes(int64_t rows);
-void cross_entropy(const float* logits, const int32_t* targets, int32_t ignore, int64_t rows,
-                   int64_t vocab, float* loss_sum, void* scratch, cudaStream_t stream);
+void cross_entropy(const void* logits, DType logits_dtype, const int32_t* targets, int32_t ignore,
+                   int64_t rows, int64_t vocab, float* loss_sum, void* scratch,
+                   cudaStream_t stream);
 // d_logits = d_loss[0] * (softmax(logits) - one_hot(target)); zero rows for ignored targets.
-// d_logits: f32 (which may be `logits` itself), or bf16 for the backward products' operand
-// (graph::fold_casts), in a buffer of its own.
-void cross_entropy_grad(const float* logits, const int32_t* targets, int32_t ignore,
-                        const float* d_loss, int64_t rows, int64_t vocab, void* d_logits,
-                        DType out_dtype, cudaStream_t stream);
+// d_logits: f32 (which may be f32 `logits` themselves), or bf16 for the backward products'
+// operand (graph::fold_casts), in a buffer of its own.
+void cross_entropy_grad(const void* logits, DType logits_dtype, const int32_t* targets,
+                        int32_t ignore, const float* d_loss, int64_t rows, int64_t vocab,
+                        void* d_logits, DType out_dtype, cudaStream_t stream);
 
 // d_table [vocab, hidden] = the sum of dy's rows by token id, added in token order.
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,

@@ -15,11 +15,13 @@ constexpr int kThreads = 512;
 // each thread keeps the largest value it has seen and its sum of exp(x - that), in double,
 // rescaled when the largest grows; the block then brings every thread's sum to the row's max.
 // As on the cpu, the result is float(log(double sum)) + max; a NaN or +inf anywhere gives NaN.
-__device__ float row_log_sum_exp(const float* row, int64_t vocab) {
+// Logits L are f32, or bf16 (autocast's output layer), widened as they are read.
+template <typename L>
+__device__ float row_log_sum_exp(const L* row, int64_t vocab) {
   float max = -INFINITY;
   double sum = 0;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float x = row[v];
+    const float x = widen(row[v]);
     if (x > max) {
       sum *= exp(static_cast<double>(max) - x);  // 0 while nothing was seen (max -inf)
       max = x;
@@ -38,8 +40,9 @@ __device__ __forceinline__ bool in_vocab(int32_t target, int64_t vocab) {
 }
 
 // Each row's loss into `per_row` (0 for an ignored target), summed by sum_kernel.
+template <typename L>
 __global__ void __launch_bounds__(kThreads)
-    row_loss_kernel(const float* __restrict__ logits, const int32_t* __restrict__ targets,
+    row_loss_kernel(const L* __restrict__ logits, const int32_t* __restrict__ targets,
                     int32_t ignore, int64_t vocab, double* __restrict__ per_row) {
   const int64_t r = blockIdx.x;
   const int32_t target = targets[r];
@@ -48,9 +51,9 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) per_row[r] = target == ignore ? 0.0 : nan("");
     return;
   }
-  const float* row = logits + r * vocab;
+  const L* row = logits + r * vocab;
   const float lse = row_log_sum_exp(row, vocab);
-  if (threadIdx.x == 0) per_row[r] = static_cast<double>(lse) - row[target];
+  if (threadIdx.x == 0) per_row[r] = static_cast<double>(lse) - widen(row[target]);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -64,11 +67,10 @@ __global__ void __launch_bounds__(kThreads)
 // `d_logits` may be `logits` itself (f32): each thread reads an element before writing it, and
 // the reductions that read the whole row finish (block_reduce synchronizes) before any write. A
 // bf16 `d_logits` (graph::fold_casts: the backward products' operand) has a buffer of its own.
-template <typename Out>
+template <typename L, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_grad_kernel(const float* logits, const int32_t* __restrict__ targets,
-                              int32_t ignore, const float* __restrict__ d_loss, int64_t vocab,
-                              Out* d_logits) {
+    cross_entropy_grad_kernel(const L* logits, const int32_t* __restrict__ targets, int32_t ignore,
+                              const float* __restrict__ d_loss, int64_t vocab, Out* d_logits) {
   const int64_t r = blockIdx.x;
   const int32_t target = targets[r];
   Out* out = d_logits + r * vocab;
@@ -77,11 +79,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[v] = fill;
     return;
   }
-  const float* row = logits + r * vocab;
+  const L* row = logits + r * vocab;
   const float lse = row_log_sum_exp(row, vocab);
   const float scale = *d_loss;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float p = expf(row[v] - lse) * scale;
+    const float p = expf(widen(row[v]) - lse) * scale;
     out[v] = narrow<Out>(v == target ? p - scale : p);
   }
 }

@@ -144,18 +144,19 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     }
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      const DType logits_dtype = in(0).dtype;
       return [=](StepContext& c) {
-        cross_entropy(f32_at(c, args[0]), i32_at(c, args[1]), graph::kIgnoreIndex, rows, vocab,
-                      f32_at(c, out), c.scratch, c.stream);
+        cross_entropy(c.ptrs[args[0]], logits_dtype, i32_at(c, args[1]), graph::kIgnoreIndex, rows,
+                      vocab, f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kCrossEntropyGrad: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const bool in_place = n.in_place;
-      const DType dtype = n.dtype;
+      const DType dtype = n.dtype, logits_dtype = in(0).dtype;
       return [=](StepContext& c) {
         if (in_place) c.ptrs[out] = c.ptrs[args[0]];
-        cross_entropy_grad(f32_at(c, args[0]), i32_at(c, args[1]), graph::kIgnoreIndex,
+        cross_entropy_grad(c.ptrs[args[0]], logits_dtype, i32_at(c, args[1]), graph::kIgnoreIndex,
                            f32_at(c, args[2]), rows, vocab, c.ptrs[out], dtype, c.stream);
       };
     }
