@@ -258,10 +258,11 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
     return b.finish();
   }
   const int64_t vocab = b.shape(head)[0];
-  const int64_t rows =
-      loss_chunk_rows > 0
-          ? loss_chunk_rows
-          : std::max<int64_t>(1, kLossChunkBytes / (vocab * static_cast<int64_t>(sizeof(float))));
+  // The logits come out in the autocast dtype (Builder::autocast_linear).
+  const auto logit_bytes = static_cast<int64_t>(dtype_size(autocast));
+  const int64_t rows = loss_chunk_rows > 0
+                           ? loss_chunk_rows
+                           : std::max<int64_t>(1, kLossChunkBytes / (vocab * logit_bytes));
   const LossHead loss = chunked_loss_head(b, x, head, targets, loss_scale, rows, tp);
   b.output(loss.loss);
 

@@ -115,11 +115,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) is computed a
       // block of columns at a time, so each weight row is read (and widened) once and no f32 copy
       // of the whole output is held; each block is narrowed into its place in the rows.
+      if (has_bias || has_residual) {
+        throw Error("[linear] a " + std::string(dtype_name(n.dtype)) +
+                    " product takes no residual or bias");
+      }
       const DType out_dtype = n.dtype;
       const size_t w_row_bytes = static_cast<size_t>(k) * dtype_size(dt),
                    out_size = dtype_size(out_dtype);
       constexpr int64_t kBlockFloats = int64_t{1} << 22;
-      const int64_t cols = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, nn);
+      const int64_t cols =
+          std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
       return [=, &ptrs] {
         std::vector<float> widened, block(static_cast<size_t>(m * cols));
         const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
@@ -260,25 +265,30 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
-      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read.
       std::vector<DType> dtypes;
       for (size_t i = 0; i < args.size(); ++i) dtypes.push_back(in(i).dtype);
-      const bool narrow_inputs =
-          std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
-      return with_output(n, out, ptrs, 1, [=, &ptrs](int64_t first, int64_t length, float* dst) {
-        std::vector<const float*> inputs(args.size());
-        std::vector<std::vector<float>> widened(args.size());
-        const int64_t block = narrow_inputs ? kNarrowedBlock : length;
-        for (int64_t begin = first; begin < first + length; begin += block) {
-          const int64_t count = std::min(block, first + length - begin);
-          for (size_t i = 0; i < args.size(); ++i) {
-            const auto* at = static_cast<const char*>(ptrs[args[i]]) +
-                             begin * static_cast<int64_t>(dtype_size(dtypes[i]));
-            inputs[i] = f32_operand(at, dtypes[i], count, widened[i]);
-          }
-          elementwise(program, inputs.data(), count, dst + (begin - first));
-        }
-      });
+      std::vector<const float*> inputs(args.size());
+      if (std::all_of(dtypes.begin(), dtypes.end(), [](DType d) { return d == DType::f32; })) {
+        return with_output(n, out, ptrs, 1, [=](int64_t first, int64_t length, float* dst) mutable {
+          for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]) + first;
+          elementwise(program, inputs.data(), length, dst);
+        });
+      }
+      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read.
+      return with_output(n, out, ptrs, 1,
+                         [=, &ptrs, widened = std::vector<std::vector<float>>(args.size())](
+                             int64_t first, int64_t length, float* dst) mutable {
+                           for (int64_t begin = first; begin < first + length;
+                                begin += kNarrowedBlock) {
+                             const int64_t count = std::min(kNarrowedBlock, first + length - begin);
+                             for (size_t i = 0; i < args.size(); ++i) {
+                               const auto* at = static_cast<const char*>(ptrs[args[i]]) +
+                                                begin * static_cast<int64_t>(dtype_size(dtypes[i]));
+                               inputs[i] = f32_operand(at, dtypes[i], count, widened[i]);
+                             }
+                             elementwise(program, inputs.data(), count, dst + (begin - first));
+                           }
+                         });
     }
     case Op::kCast: {
       const DType from = in(0).dtype, to = n.dtype;
