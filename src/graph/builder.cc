@@ -449,9 +449,10 @@ ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_l
   }
   const ValueId id =
       add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
-  // Its f32 gradient fits over f32 logits only; over bf16 ones (autocast) it takes a buffer of
-  // its own.
-  graph_.nodes.back().in_place = in_place && node(logits).dtype == DType::f32;
+  // Written over bf16 logits (autocast's), the gradient is bf16 too: what the backward products
+  // read, rounded once.
+  if (in_place) graph_.nodes.back().dtype = node(logits).dtype;
+  graph_.nodes.back().in_place = in_place;
   return id;
 }
 

@@ -110,8 +110,7 @@ class Builder {
   ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
                          float scale);
-  // `in_place`: written over `logits` (f32 ones; bf16 logits keep theirs), which nothing may read
-  // afterwards.
+  // `in_place`: written over `logits`, in their dtype, which nothing may read afterwards.
   ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
                              bool in_place = false);
   // A node computing what `like` computes, from `inputs` (values equal to like's own inputs): a

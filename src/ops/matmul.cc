@@ -23,7 +23,7 @@ namespace tfm::ops {
 // operands (autocast) take dy in bf16 too, as torch's autocast backward does.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const DType operands = b.node(n.inputs[0]).dtype;
-  const graph::ValueId dy_operand = operands == DType::f32 ? dy : b.cast(dy, operands);
+  const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
   InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1]),
                    b.linear_grad_weight(dy_operand, n.inputs[0])};
   if (n.inputs.size() > (n.residual ? 3u : 2u)) grads.push_back(b.reduce_rows(dy));

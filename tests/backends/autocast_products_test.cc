@@ -82,8 +82,8 @@ TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
   }
 }
 
-// The loss and its gradient over a bf16 output layer's logits: the logits' own buffer stays theirs
-// (an f32 gradient would not fit over them).
+// The loss and its gradient over a bf16 output layer's logits, the gradient written over them in
+// their dtype.
 TEST_P(AutocastProductsTest, TheLossReadsLogitsInTheAutocastDtype) {
   const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
@@ -101,7 +101,8 @@ TEST_P(AutocastProductsTest, TheLossReadsLogitsInTheAutocastDtype) {
   b.output(b.cross_entropy(logits, ids));
   b.output(b.cross_entropy_grad(logits, ids, scale, true));
   const graph::Graph g = b.finish();
-  EXPECT_EQ(g.nodes.back().in_place, c.operands == DType::f32);
+  EXPECT_TRUE(g.nodes.back().in_place);
+  EXPECT_EQ(g.nodes.back().dtype, c.operands);
 
   const std::vector<float> held =
       rounded(product(rounded(x_values, c.operands), rounded(head, c.operands)), c.operands);
