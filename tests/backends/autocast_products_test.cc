@@ -24,13 +24,14 @@ using testing::rounded;
 constexpr int64_t kRows = 10, kIn = 24, kOut = 16;
 
 // x [rows, in] · w [out, in]^T, summed in double.
-std::vector<float> product(const std::vector<float>& x, const std::vector<float>& w) {
-  std::vector<float> y(kRows * kOut);
-  for (int64_t r = 0; r < kRows; ++r) {
-    for (int64_t n = 0; n < kOut; ++n) {
+std::vector<float> product(const std::vector<float>& x, const std::vector<float>& w,
+                           int64_t rows = kRows, int64_t in = kIn, int64_t out = kOut) {
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t n = 0; n < out; ++n) {
       double sum = 0;
-      for (int64_t k = 0; k < kIn; ++k) sum += double{x[r * kIn + k]} * w[n * kIn + k];
-      y[r * kOut + n] = static_cast<float>(sum);
+      for (int64_t k = 0; k < in; ++k) sum += double{x[r * in + k]} * w[n * in + k];
+      y[r * out + n] = static_cast<float>(sum);
     }
   }
   return y;
@@ -80,6 +81,32 @@ TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
     expect_close(out[0].to(kCpu).to_f32_vector(), gate_want, tol, how + " gate");
     expect_close(out[1].to(kCpu).to_f32_vector(), gated_want, tol, how + " silu(gate) * up");
   }
+}
+
+// A product wider than the CPU's block of columns (4M floats over its rows: two blocks here), with
+// rows of an odd number of bf16 values (cuBLASLt's D rows 2-byte aligned).
+TEST_P(AutocastProductsTest, AWideProductComesOutWhole) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  constexpr int64_t kWideRows = 600, kWideIn = 8, kWideOut = 7001;
+  const std::vector<float> x_values = random_values(kWideRows * kWideIn, 45),
+                           w_values = random_values(kWideOut * kWideIn, 46);
+  graph::Builder b;
+  b.autocast(c.operands);
+  const auto x = b.input("x", {kWideRows, kWideIn}, DType::f32);
+  b.output(b.autocast_linear(
+      x, b.weight("w", Tensor::from_vector<float>(w_values, {kWideOut, kWideIn}))));
+  const graph::Graph g = b.finish();
+  const std::vector<float> want =
+      rounded(product(rounded(x_values, c.operands), rounded(w_values, c.operands), kWideRows,
+                      kWideIn, kWideOut),
+              c.operands);
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  const std::vector<Tensor> out =
+      graph::backend_for(testing::device_of(c))
+          .compile(graph::plan_graph(g))
+          ->run({Tensor::from_vector<float>(x_values, {kWideRows, kWideIn})});
+  expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, "wide product");
 }
 
 // The loss and its gradient over a bf16 output layer's logits, the gradient written over them in
