@@ -93,7 +93,7 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
 
 ValueId Builder::autocast_linear(ValueId x, ValueId w, ValueId bias) {
   const ValueId y = linear(x, w, bias);
-  if (autocast_ != DType::f32 && bias < 0) graph_.nodes.back().dtype = autocast_;
+  if (autocast_ != DType::f32 && bias < 0) graph_.nodes[static_cast<size_t>(y)].dtype = autocast_;
   return y;
 }
 
