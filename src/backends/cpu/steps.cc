@@ -267,20 +267,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::ElementwiseProgram program = n.program;
       std::vector<DType> dtypes;
       for (size_t i = 0; i < args.size(); ++i) dtypes.push_back(in(i).dtype);
-      std::vector<const float*> inputs(args.size());
-      if (std::all_of(dtypes.begin(), dtypes.end(), [](DType d) { return d == DType::f32; })) {
-        return with_output(n, out, ptrs, 1, [=](int64_t first, int64_t length, float* dst) mutable {
-          for (size_t i = 0; i < args.size(); ++i) inputs[i] = f(args[i]) + first;
-          elementwise(program, inputs.data(), length, dst);
-        });
-      }
-      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read.
+      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read;
+      // f32 inputs are read where they lie, in one call.
+      const bool narrow_inputs =
+          std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
       return with_output(n, out, ptrs, 1,
-                         [=, &ptrs, widened = std::vector<std::vector<float>>(args.size())](
+                         [=, &ptrs, inputs = std::vector<const float*>(args.size()),
+                          widened = std::vector<std::vector<float>>(args.size())](
                              int64_t first, int64_t length, float* dst) mutable {
-                           for (int64_t begin = first; begin < first + length;
-                                begin += kNarrowedBlock) {
-                             const int64_t count = std::min(kNarrowedBlock, first + length - begin);
+                           const int64_t block =
+                               narrow_inputs ? kNarrowedBlock : std::max<int64_t>(length, 1);
+                           for (int64_t begin = first; begin < first + length; begin += block) {
+                             const int64_t count = std::min(block, first + length - begin);
                              for (size_t i = 0; i < args.size(); ++i) {
                                const auto* at = static_cast<const char*>(ptrs[args[i]]) +
                                                 begin * static_cast<int64_t>(dtype_size(dtypes[i]));
