@@ -63,6 +63,9 @@ void print_traffic(const tfm::graph::Plan& plan) {
     for (tfm::graph::ValueId in : n.inputs) {
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
     }
+    // A norm gradient that adds its weight's gradient into an accumulator writes that too.
+    if (n.adds_weight_grad)
+      step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs.back())]);
     step.flops = product_flops(plan.graph, n);
     for (Kind* k : {&kinds[std::string(tfm::graph::op_name(n.op)) + " " +
                            std::string(tfm::dtype_name(n.dtype))],

@@ -132,4 +132,25 @@ void fold_accumulations(Graph& graph) {
   }
 }
 
+void fold_norm_weight_grads(Graph& graph) {
+  const std::vector<bool> early = free_effects(graph);
+  for (ValueId& effect : graph.effects) {
+    Node& sums = graph.nodes[static_cast<size_t>(effect)];
+    if (sums.op != Op::kRmsNormGradWeight || !sums.in_place || !early[static_cast<size_t>(effect)])
+      continue;
+    const ValueId acc = sums.inputs[0], x = sums.inputs[1], dy = sums.inputs[2];
+    const auto grad = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
+      return n.op == Op::kRmsNormGradInput && !n.adds_weight_grad && n.inputs[0] == x &&
+             n.inputs[2] == dy && n.eps == sums.eps;
+    });
+    if (grad == graph.nodes.end()) continue;
+    // Nothing else reads the accumulator (a free effect's), so the sums may be added when the
+    // input gradient runs, which reads the same x and dy. The effect is now that step's.
+    grad->inputs.push_back(acc);
+    grad->adds_weight_grad = true;
+    leave_for_dead(sums);
+    effect = static_cast<ValueId>(grad - graph.nodes.begin());
+  }
+}
+
 }  // namespace tfm::graph

@@ -78,8 +78,10 @@ enum class Op : uint8_t {
   kLinearGradWeight,  // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
                       //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
                       //   kAccumulate: graph::fold_accumulations)
-  kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`) ->
-                      //   dx (+ residual: graph::fold_residuals_into_norm_grads)
+  kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`,
+                      //   acc [H] when `adds_weight_grad`) -> dx (+ residual:
+                      //   graph::fold_residuals_into_norm_grads); with `adds_weight_grad`, w's
+                      //   gradient is also added into acc (graph::fold_norm_weight_grads)
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]; with in_place, (acc, x, dy) -> acc +
                        //   dw written into acc (a folded kAccumulate: graph::fold_accumulations)
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
@@ -120,8 +122,10 @@ struct Node {
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
                                // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight: added
                                // into input 0
-  bool residual = false;       // kLinear, kRmsNormGradInput: its last input is the residual added
-                               // to the result
+  bool residual = false;       // kLinear, kRmsNormGradInput: the input after its operands is the
+                               // residual added to the result
+  bool adds_weight_grad = false;  // kRmsNormGradInput: its last input is the accumulator of the
+                                  // norm weight's gradient, added into as a side effect
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
                                // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice

@@ -58,5 +58,10 @@ void fold_residuals_into_norm_grads(Graph& graph);
 // with no in-place write into its operands' buffers between it and the product in creation order
 // (the rule of every pass here that moves a step later).
 void fold_accumulations(Graph& graph);
+// A norm weight's gradient added into its accumulator as a free effect (fold_accumulations) is
+// added by the norm's input-gradient step that reads the same x and dy: one pass over them
+// instead of two. Runs after fold_accumulations, whose in-place form it looks for; a step moved
+// later after it would have to see that step's write into its last input.
+void fold_norm_weight_grads(Graph& graph);
 
 }  // namespace tfm::graph

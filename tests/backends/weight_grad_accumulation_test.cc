@@ -2,9 +2,12 @@
 // already holds a sum, as under gradient accumulation): compiled, where graph::fold_accumulations
 // makes the product add into the state itself (cuBLASLt's addend on CUDA, oneDNN's beta on the
 // CPU), and eager, where a product and an accumulation run apart. f32 operands, and bf16 ones as
-// under autocast. On each backend (CUDA skipped, and said so, where absent), against the closed
-// form summed in double.
+// under autocast. Likewise a norm weight's gradient. On each backend (CUDA skipped, and said so,
+// where absent), against the closed forms summed in double.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
 
 #include "graph/backend.h"
 #include "graph/builder.h"
@@ -63,6 +66,67 @@ TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
   compiled->run(inputs);
   backend.run_eager(g, inputs);
   expect_close(grad.to(kCpu).to_f32_vector(), want, 1e-5f, "start + 3 dy^T x");
+}
+
+// RMSNorm's weight gradient added into its state while the input gradient is taken: compiled,
+// in one pass over x and dy (graph::fold_norm_weight_grads), dx in the operands' dtype; eager, as
+// the two steps and a cast. Rows of 70 values, and of 1100 (more than CUDA's one-pass kernel holds
+// in registers: its two kernels in turn). Against the closed forms summed in double.
+TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const Device device = testing::device_of(c);
+  constexpr int64_t kRows = 10;
+  constexpr float kEps = 1e-6f;
+  for (const int64_t hidden : {70, 1100}) {
+    SCOPED_TRACE("hidden " + std::to_string(hidden));
+    const std::vector<float> x_values = random_values(kRows * hidden, 21, -2.f, 2.f),
+                             dy_values = random_values(kRows * hidden, 22),
+                             w_values = random_values(hidden, 23, 0.5f, 1.5f),
+                             start = random_values(hidden, 24);
+    graph::Builder b;
+    const auto x = b.input("x", {2, kRows / 2, hidden}, DType::f32);
+    const auto dy = b.input("dy", {2, kRows / 2, hidden}, DType::f32);
+    const auto sum = b.state("grad", {hidden}, DType::f32);
+    const auto w = b.weight("w", Tensor::from_vector<float>(w_values, {hidden}));
+    b.accumulate(sum, b.rms_norm_grad_weight(x, dy, kEps));
+    const auto dx = b.rms_norm_grad_input(x, w, dy, kEps);
+    b.output(c.operands == DType::f32 ? dx : b.cast(dx, c.operands));
+    const graph::Graph g = b.finish();
+
+    std::vector<float> want_dx(x_values.size()), want_sum(start.size());
+    std::vector<double> dw(static_cast<size_t>(hidden), 0.0);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const float* xr = x_values.data() + r * hidden;
+      const float* dyr = dy_values.data() + r * hidden;
+      double sum_sq = 0, dot = 0;
+      for (int64_t i = 0; i < hidden; ++i) {
+        sum_sq += double{xr[i]} * xr[i];
+        dot += double{w_values[i]} * dyr[i] * xr[i];
+      }
+      const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(hidden) + kEps);
+      const double coef = inv_rms * inv_rms * inv_rms * dot / static_cast<double>(hidden);
+      for (int64_t i = 0; i < hidden; ++i) {
+        want_dx[r * hidden + i] = static_cast<float>(inv_rms * w_values[i] * dyr[i] - xr[i] * coef);
+        dw[i] += double{dyr[i]} * xr[i] * inv_rms;
+      }
+    }
+    for (int64_t i = 0; i < hidden; ++i) want_sum[i] = static_cast<float>(start[i] + 3 * dw[i]);
+
+    graph::Backend& backend = graph::backend_for(device);
+    const Tensor grad = Tensor::from_vector<float>(start, {hidden}).to(device);
+    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {2, kRows / 2, hidden}),
+                                     Tensor::from_vector<float>(dy_values, {2, kRows / 2, hidden}),
+                                     grad};
+    const auto compiled = backend.compile(graph::plan_graph(g));
+    compiled->run(inputs);
+    const std::vector<Tensor> got = compiled->run(inputs);
+    backend.run_eager(g, inputs);
+    expect_close(grad.to(kCpu).to_f32_vector(), want_sum, 1e-5f, "start + 3 dw");
+    const std::vector<float> got_dx = got[0].to(kCpu).to_f32_vector();
+    const float tol = c.operands == DType::f32 ? 1e-5f : 1.f / 128;
+    expect_close(got_dx, want_dx, tol, "dx");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, WeightGradAccumulationTest, testing::every_device_and_operands(),

@@ -1,8 +1,9 @@
 // The CUDA row-wise backward kernels, their own source run on the CPU through the emulation in
 // shim/ (no GPU needed): sums over rows (bias gradients) and RMSNorm's weight gradient against
 // closed forms and the cpu backend's kernels (checked against finite differences in tests/graph),
-// RMSNorm's input gradient against the cpu's, the embedding table's gradient (repeated ids added,
-// bad ids skipped) against the plain sum, and the negated frequencies RoPE's gradient rotates by.
+// RMSNorm's input gradient against the cpu's, both in one pass against the cpu's two, the
+// embedding table's gradient (repeated ids added, bad ids skipped) against the plain sum, and the
+// negated frequencies RoPE's gradient rotates by.
 // Shapes leave partial blocks: column counts not a multiple of 32, row counts not a multiple of
 // the row slices or of a block's warps.
 #include <gtest/gtest.h>
@@ -128,6 +129,82 @@ TEST(BackwardKernels, RmsNormGradInput) {
     });
     expect_close(summed, want_summed, kTol, "with residual, rows " + std::to_string(rows));
   }
+}
+
+// The fused kernel's launch in backward.cu (a block per chunk of rows, then the chunks' sums
+// added into the accumulator), with chunks of `chunk_rows` rows: fewer blocks than the
+// launcher's chunks would make of rows enough for a warp to take several.
+template <int kLaneColumns, typename Out>
+void rms_norm_grads(const std::vector<float>& x, const std::vector<float>& w,
+                    const std::vector<float>& dy, const float* residual, int64_t rows,
+                    int64_t hidden, int64_t chunk_rows, float eps, Out* dx,
+                    std::vector<float>& acc) {
+  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
+  cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
+    rms_norm_grads_kernel<kLaneColumns, Out>(x.data(), w.data(), dy.data(), residual, rows,
+                                             static_cast<int>(hidden), eps, chunk_rows, dx,
+                                             chunk_sums.data());
+  });
+  cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
+    sum_chunks_kernel(chunk_sums.data(), chunks, hidden, true, acc.data());
+  });
+}
+
+// The launcher's chunks: whole warps of rows, about kNormGradChunks of them.
+TEST(BackwardKernels, NormGradChunks) {
+  static_assert(kNormGradWarps == 8 && kNormGradChunks == 256);
+  EXPECT_EQ(norm_grad_chunk_rows(8192), 32);  // a batch of 8 x 1024 tokens
+  EXPECT_EQ(norm_grad_chunks(8192), 256);
+  EXPECT_EQ(norm_grad_chunk_rows(8192 * 16), 512);  // a row per head
+  EXPECT_EQ(norm_grad_chunks(8192 * 16), 256);
+  EXPECT_EQ(norm_grad_chunk_rows(2500), 16);  // 10 rows a chunk, rounded up to whole warps
+  EXPECT_EQ(norm_grad_chunks(2500), 157);
+  EXPECT_EQ(norm_grad_chunk_rows(5), 8);
+  EXPECT_EQ(norm_grad_chunks(5), 1);
+  EXPECT_EQ(norm_grad_chunks(0), 1);  // one chunk of zeros
+}
+
+// Both gradients in one pass (graph::fold_norm_weight_grads) against the cpu's two kernels: dx
+// in f32 and in bf16, with and without the residual added, and the weight gradient added into an
+// accumulator. Rows of fewer values than the lanes' registers hold, chunks of one row a warp and
+// of several, the last chunk partial.
+template <int kLaneColumns>
+void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + ", hidden " + std::to_string(hidden) +
+               ", chunks of " + std::to_string(chunk_rows));
+  constexpr float eps = 1e-6f;
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 51, -2.f, 2.f);
+  const std::vector<float> w = random_values(static_cast<size_t>(hidden), 52, 0.5f, 1.5f);
+  const std::vector<float> dy = random_values(x.size(), 53);
+  const std::vector<float> residual = random_values(x.size(), 54);
+  const std::vector<float> start = random_values(static_cast<size_t>(hidden), 55);
+  std::vector<float> want_dx(x.size()), want_acc = start;
+  cpu::rms_norm_grad_input(x.data(), w.data(), dy.data(), rows, hidden, eps, want_dx.data());
+  cpu::rms_norm_grad_weight(x.data(), dy.data(), rows, hidden, eps, want_acc.data(), true);
+
+  std::vector<float> dx(x.size(), -7.f), acc = start;
+  rms_norm_grads<kLaneColumns>(x, w, dy, nullptr, rows, hidden, chunk_rows, eps, dx.data(), acc);
+  expect_close(dx, want_dx, kTol, "dx");
+  expect_close(acc, want_acc, kTol, "acc + dw");
+
+  std::vector<__nv_bfloat16> narrow(x.size(), __float2bfloat16_rn(-7.f));
+  acc = start;
+  rms_norm_grads<kLaneColumns>(x, w, dy, residual.data(), rows, hidden, chunk_rows, eps,
+                               narrow.data(), acc);
+  const std::vector<float> got = testing::widened(narrow);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float want = want_dx[i] + residual[i];
+    ASSERT_NEAR(got[i], want, std::fabs(want) / 256 + kTol) << "bf16 dx + residual at " << i;
+  }
+  expect_close(acc, want_acc, kTol, "acc + dw, bf16 dx");
+}
+
+TEST(BackwardKernels, RmsNormGrads) {
+  check_rms_norm_grads<4>(37, 70, 8);
+  check_rms_norm_grads<4>(100, 128, 24);
+  check_rms_norm_grads<16>(19, 300, 16);
+  check_rms_norm_grads<32>(11, 1024, 8);
 }
 
 // dy's rows added into the table by id in token order; ids repeat, and ids outside the vocabulary

@@ -1,6 +1,7 @@
 // The compiler: elementwise fusion (unary values copied into the chains that read them), norms
 // fused into RoPE, residuals added by norm gradients, casts shared and folded, accumulations
-// folded into their products, arena planning, and compiled == eager.
+// folded into their products, norm weight gradients into the input gradients, arena planning, and
+// compiled == eager.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -389,6 +390,21 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "accumulated");
 }
 
+// RMSNorm's weight gradient over `rows` rows of x and dy ([rows, hidden]): the column sums of
+// dy * x / rms(x), in double.
+std::vector<double> norm_weight_grad(const std::vector<float>& x, const std::vector<float>& dy,
+                                     int rows, int hidden, double eps) {
+  std::vector<double> dw(static_cast<size_t>(hidden), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    double sum_sq = 0;
+    for (int i = 0; i < hidden; ++i) sum_sq += double{x[r * hidden + i]} * x[r * hidden + i];
+    const double inv_rms = 1.0 / std::sqrt(sum_sq / hidden + eps);
+    for (int i = 0; i < hidden; ++i)
+      dw[i] += double{dy[r * hidden + i]} * x[r * hidden + i] * inv_rms;
+  }
+  return dw;
+}
+
 // A norm weight's gradient (column sums of dy * x / rms(x)) adds into its accumulator itself.
 TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   constexpr int kRows = 6, kHidden = 8;
@@ -408,16 +424,7 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   const std::vector<float> x_values = testing::random_values(kRows * kHidden, 14),
                            dy_values = testing::random_values(kRows * kHidden, 15),
                            start = testing::random_values(kHidden, 16);
-  std::vector<double> dw(kHidden, 0.0);
-  for (int r = 0; r < kRows; ++r) {
-    double sum_sq = 0;
-    for (int i = 0; i < kHidden; ++i)
-      sum_sq += double{x_values[r * kHidden + i]} * x_values[r * kHidden + i];
-    const double inv_rms = 1.0 / std::sqrt(sum_sq / kHidden + 1e-6);
-    for (int i = 0; i < kHidden; ++i) {
-      dw[i] += double{dy_values[r * kHidden + i]} * x_values[r * kHidden + i] * inv_rms;
-    }
-  }
+  const std::vector<double> dw = norm_weight_grad(x_values, dy_values, kRows, kHidden, 1e-6);
   const Tensor sums = Tensor::from_vector<float>(start, {kHidden});
   const std::vector<Tensor> in{Tensor::from_vector<float>(x_values, {2, 3, kHidden}),
                                Tensor::from_vector<float>(dy_values, {2, 3, kHidden}), sums};
@@ -429,6 +436,56 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   std::vector<float> want(kHidden);
   for (int i = 0; i < kHidden; ++i) want[i] = static_cast<float>(start[i] + 3 * dw[i]);
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "start + 3 dw");
+}
+
+// Where the norm's input gradient is taken too, that step adds the weight's gradient as it goes
+// (one pass over x and dy), after the residual and the bf16 cast have folded into it as well:
+// compiled == eager bit for bit, the accumulator against the closed form.
+TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
+  constexpr int kRows = 6, kHidden = 8;
+  constexpr float kEps = 1e-6f;
+  graph::Builder b;
+  const auto x = b.input("x", {2, 3, kHidden}, DType::f32);
+  const auto dy = b.input("dy", {2, 3, kHidden}, DType::f32);
+  const auto residual = b.input("residual", {2, 3, kHidden}, DType::f32);
+  const auto acc = b.state("acc", {kHidden}, DType::f32);
+  const auto w = b.weight(
+      "w", Tensor::from_vector<float>(testing::random_values(kHidden, 17, 0.5f, 1.5f), {kHidden}));
+  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, kEps));
+  b.output(b.cast(b.add(b.rms_norm_grad_input(x, w, dy, kEps), residual), DType::bf16));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNormGradWeight); }),
+            0);
+  EXPECT_EQ(steps_where(plan,
+                        [](const graph::Node& n) {
+                          return is(n, Op::kRmsNormGradInput) && n.adds_weight_grad && n.residual &&
+                                 bf16(n);
+                        }),
+            1);
+  EXPECT_EQ(plan.schedule.size(), 2u) << "the gradient step and the cast's view of it";
+
+  const std::vector<float> x_values = testing::random_values(kRows * kHidden, 18),
+                           dy_values = testing::random_values(kRows * kHidden, 19),
+                           start = testing::random_values(kHidden, 20);
+  std::vector<Tensor> in{
+      Tensor::from_vector<float>(x_values, {2, 3, kHidden}),
+      Tensor::from_vector<float>(dy_values, {2, 3, kHidden}),
+      Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 21), {2, 3, kHidden}),
+      Tensor::from_vector<float>(start, {kHidden})};
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<float> compiled_sums = in[3].to_f32_vector();
+  in[3].copy_from(Tensor::from_vector<float>(start, {kHidden}));
+  const std::vector<Tensor> eager = cpu.run_eager(g, in);
+  EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
+  EXPECT_EQ(compiled_sums, in[3].to_f32_vector());
+
+  const std::vector<double> dw = norm_weight_grad(x_values, dy_values, kRows, kHidden, kEps);
+  std::vector<float> want(kHidden);
+  for (int i = 0; i < kHidden; ++i) want[i] = static_cast<float>(start[i] + dw[i]);
+  testing::expect_close(compiled_sums, want, 1e-5f, "start + dw");
 }
 
 // The output layer's gradient is summed chunk by chunk into the first chunk's product (a computed

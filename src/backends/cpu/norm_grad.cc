@@ -16,6 +16,37 @@ float inv_rms(const float* row, int64_t hidden, float eps) {
   return static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(hidden) + eps));
 }
 
+void grad_input_row(const float* xr, const float* w, const float* dyr, int64_t hidden, double rr,
+                    float* dxr) {
+  double dot = 0;
+  for (int64_t i = 0; i < hidden; ++i) dot += static_cast<double>(w[i]) * dyr[i] * xr[i];
+  const double coef = rr * rr * rr * dot / static_cast<double>(hidden);
+  for (int64_t i = 0; i < hidden; ++i)
+    dxr[i] = static_cast<float>(rr * w[i] * dyr[i] - xr[i] * coef);
+}
+
+void add_weight_grad_row(const float* xr, const float* dyr, int64_t hidden, double rr,
+                         double* sums) {
+  for (int64_t i = 0; i < hidden; ++i) sums[i] += dyr[i] * xr[i] * rr;
+}
+
+// The weight gradient's sums run per thread over a static split of the rows and are added in
+// thread order: the same threads give the same bits every step, which resuming a run relies on,
+// and the fused step below gives the bits of the two steps it replaces.
+int weight_grad_threads(int64_t rows, int64_t hidden) {
+  return rows * hidden > kParallelMinElements ? omp_get_max_threads() : 1;
+}
+
+void finish_weight_grad(const std::vector<double>& partial, int threads, int64_t hidden, float* dw,
+                        bool accumulate) {
+  for (int64_t i = 0; i < hidden; ++i) {
+    double sum = 0;
+    for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t * hidden + i)];
+    // Accumulating, the f32 sum is added as an accumulation step would add it.
+    dw[i] = accumulate ? dw[i] + static_cast<float>(sum) : static_cast<float>(sum);
+  }
+}
+
 }  // namespace
 
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
@@ -23,21 +54,13 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
 #pragma omp parallel for schedule(static) if (rows * hidden > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
-    const float* dyr = dy + r * hidden;
-    const double rr = inv_rms(xr, hidden, eps);
-    double dot = 0;
-    for (int64_t i = 0; i < hidden; ++i) dot += static_cast<double>(w[i]) * dyr[i] * xr[i];
-    const double coef = rr * rr * rr * dot / static_cast<double>(hidden);
-    for (int64_t i = 0; i < hidden; ++i)
-      dx[r * hidden + i] = static_cast<float>(rr * w[i] * dyr[i] - xr[i] * coef);
+    grad_input_row(xr, w, dy + r * hidden, hidden, inv_rms(xr, hidden, eps), dx + r * hidden);
   }
 }
 
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, bool accumulate) {
-  // Per-thread partial sums added in thread order: the same threads give the same bits every
-  // step, which resuming a run relies on.
-  const int threads = rows * hidden > kParallelMinElements ? omp_get_max_threads() : 1;
+  const int threads = weight_grad_threads(rows, hidden);
   std::vector<double> partial(static_cast<size_t>(threads * hidden), 0.0);
 #pragma omp parallel num_threads(threads)
   {
@@ -45,16 +68,38 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * hidden;
-      const double rr = inv_rms(xr, hidden, eps);
-      for (int64_t i = 0; i < hidden; ++i) mine[i] += dy[r * hidden + i] * xr[i] * rr;
+      add_weight_grad_row(xr, dy + r * hidden, hidden, inv_rms(xr, hidden, eps), mine);
     }
   }
-  for (int64_t i = 0; i < hidden; ++i) {
-    double sum = 0;
-    for (int t = 0; t < threads; ++t) sum += partial[static_cast<size_t>(t * hidden + i)];
-    // Accumulating, the f32 sum is added as an accumulation step would add it.
-    dw[i] = accumulate ? dw[i] + static_cast<float>(sum) : static_cast<float>(sum);
+  finish_weight_grad(partial, threads, hidden, dw, accumulate);
+}
+
+void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
+                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
+                    float* dw_acc) {
+  const int threads = weight_grad_threads(rows, hidden);
+  std::vector<double> partial(static_cast<size_t>(threads * hidden), 0.0);
+  const size_t dx_row_bytes = static_cast<size_t>(hidden) * dtype_size(dx_dtype);
+#pragma omp parallel num_threads(threads)
+  {
+    double* mine = partial.data() + omp_get_thread_num() * hidden;
+    std::vector<float> narrowed(dx_dtype == DType::f32 ? 0 : static_cast<size_t>(hidden));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * hidden;
+      const float* dyr = dy + r * hidden;
+      char* dx_row = static_cast<char*>(dx) + static_cast<size_t>(r) * dx_row_bytes;
+      float* dxr = narrowed.empty() ? reinterpret_cast<float*>(dx_row) : narrowed.data();
+      const double rr = inv_rms(xr, hidden, eps);
+      grad_input_row(xr, w, dyr, hidden, rr, dxr);
+      if (residual != nullptr) {
+        for (int64_t i = 0; i < hidden; ++i) dxr[i] += residual[r * hidden + i];
+      }
+      if (!narrowed.empty()) cast(dxr, DType::f32, dx_row, dx_dtype, static_cast<size_t>(hidden));
+      add_weight_grad_row(xr, dyr, hidden, rr, mine);
+    }
   }
+  finish_weight_grad(partial, threads, hidden, dw_acc, true);
 }
 
 }  // namespace tfm::cpu

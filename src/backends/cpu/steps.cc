@@ -427,6 +427,14 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
       const bool residual = n.residual;
+      if (n.adds_weight_grad) {
+        const int64_t rows = rows_of(n.shape);
+        const DType dtype = n.dtype;
+        return [=, &ptrs] {
+          rms_norm_grads(f(args[0]), f(args[1]), f(args[2]), residual ? f(args[3]) : nullptr, rows,
+                         hidden, eps, ptrs[out], dtype, f(args.back()));
+        };
+      }
       return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
         const int64_t offset = first * hidden;
         rms_norm_grad_input(f(args[0]) + offset, f(args[1]), f(args[2]) + offset, count, hidden,

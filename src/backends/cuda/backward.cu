@@ -72,6 +72,61 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
   check_launch("rms_norm_grad_weight");
 }
 
+namespace {
+
+// The fused kernel's rows: up to 32 lanes x kMaxLaneColumns values. Wider rows take the two
+// kernels above in turn.
+constexpr int kMaxLaneColumns = 32;
+
+bool fuses_norm_grads(int64_t hidden) { return hidden <= 32 * kMaxLaneColumns; }
+
+template <int kLaneColumns>
+void launch_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
+                       int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
+                       double* chunk_sums, cudaStream_t stream) {
+  with_float_type(dx_dtype, "rms_norm_grads", [&](auto type) {
+    using T = typename decltype(type)::type;
+    rms_norm_grads_kernel<kLaneColumns, T>
+        <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
+            x, w, dy, residual, rows, static_cast<int>(hidden), eps, norm_grad_chunk_rows(rows),
+            static_cast<T*>(dx), chunk_sums);
+  });
+}
+
+}  // namespace
+
+size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden) {
+  if (!fuses_norm_grads(hidden)) return rms_norm_grad_weight_scratch_bytes(rows, hidden);
+  return static_cast<size_t>(norm_grad_chunks(rows) * hidden) * sizeof(double);
+}
+
+void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
+                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
+                    float* dw_acc, void* scratch, cudaStream_t stream) {
+  if (!fuses_norm_grads(hidden)) {
+    rms_norm_grad_input(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
+    rms_norm_grad_weight(x, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
+    return;
+  }
+  if (rows == 0 || hidden == 0) return;  // no gradient to add; a grid of no blocks fails to launch
+  auto* chunk_sums = static_cast<double*>(scratch);
+  // The fewest registers that hold a row: a power of two of columns per lane.
+  if (hidden <= 32 * 4) {
+    launch_norm_grads<4>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
+  } else if (hidden <= 32 * 8) {
+    launch_norm_grads<8>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
+  } else if (hidden <= 32 * 16) {
+    launch_norm_grads<16>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
+  } else {
+    launch_norm_grads<kMaxLaneColumns>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
+                                       chunk_sums, stream);
+  }
+  check_launch("rms_norm_grads");
+  sum_chunks_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(
+      chunk_sums, norm_grad_chunks(rows), hidden, true, dw_acc);
+  check_launch("rms_norm_grads_sum");
+}
+
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
                     int64_t hidden, float* d_table, cudaStream_t stream) {
   TFM_CUDA(

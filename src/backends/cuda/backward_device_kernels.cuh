@@ -114,6 +114,79 @@ __global__ void rms_norm_grad_input_kernel(const float* __restrict__ x, const fl
   }
 }
 
+// RMSNorm's input and weight gradients in one pass over x and dy (graph::fold_norm_weight_grads),
+// for rows of at most 32 x kLaneColumns values. A warp per row, as rms_norm_grad_input_kernel
+// (the same dx bits), each lane holding its columns of the row in registers and the weight
+// gradient's sums of those columns over the rows its warp takes. A block takes a chunk of
+// `chunk_rows` rows (a multiple of its warps, which take every warps-th row); its warps add their
+// sums into the chunk's in warp order, and sum_chunks_kernel adds the chunks in order: reruns
+// give the same bits.
+constexpr int kNormGradWarps = kThreads / 32;
+// Chunks of rows the blocks take: enough blocks to fill the GPU, few enough sums for
+// sum_chunks_kernel's thread per column to add.
+constexpr int64_t kNormGradChunks = 256;
+
+inline int64_t norm_grad_chunk_rows(int64_t rows) {
+  const int64_t per_chunk = (rows + kNormGradChunks - 1) / kNormGradChunks;
+  const int64_t whole_warps = (per_chunk + kNormGradWarps - 1) / kNormGradWarps * kNormGradWarps;
+  return whole_warps > kNormGradWarps ? whole_warps : kNormGradWarps;
+}
+
+inline int64_t norm_grad_chunks(int64_t rows) {
+  const int64_t chunk_rows = norm_grad_chunk_rows(rows);
+  return rows == 0 ? 1 : (rows + chunk_rows - 1) / chunk_rows;
+}
+
+template <int kLaneColumns, typename Out>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_grads_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                          const float* __restrict__ dy, const float* __restrict__ residual,
+                          int64_t rows, int hidden, float eps, int64_t chunk_rows,
+                          Out* __restrict__ dx, double* __restrict__ chunk_sums) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t first = blockIdx.x * chunk_rows, last = min(first + chunk_rows, rows);
+  double sums[kLaneColumns];
+#pragma unroll
+  for (int c = 0; c < kLaneColumns; ++c) sums[c] = 0;
+  for (int64_t row = first + warp; row < last; row += kNormGradWarps) {
+    float xs[kLaneColumns], dys[kLaneColumns];
+    double sum_sq = 0, dot = 0;
+#pragma unroll
+    for (int c = 0; c < kLaneColumns; ++c) {
+      const int i = lane + 32 * c;
+      xs[c] = i < hidden ? x[row * hidden + i] : 0.f;
+      dys[c] = i < hidden ? dy[row * hidden + i] : 0.f;
+      sum_sq += static_cast<double>(xs[c]) * xs[c];
+      if (i < hidden) dot += static_cast<double>(w[i]) * dys[c] * xs[c];
+    }
+    const double r = static_cast<float>(1.0 / sqrt(warp_sum(sum_sq) / hidden + eps));
+    const double coef = r * r * r * warp_sum(dot) / hidden;
+#pragma unroll
+    for (int c = 0; c < kLaneColumns; ++c) {
+      const int i = lane + 32 * c;
+      if (i >= hidden) continue;
+      const float value = static_cast<float>(r * w[i] * dys[c] - xs[c] * coef);
+      dx[row * hidden + i] = narrow<Out>(residual ? value + residual[row * hidden + i] : value);
+      sums[c] += static_cast<double>(dys[c] * xs[c]) * r;
+    }
+  }
+  // Every warp reaches each barrier, rows or none.
+  __shared__ double chunk[32 * kLaneColumns];
+  for (int turn = 0; turn < kNormGradWarps; ++turn) {
+    if (warp == turn) {
+#pragma unroll
+      for (int c = 0; c < kLaneColumns; ++c) {
+        const int i = lane + 32 * c;
+        if (i < hidden) chunk[i] = (turn == 0 ? 0.0 : chunk[i]) + sums[c];
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    chunk_sums[blockIdx.x * static_cast<int64_t>(hidden) + i] = chunk[i];
+  }
+}
+
 // One thread per column walks the tokens in order: repeated ids add in the cpu's order, with no
 // atomics. Only `hidden` threads, but the gradient is needed once per step.
 __global__ void embedding_grad_kernel(const float* __restrict__ dy, const int32_t* __restrict__ ids,

@@ -45,6 +45,13 @@ size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream, bool accumulate = false);
 
+// Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (f32 or bf16,
+// plus `residual` where it is not null), and the weight's gradient added into dw_acc.
+size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden);
+void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
+                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
+                    float* dw_acc, void* scratch, cudaStream_t stream);
+
 size_t rope_grad_scratch_bytes(int64_t head_dim);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
                int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx,

@@ -106,6 +106,9 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
       const Node& x = input(graph, n, graph::first_operand(n));
       return rms_norm_grad_weight_scratch_bytes(rows_of(x.shape), x.shape.back());
     }
+    case Op::kRmsNormGradInput:
+      return n.adds_weight_grad ? rms_norm_grads_scratch_bytes(rows_of(n.shape), n.shape.back())
+                                : 0;
     case Op::kReduceRows:
       return reduce_rows_scratch_bytes(rows_of(input(graph, n, 0).shape), n.shape[0]);
     case Op::kRopeGrad:
@@ -176,6 +179,13 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const float eps = n.eps;
       const DType dtype = n.dtype;
       const bool residual = n.residual;
+      if (n.adds_weight_grad) {
+        return [=](StepContext& c) {
+          rms_norm_grads(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
+                         residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
+                         dtype, f32_at(c, args.back()), c.scratch, c.stream);
+        };
+      }
       return [=](StepContext& c) {
         rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
                             residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
