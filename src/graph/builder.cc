@@ -249,7 +249,10 @@ ValueId Builder::reshape(ValueId x, Shape shape) {
   if (shape_numel(shape) != shape_numel(node(x).shape)) {
     throw Error("[reshape] " + shape_str(node(x).shape) + " cannot become " + shape_str(shape));
   }
-  return add_node(Op::kReshape, {x}, std::move(shape));
+  const DType dtype = node(x).dtype;
+  const ValueId id = add_node(Op::kReshape, {x}, std::move(shape));
+  graph_.nodes.back().dtype = dtype;
+  return id;
 }
 
 ValueId Builder::elementwise(const char* name, std::vector<ValueId> inputs,

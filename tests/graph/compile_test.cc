@@ -56,6 +56,22 @@ void expect_same_as_eager(const graph::Graph& g, const graph::Plan& plan,
   }
 }
 
+// A reshape is its input's buffer: bf16 values stay bf16 (read as f32 they would be garbage).
+TEST(Compile, AReshapeHasItsInputsDtype) {
+  graph::Builder b;
+  const auto x = b.input("x", {2, 6}, DType::bf16);
+  const auto reshaped = b.reshape(x, {3, 4});
+  EXPECT_EQ(b.node(reshaped).dtype, DType::bf16);
+  b.output(b.cast(reshaped, DType::f32));
+  const graph::Graph g = b.finish();
+  const std::vector<float> values = testing::random_values(12, 22);
+  const Tensor in = Tensor::from_vector<float>(values, {2, 6}).to(DType::bf16);
+  const std::vector<float> want = testing::rounded(values, DType::bf16);
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  EXPECT_EQ(cpu.compile(graph::plan_graph(g))->run({in})[0].to_f32_vector(), want);
+  EXPECT_EQ(cpu.run_eager(g, {in})[0].to_f32_vector(), want);
+}
+
 TEST(Compile, FusesElementwiseChainIntoOneNode) {
   const graph::Plan plan = graph::plan_graph(mlp_like_graph());
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 1)
