@@ -395,9 +395,12 @@ ValueId Builder::embedding_grad(ValueId dy, ValueId ids, int64_t vocab) {
                   ops::embedding_grad_shape(node(dy).shape, node(ids).shape, vocab));
 }
 
-ValueId Builder::linear_grad_input(ValueId dy, ValueId w) {
-  return add_node(Op::kLinearGradInput, {dy, w},
-                  ops::linear_grad_input_shape(node(dy).shape, node(w).shape), node(w).name);
+ValueId Builder::linear_grad_input(ValueId dy, ValueId w, DType dtype) {
+  const ValueId id =
+      add_node(Op::kLinearGradInput, {dy, w},
+               ops::linear_grad_input_shape(node(dy).shape, node(w).shape), node(w).name);
+  graph_.nodes.back().dtype = dtype;
+  return id;
 }
 
 ValueId Builder::linear_grad_weight(ValueId dy, ValueId x) {

@@ -103,7 +103,8 @@ class Builder {
   // The backward ops autodiff emits (see Op).
   ValueId silu_grad(ValueId x, ValueId dy);
   ValueId embedding_grad(ValueId dy, ValueId ids, int64_t vocab);
-  ValueId linear_grad_input(ValueId dy, ValueId w);
+  // dx in `dtype`: f32, or bf16 where what reads it widens it (ops::linear_backward).
+  ValueId linear_grad_input(ValueId dy, ValueId w, DType dtype = DType::f32);
   ValueId linear_grad_weight(ValueId dy, ValueId x);
   ValueId rms_norm_grad_input(ValueId x, ValueId w, ValueId dy, float eps);
   ValueId rms_norm_grad_weight(ValueId x, ValueId dy, float eps);

@@ -42,6 +42,30 @@ void fold_casts(Graph& graph) {
   }
 }
 
+void fold_widening_casts(Graph& graph) {
+  // Values that only elementwise chains read (no other step, no output, no effect).
+  std::vector<bool> chains_only(graph.nodes.size(), true);
+  for (const Node& n : graph.nodes) {
+    if (n.op == Op::kElementwise) continue;
+    for (ValueId in : n.inputs) chains_only[static_cast<size_t>(in)] = false;
+  }
+  for (ValueId v : graph.outputs) chains_only[static_cast<size_t>(v)] = false;
+  for (ValueId v : graph.effects) chains_only[static_cast<size_t>(v)] = false;
+  for (size_t c = 0; c < graph.nodes.size(); ++c) {
+    Node& cast = graph.nodes[c];
+    if (cast.op != Op::kCast || cast.dtype != DType::f32 || !chains_only[c] ||
+        graph.nodes[static_cast<size_t>(cast.inputs[0])].dtype != DType::bf16) {
+      continue;
+    }
+    const ValueId narrow = cast.inputs[0];
+    for (Node& reader : graph.nodes) {
+      if (reader.op != Op::kElementwise) continue;
+      std::replace(reader.inputs.begin(), reader.inputs.end(), static_cast<ValueId>(c), narrow);
+    }
+    leave_for_dead(cast);
+  }
+}
+
 void fold_gradient_sums(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const auto sums_its_inputs = [](const Node& n) {

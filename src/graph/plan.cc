@@ -174,6 +174,7 @@ size_t place_largest_first(std::vector<Lifetime> buffers, std::vector<int64_t>& 
 
 Plan plan_graph(Graph graph, const CompileOptions& options) {
   if (options.fuse) {
+    fold_widening_casts(graph);
     fuse_elementwise(graph);
     fuse_norms_into_rope(graph);
     fold_gradient_sums(graph);

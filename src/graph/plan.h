@@ -32,6 +32,10 @@ Plan plan_graph(Graph graph, const CompileOptions& options = {});
 // inputs exist, which frees those inputs early; the plan schedules them so.
 std::vector<bool> free_effects(const Graph& graph);
 
+// A bf16 value widened to f32 only for elementwise chains (the MLP gating's gradient from a bf16
+// product, ops::linear_backward) is read by them as it is: they widen bf16 inputs as they load
+// them, exactly as the cast did, so the cast's pass and its f32 buffer go.
+void fold_widening_casts(Graph& graph);
 // Merges chains of elementwise nodes whose intermediate has a single consumer into one node.
 void fuse_elementwise(Graph& graph);
 // A bf16 cast of a norm, RoPE, elementwise, norm-gradient or loss-gradient result that nothing else

@@ -19,12 +19,19 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 namespace tfm::ops {
 
 // y = x w^T + bias + residual: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows,
-// dresidual = dy. Products of bf16
-// operands (autocast) take dy in bf16 too, as torch's autocast backward does.
+// dresidual = dy. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
+// backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (the
+// MLP's gating, as torch keeps it): the chain's backward widens it as it loads it
+// (graph::fold_widening_casts). Elsewhere dx stays f32, for the norms' backward and for the sums
+// of several products' gradients.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const DType operands = b.node(n.inputs[0]).dtype;
+  const graph::Node& x = b.node(n.inputs[0]);
+  const DType operands = x.dtype;
+  const bool gated = operands == DType::bf16 && x.op == graph::Op::kCast &&
+                     b.node(x.inputs[0]).op == graph::Op::kElementwise;
+  // (x may move as nodes are added.)
   const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
-  InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1]),
+  InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1], gated ? operands : DType::f32),
                    b.linear_grad_weight(dy_operand, n.inputs[0])};
   if (n.inputs.size() > (n.residual ? 3u : 2u)) grads.push_back(b.reduce_rows(dy));
   if (n.residual) grads.push_back(dy);

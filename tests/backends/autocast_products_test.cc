@@ -1,6 +1,7 @@
 // The products training builds with graph::Builder::autocast_linear (the MLP's gate and up, the
 // output layer): under bf16 autocast they come out in bf16, as torch.autocast's do, and the SiLU
-// gating and the loss widen them as they load them; without autocast they stay f32. On each
+// gating and the loss widen them as they load them; without autocast they stay f32. Likewise the
+// gating's input gradient (ops::linear_backward). On each
 // backend (CUDA skipped, and said so, where absent), compiled and eager, against the closed forms
 // summed in double (from the products rounded to bf16 where their output is).
 #include <gtest/gtest.h>
@@ -107,6 +108,41 @@ TEST_P(AutocastProductsTest, AWideProductComesOutWhole) {
           .compile(graph::plan_graph(g))
           ->run({Tensor::from_vector<float>(x_values, {kWideRows, kWideIn})});
   expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, "wide product");
+}
+
+// An input gradient written in bf16 (ops::linear_backward: the MLP gating's), from bf16 dy and
+// weights, rounded once from the f32 product.
+TEST_P(AutocastProductsTest, AnInputGradientComesOutInTheOperandsDtype) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const std::vector<float> dy_values = random_values(kRows * kOut, 47),
+                           w_values = random_values(kOut * kIn, 48);
+  graph::Builder b;
+  const auto dy = b.input("dy", {2, kRows / 2, kOut}, DType::f32);
+  const auto w = b.weight("w", Tensor::from_vector<float>(w_values, {kOut, kIn}));
+  const auto operand = [&](graph::ValueId v) {
+    return c.operands == DType::f32 ? v : b.cast(v, c.operands);
+  };
+  b.output(b.linear_grad_input(operand(dy), operand(w), c.operands));
+  const graph::Graph g = b.finish();
+  // dy [rows, out] · w [out, in] is x · w^T with w^T's rows.
+  std::vector<float> w_t(w_values.size());
+  for (int64_t n = 0; n < kOut; ++n) {
+    for (int64_t k = 0; k < kIn; ++k) w_t[k * kOut + n] = w_values[n * kIn + k];
+  }
+  const std::vector<float> want =
+      rounded(product(rounded(dy_values, c.operands), rounded(w_t, c.operands), kRows, kOut, kIn),
+              c.operands);
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  graph::Backend& backend = graph::backend_for(testing::device_of(c));
+  const std::vector<Tensor> inputs{Tensor::from_vector<float>(dy_values, {2, kRows / 2, kOut})};
+  for (const bool eager : {false, true}) {
+    const std::vector<Tensor> out =
+        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
+    const std::string how = eager ? "eager" : "compiled";
+    EXPECT_EQ(out[0].dtype(), c.operands) << how;
+    expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, how + " dy w");
+  }
 }
 
 // The loss and its gradient over a bf16 output layer's logits, the gradient written over them in

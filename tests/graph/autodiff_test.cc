@@ -289,6 +289,38 @@ TEST(Autodiff, KeepsTheBf16CopiesOfWeightsForTheBackwardPass) {
   EXPECT_EQ(norms, 1);
 }
 
+// Under autocast the gradient of the MLP's gating (the input of its down product) comes back in
+// bf16, as torch's does, and the gating's backward reads it so (graph::fold_widening_casts: no
+// f32 copy is made); the input gradients of gate and up stay f32 for the norm's backward.
+TEST(Autodiff, TheGatingsGradientComesBackInBf16) {
+  std::mt19937 rng(14);
+  Builder b;
+  b.autocast(DType::bf16);
+  const ValueId x = b.weight("x", random_tensor({1, 3, 8}, rng));
+  const ValueId norm = b.weight("norm", random_tensor({8}, rng));
+  const ValueId h = b.rms_norm(x, norm, 1e-6f);
+  const ValueId gate = b.autocast_linear(h, b.weight("gate", random_tensor({12, 8}, rng)));
+  const ValueId up = b.autocast_linear(h, b.weight("up", random_tensor({12, 8}, rng)));
+  const ValueId down = b.weight("down", random_tensor({6, 12}, rng));
+  const ValueId logits = b.linear(b.mul(b.silu(gate), up), down);
+  const ValueId y = b.cross_entropy(logits, b.weight("targets", ints({1, 5, 0}, {1, 3})));
+  b.output(y);
+  const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
+  graph::Graph g = b.finish();
+  g.outputs.push_back(graph::append_backward(g, y, seed, {x})[0]);
+  std::vector<DType> input_grads;  // by the weight's rows: 6 for down, 12 for gate and up
+  for (const graph::Node& n : g.nodes) {
+    if (n.op == graph::Op::kLinearGradInput) input_grads.push_back(n.dtype);
+  }
+  EXPECT_EQ(input_grads, (std::vector<DType>{DType::bf16, DType::f32, DType::f32}));
+
+  const graph::Plan plan = graph::plan_graph(g);
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    EXPECT_FALSE(n.op == graph::Op::kCast && n.dtype == DType::f32) << plan.graph.describe(id);
+  }
+}
+
 TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {
   Builder b;
   const ValueId x = b.weight("x", Tensor::zeros({2, 2}, DType::f32));

@@ -1,5 +1,6 @@
 // The compiler: elementwise fusion (unary values copied into the chains that read them), norms
-// fused into RoPE, residuals added by norm gradients, casts shared and folded, accumulations
+// fused into RoPE, residuals added by norm gradients, casts shared and folded (widening casts
+// that only elementwise chains read dropped), accumulations
 // folded into their products, norm weight gradients into the input gradients, arena planning, and
 // compiled == eager.
 #include <gtest/gtest.h>
@@ -70,6 +71,37 @@ TEST(Compile, AReshapeHasItsInputsDtype) {
   graph::Backend& cpu = graph::backend_for(kCpu);
   EXPECT_EQ(cpu.compile(graph::plan_graph(g))->run({in})[0].to_f32_vector(), want);
   EXPECT_EQ(cpu.run_eager(g, {in})[0].to_f32_vector(), want);
+}
+
+// A bf16 value widened only for elementwise chains is read by them as it is; one that something
+// else reads too (here an output) keeps its cast. The same bits as eager, which runs the casts.
+TEST(Compile, ElementwiseChainsReadBf16ValuesWithoutAWideningCast) {
+  graph::Builder b;
+  const auto narrow = b.input("narrow", {3, 4}, DType::bf16);
+  const auto shared = b.input("shared", {3, 4}, DType::bf16);
+  const auto y = b.input("y", {3, 4}, DType::f32);
+  b.output(b.mul(b.silu(b.cast(narrow, DType::f32)), y));
+  const auto widened = b.cast(shared, DType::f32);
+  b.output(b.add(widened, y));
+  b.output(widened);
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast); }), 1);
+  const std::vector<float> narrow_values = testing::random_values(12, 23),
+                           y_values = testing::random_values(12, 24);
+  const std::vector<Tensor> in{
+      Tensor::from_vector<float>(narrow_values, {3, 4}).to(DType::bf16),
+      Tensor::from_vector<float>(testing::random_values(12, 25), {3, 4}).to(DType::bf16),
+      Tensor::from_vector<float>(y_values, {3, 4})};
+  expect_same_as_eager(g, plan, in);
+  const std::vector<float> read = testing::rounded(narrow_values, DType::bf16);
+  std::vector<float> want(12);
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = static_cast<float>(read[i] / (1 + std::exp(-double{read[i]})) * y_values[i]);
+  }
+  testing::expect_close(graph::backend_for(kCpu).compile(plan)->run(in)[0].to_f32_vector(), want,
+                        1e-6f, "silu(narrow) * y");
 }
 
 TEST(Compile, FusesElementwiseChainIntoOneNode) {

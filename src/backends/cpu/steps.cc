@@ -402,11 +402,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = w.dtype;
       const int64_t m = rows_of(in(first).shape), nn = w.shape[0], k = w.shape[1];
       const DType dy_dtype = in(first).dtype;
+      const DType dx_dtype = n.dtype;
       return [=, &ptrs] {
         if (in_place) ptrs[out] = ptrs[args[0]];
-        std::vector<float> widened;
+        std::vector<float> widened, narrowed;
         const float* dy = f32_operand(ptrs[args[first]], dy_dtype, m * nn, widened);
-        linear_grad_input(dy, ptrs[args[first + 1]], dt, m, nn, k, f(out), in_place);
+        // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once.
+        if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
+        float* dx = narrowed.empty() ? f(out) : narrowed.data();
+        linear_grad_input(dy, ptrs[args[first + 1]], dt, m, nn, k, dx, in_place);
+        if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
       };
     }
     case Op::kLinearGradWeight: {

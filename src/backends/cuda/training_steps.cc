@@ -44,8 +44,12 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
   const MatmulOperand weights =
       widen ? matmul_operand(256, static_cast<uint64_t>(k) * sizeof(float), false)
             : matmul_operand(graph, n.inputs[first + 1], false);
+  // dx in its node's dtype: f32, or bf16 where an elementwise chain widens it
+  // (ops::linear_backward; never in place, which adds f32 sums).
+  MatmulOperand dx_operand;
+  dx_operand.dtype = n.dtype;
   auto product = std::make_shared<const Matmul>(
-      m, k, nn, dy_dtype, matmul_operand(graph, n.inputs[first], false), weights);
+      m, k, nn, dy_dtype, matmul_operand(graph, n.inputs[first], false), weights, dx_operand);
   return [=](StepContext& c) {
     if (in_place) c.ptrs[out] = c.ptrs[sum];
     const void* rhs = c.ptrs[wi];
@@ -53,8 +57,9 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
       cast(rhs, dt, c.scratch, DType::f32, nn * k, c.stream);
       rhs = c.scratch;
     }
-    auto* dx = static_cast<float*>(c.ptrs[out]);
-    product->run(c.ptrs[dy], rhs, dx, c.workspace, c.stream, in_place ? dx : nullptr);
+    void* dx = c.ptrs[out];
+    product->run(c.ptrs[dy], rhs, dx, c.workspace, c.stream,
+                 in_place ? static_cast<const float*>(dx) : nullptr);
   };
 }
 
