@@ -15,6 +15,17 @@ bool writes_bf16(Op op) {
          op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
 }
 
+// Does the elementwise node add its inputs and nothing else?
+bool sums_its_inputs(const Node& n) {
+  int loads = 0, adds = 0;
+  for (const EwInstr& i : n.program.instrs) {
+    loads += i.code == EwCode::kLoad;
+    adds += i.code == EwCode::kAdd;
+  }
+  return n.op == Op::kElementwise && loads + adds == static_cast<int>(n.program.instrs.size()) &&
+         loads == static_cast<int>(n.inputs.size()) && adds == loads - 1;
+}
+
 }  // namespace
 
 void fold_casts(Graph& graph) {
@@ -68,15 +79,6 @@ void fold_widening_casts(Graph& graph) {
 
 void fold_gradient_sums(Graph& graph) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  const auto sums_its_inputs = [](const Node& n) {
-    int loads = 0, adds = 0;
-    for (const EwInstr& i : n.program.instrs) {
-      loads += i.code == EwCode::kLoad;
-      adds += i.code == EwCode::kAdd;
-    }
-    return loads + adds == static_cast<int>(n.program.instrs.size()) &&
-           loads == static_cast<int>(n.inputs.size()) && adds == loads - 1;
-  };
   for (Node& sum : graph.nodes) {
     if (sum.op != Op::kElementwise || sum.dtype != DType::f32 || sum.inputs.size() < 2 ||
         !sums_its_inputs(sum)) {
@@ -153,6 +155,58 @@ void fold_accumulations(Graph& graph) {
     acc.in_place = true;
     acc.inputs = {acc.inputs[0], product.inputs[0], product.inputs[1]};
     leave_for_dead(product);
+  }
+}
+
+void fold_summed_accumulations(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const std::vector<bool> early = free_effects(graph);
+  const auto node = [&](ValueId v) -> Node& { return graph.nodes[static_cast<size_t>(v)]; };
+  const auto read_once = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
+  for (const ValueId effect : graph.effects) {
+    Node& acc = node(effect);
+    if (acc.op != Op::kAccumulate || !early[static_cast<size_t>(effect)]) continue;
+    const ValueId sum = acc.inputs[1];
+    if (!sums_its_inputs(node(sum)) || node(sum).dtype != DType::f32 || !read_once(sum)) continue;
+    // Each term: a weight-gradient product, or a chain of them adding into the first
+    // (fold_accumulations), or an embedding's gradient; its first step and its last.
+    struct Term {
+      ValueId first, last;
+    };
+    std::vector<Term> terms;
+    for (const ValueId last : node(sum).inputs) {
+      ValueId first = last;
+      while (node(first).op == Op::kLinearGradWeight && node(first).in_place &&
+             read_once(node(first).inputs[0])) {
+        first = node(first).inputs[0];
+      }
+      const Node& f = node(first);
+      const bool adds =
+          (f.op == Op::kLinearGradWeight || (f.op == Op::kEmbeddingGrad && !f.shard)) &&
+          !f.in_place && f.dtype == DType::f32 && f.shape == acc.shape;
+      if (!adds || !read_once(last)) break;
+      terms.push_back({first, last});
+    }
+    if (terms.size() != node(sum).inputs.size()) continue;
+    std::sort(terms.begin(), terms.end(),
+              [](const Term& a, const Term& b) { return a.first < b.first; });
+    bool apart = true;
+    for (size_t i = 1; i < terms.size(); ++i) apart = apart && terms[i].first > terms[i - 1].last;
+    if (!apart) continue;
+    // Each term's first step adds into what the term before it wrote, the first into the
+    // accumulator itself, each where it runs: nothing else reads the accumulator (a free
+    // effect's), and the terms run one after the other. The accumulation becomes a view of the
+    // last term, the effect that orders them.
+    ValueId into = acc.inputs[0];
+    for (const Term& term : terms) {
+      Node& first = node(term.first);
+      first.inputs.insert(first.inputs.begin(), into);
+      first.in_place = true;
+      into = term.last;
+    }
+    leave_for_dead(node(sum));
+    acc.op = Op::kReshape;
+    acc.inputs = {into};
   }
 }
 

@@ -119,7 +119,7 @@ namespace {
 
 bool adds_into_input(const Node& node) {
   return (node.op == Op::kLinearGradWeight || node.op == Op::kLinearGradInput ||
-          node.op == Op::kRmsNormGradWeight) &&
+          node.op == Op::kRmsNormGradWeight || node.op == Op::kEmbeddingGrad) &&
          node.in_place;
 }
 

@@ -72,7 +72,9 @@ enum class Op : uint8_t {
                      //   `group` (the ranks that hold one replicated KV head)
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
-  kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`)
+  kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`);
+                      //   with in_place, (acc, dy, ids) -> acc + d table written into acc
+                      //   (graph::fold_summed_accumulations)
   kLinearGradInput,   // (dy [..., N], w [N, K]) -> dx [..., K] = dy @ w; with in_place,
                       //   (sum, dy, w) -> sum + dy @ w written into sum (graph::fold_gradient_sums)
   kLinearGradWeight,  // (dy [..., N], x [..., K]) -> dw [N, K] = dy^T @ x over all rows; with
@@ -120,8 +122,8 @@ struct Node {
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
-                               // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight: added
-                               // into input 0
+                               // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight,
+                               // kEmbeddingGrad: added into input 0
   bool residual = false;       // kLinear, kRmsNormGradInput: the input after its operands is the
                                // residual added to the result
   bool adds_weight_grad = false;  // kRmsNormGradInput: its last input is the accumulator of the

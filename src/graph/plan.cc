@@ -181,6 +181,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_residuals_into_norm_grads(graph);
     fold_casts(graph);
     fold_accumulations(graph);
+    fold_summed_accumulations(graph);
     fold_norm_weight_grads(graph);
   }
   Plan plan;

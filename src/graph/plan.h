@@ -62,6 +62,13 @@ void fold_residuals_into_norm_grads(Graph& graph);
 // with no in-place write into its operands' buffers between it and the product in creation order
 // (the rule of every pass here that moves a step later).
 void fold_accumulations(Graph& graph);
+// An accumulation of a sum of gradients that nothing else reads (a tied embedding's: the output
+// layer's products over the loss chunks, and the embedding's own gradient) becomes each term
+// adding into the accumulator where it runs, in turn: no buffer for the terms or their sum, no
+// pass to add them. The terms are weight-gradient products (or chains of them,
+// fold_accumulations) and embedding gradients, each run whole before the next starts. Runs after
+// fold_accumulations.
+void fold_summed_accumulations(Graph& graph);
 // A norm weight's gradient added into its accumulator as a free effect (fold_accumulations) is
 // added by the norm's input-gradient step that reads the same x and dy: one pass over them
 // instead of two. Runs after fold_accumulations, whose in-place form it looks for; a step moved

@@ -2,8 +2,8 @@
 // already holds a sum, as under gradient accumulation): compiled, where graph::fold_accumulations
 // makes the product add into the state itself (cuBLASLt's addend on CUDA, oneDNN's beta on the
 // CPU), and eager, where a product and an accumulation run apart. f32 operands, and bf16 ones as
-// under autocast. Likewise a norm weight's gradient. On each backend (CUDA skipped, and said so,
-// where absent), against the closed forms summed in double.
+// under autocast. Likewise a norm weight's gradient, and a tied embedding's. On each backend (CUDA
+// skipped, and said so, where absent), against the closed forms summed in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -127,6 +127,79 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
     const float tol = c.operands == DType::f32 ? 1e-5f : 1.f / 128;
     expect_close(got_dx, want_dx, tol, "dx");
   }
+}
+
+// A tied embedding's gradient: the output layer's products over two loss chunks (the second adding
+// into the first) plus the embedding's rows, their sum added into the state. Compiled
+// (graph::fold_summed_accumulations), each term adds into the state where it runs, with no
+// buffer of its own, no sum and no accumulation step; eager, as built.
+TEST_P(WeightGradAccumulationTest, TiedGradientsAddIntoTheStateEachRun) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const Device device = testing::device_of(c);
+  constexpr int64_t kVocab = 9, kHidden = 12, kChunk = 5, kTokens = 8;
+  const std::vector<float> dy1 = random_values(kChunk * kVocab, 31),
+                           x1 = random_values(kChunk * kHidden, 32),
+                           dy2 = random_values(kChunk * kVocab, 33),
+                           x2 = random_values(kChunk * kHidden, 34),
+                           rows = random_values(kTokens * kHidden, 35),
+                           start = random_values(kVocab * kHidden, 36);
+  const std::vector<int32_t> ids = {3, 0, 8, 3, 5, 3, 1, 8};
+  graph::Builder b;
+  const auto dy1_in = b.input("dy1", {kChunk, kVocab}, DType::f32);
+  const auto x1_in = b.input("x1", {kChunk, kHidden}, DType::f32);
+  const auto dy2_in = b.input("dy2", {kChunk, kVocab}, DType::f32);
+  const auto x2_in = b.input("x2", {kChunk, kHidden}, DType::f32);
+  const auto rows_in = b.input("rows", {2, kTokens / 2, kHidden}, DType::f32);
+  const auto ids_in = b.input("ids", {2, kTokens / 2}, DType::i32);
+  const auto sum = b.state("grad", {kVocab, kHidden}, DType::f32);
+  const auto operand = [&](graph::ValueId v) {
+    return c.operands == DType::f32 ? v : b.cast(v, c.operands);
+  };
+  const auto head = b.accumulate(b.linear_grad_weight(operand(dy1_in), operand(x1_in)),
+                                 b.linear_grad_weight(operand(dy2_in), operand(x2_in)));
+  b.accumulate(sum, b.add(b.embedding_grad(rows_in, ids_in, kVocab), head));
+  b.output(b.reduce_rows(x1_in));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
+    EXPECT_TRUE(op != graph::Op::kAccumulate && op != graph::Op::kElementwise)
+        << plan.graph.describe(id);
+  }
+
+  const std::vector<float> dy1_read = rounded(dy1, c.operands), x1_read = rounded(x1, c.operands),
+                           dy2_read = rounded(dy2, c.operands), x2_read = rounded(x2, c.operands);
+  std::vector<double> once(start.size(), 0.0);
+  for (int64_t r = 0; r < kChunk; ++r) {
+    for (int64_t v = 0; v < kVocab; ++v) {
+      for (int64_t h = 0; h < kHidden; ++h) {
+        once[v * kHidden + h] += double{dy1_read[r * kVocab + v]} * x1_read[r * kHidden + h] +
+                                 double{dy2_read[r * kVocab + v]} * x2_read[r * kHidden + h];
+      }
+    }
+  }
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t h = 0; h < kHidden; ++h) once[ids[t] * kHidden + h] += rows[t * kHidden + h];
+  }
+  std::vector<float> want(start.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(start[i] + 3 * once[i]);
+
+  graph::Backend& backend = graph::backend_for(device);
+  const Tensor grad = Tensor::from_vector<float>(start, {kVocab, kHidden}).to(device);
+  const std::vector<Tensor> inputs{Tensor::from_vector<float>(dy1, {kChunk, kVocab}),
+                                   Tensor::from_vector<float>(x1, {kChunk, kHidden}),
+                                   Tensor::from_vector<float>(dy2, {kChunk, kVocab}),
+                                   Tensor::from_vector<float>(x2, {kChunk, kHidden}),
+                                   Tensor::from_vector<float>(rows, {2, kTokens / 2, kHidden}),
+                                   Tensor::from_vector<int32_t>(ids, {2, kTokens / 2}),
+                                   grad};
+  const auto compiled = backend.compile(plan);
+  compiled->run(inputs);
+  compiled->run(inputs);
+  backend.run_eager(g, inputs);
+  expect_close(grad.to(kCpu).to_f32_vector(), want, 1e-5f, "start + 3 (head + rows)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, WeightGradAccumulationTest, testing::every_device_and_operands(),

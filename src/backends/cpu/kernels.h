@@ -76,9 +76,11 @@ void cross_entropy_grad(const Logits& logits, const int32_t* targets, const floa
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
 void cast(const void* x, DType from, void* out, DType to, size_t count);
-// With a `shard`, ids outside it give no gradient here.
+// With a `shard`, ids outside it give no gradient here. `accumulate`: the rows add into d_table's
+// values instead of zeros (graph::fold_summed_accumulations).
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table, const VocabShard* shard = nullptr);
+                    int64_t hidden, float* d_table, const VocabShard* shard = nullptr,
+                    bool accumulate = false);
 void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m, int64_t n,
                        int64_t k, float* dx, bool accumulate = false);
 void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,

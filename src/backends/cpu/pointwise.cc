@@ -119,8 +119,8 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
 }
 
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table, const VocabShard* shard) {
-  std::fill(d_table, d_table + vocab * hidden, 0.f);
+                    int64_t hidden, float* d_table, const VocabShard* shard, bool accumulate) {
+  if (!accumulate) std::fill(d_table, d_table + vocab * hidden, 0.f);
   const int64_t first = shard ? shard->first_id : 0;
   // Tokens repeat, so rows are accumulated in token order on one thread: deterministic sums.
   for (int64_t i = 0; i < count; ++i) {

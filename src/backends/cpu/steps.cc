@@ -366,9 +366,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       };
     }
     case Op::kEmbeddingGrad: {
-      const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
-      return [=] {
-        embedding_grad(f(args[0]), i32(args[1]), count, vocab, hidden, f(out), shard.get());
+      // In place, input 0 is the sum the rows add into (graph::fold_summed_accumulations).
+      const bool in_place = n.in_place;
+      const size_t first = graph::first_operand(n);
+      const int64_t count = shape_numel(in(first + 1).shape), vocab = n.shape[0],
+                    hidden = n.shape[1];
+      return [=, &ptrs] {
+        if (in_place) ptrs[out] = ptrs[args[0]];
+        embedding_grad(f(args[first]), i32(args[first + 1]), count, vocab, hidden, f(out),
+                       shard.get(), in_place);
       };
     }
     case Op::kCopyToGroup:

@@ -128,9 +128,11 @@ void rms_norm_grads(const float* x, const float* w, const float* dy, const float
 }
 
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table, cudaStream_t stream) {
-  TFM_CUDA(
-      cudaMemsetAsync(d_table, 0, static_cast<size_t>(vocab * hidden) * sizeof(float), stream));
+                    int64_t hidden, float* d_table, cudaStream_t stream, bool accumulate) {
+  if (!accumulate) {
+    TFM_CUDA(
+        cudaMemsetAsync(d_table, 0, static_cast<size_t>(vocab * hidden) * sizeof(float), stream));
+  }
   if (hidden == 0) return;  // a grid of no blocks fails to launch
   embedding_grad_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(
       dy, ids, count, vocab, hidden, d_table);

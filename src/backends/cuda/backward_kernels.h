@@ -32,9 +32,10 @@ void cross_entropy_grad(const void* logits, DType logits_dtype, const int32_t* t
                         int32_t ignore, const float* d_loss, int64_t rows, int64_t vocab,
                         void* d_logits, DType out_dtype, cudaStream_t stream);
 
-// d_table [vocab, hidden] = the sum of dy's rows by token id, added in token order.
+// d_table [vocab, hidden] = the sum of dy's rows by token id, added in token order; `accumulate`:
+// added into d_table's values (graph::fold_summed_accumulations).
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
-                    int64_t hidden, float* d_table, cudaStream_t stream);
+                    int64_t hidden, float* d_table, cudaStream_t stream, bool accumulate = false);
 
 // dx (f32 or bf16) = the input gradient, plus `residual` where it is not null.
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, const float* residual,

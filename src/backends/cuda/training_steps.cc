@@ -169,10 +169,15 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kEmbeddingGrad: {
-      const int64_t count = shape_numel(in(1).shape), vocab = n.shape[0], hidden = n.shape[1];
+      // In place, input 0 is the sum the rows add into (graph::fold_summed_accumulations).
+      const bool in_place = n.in_place;
+      const size_t first = graph::first_operand(n);
+      const int64_t count = shape_numel(in(first + 1).shape), vocab = n.shape[0],
+                    hidden = n.shape[1];
       return [=](StepContext& c) {
-        embedding_grad(f32_at(c, args[0]), i32_at(c, args[1]), count, vocab, hidden, f32_at(c, out),
-                       c.stream);
+        if (in_place) c.ptrs[out] = c.ptrs[args[0]];
+        embedding_grad(f32_at(c, args[first]), i32_at(c, args[first + 1]), count, vocab, hidden,
+                       f32_at(c, out), c.stream, in_place);
       };
     }
     case Op::kLinearGradInput:
