@@ -9,10 +9,12 @@
 namespace tfm::graph {
 namespace {
 
-// The ops whose kernels write bf16 as readily as f32.
-bool writes_bf16(Op op) {
-  return op == Op::kRmsNorm || op == Op::kElementwise || op == Op::kRope ||
-         op == Op::kCrossEntropyGrad || op == Op::kRmsNormGradInput;
+// The steps whose kernels write bf16 as readily as f32: attention under autocast (bf16 q) too.
+bool writes_bf16(const Graph& graph, const Node& n) {
+  if (n.op == Op::kAttention)
+    return graph.nodes[static_cast<size_t>(n.inputs[0])].dtype == DType::bf16;
+  return n.op == Op::kRmsNorm || n.op == Op::kElementwise || n.op == Op::kRope ||
+         n.op == Op::kCrossEntropyGrad || n.op == Op::kRmsNormGradInput;
 }
 
 // Does the elementwise node add its inputs and nothing else?
@@ -42,7 +44,7 @@ void fold_casts(Graph& graph) {
       from = reshapes.back()->inputs[0];
     }
     Node& producer = graph.nodes[static_cast<size_t>(from)];
-    if (!writes_bf16(producer.op) || producer.dtype != DType::f32 || !only_use(from)) continue;
+    if (!writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from)) continue;
     // The producer keeps its place in the order (so it reads its inputs when it always did) and
     // writes bf16; the cast becomes a view of that. A loss gradient written over its f32 logits
     // gets a bf16 buffer of its own instead.

@@ -4,7 +4,7 @@
 // against the CPU backend, which widens the same
 // bf16 values exactly into its f32 kernels (those are checked against finite differences in
 // tests/graph). CUDA also rounds the probabilities and the scores' gradient to bf16 for its
-// products, as flash attention does, so the tolerance is bf16's.
+// products, as flash attention does, so the tolerance is bf16's. Also its output written in bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +77,53 @@ TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
       EXPECT_LE(worst, 2e-2f * largest) << names[i] << (eager ? " eager" : " compiled");
     }
   }
+}
+
+// Attention's output cast to bf16 (as o_proj reads it under autocast) is written in bf16 by the
+// attention step itself (graph::fold_casts): on the CPU the bits of eager's f32 output rounded by
+// its cast; on CUDA (flash-style or products) within bf16's tolerance of those.
+TEST_P(Bf16AttentionTest, WritesItsOutputInBf16) {
+  const Case& c = GetParam();
+  std::mt19937 rng(4);
+  const Shape q_shape{c.batch, c.seq, c.q_heads, c.head_dim};
+  const Shape kv_shape{c.batch, c.seq, c.kv_heads, c.head_dim};
+  std::vector<int32_t> slots(static_cast<size_t>(c.seq));
+  for (int64_t i = 0; i < c.seq; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const ValueId y = b.attention(
+      b.weight("q", random_tensor(q_shape, rng)), b.weight("k", random_tensor(kv_shape, rng)),
+      b.weight("v", random_tensor(kv_shape, rng)),
+      b.weight("mask",
+               Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(c.batch * c.seq), 1),
+                                   {c.batch, c.seq})),
+      b.weight("slots", Tensor::from_vector(slots, {c.seq})), 1.f / std::sqrt(float(c.head_dim)));
+  b.output(b.cast(y, DType::bf16));
+  const graph::Graph g = b.finish();
+  const graph::Plan plan = graph::plan_graph(g);
+  int bf16_attention = 0, casts = 0;
+  for (ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    bf16_attention += n.op == graph::Op::kAttention && n.dtype == DType::bf16;
+    casts += n.op == graph::Op::kCast && n.inputs[0] == y;
+  }
+  EXPECT_EQ(bf16_attention, 1);
+  EXPECT_EQ(casts, 0);
+
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<float> want = cpu.run_eager(g, {})[0].to_f32_vector();
+  EXPECT_EQ(cpu.compile(plan)->run({})[0].to_f32_vector(), want);
+  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: the CUDA half skipped";
+  const Tensor got = graph::backend_for(Device{DeviceType::cuda, 0}).compile(plan)->run({})[0];
+  EXPECT_EQ(got.dtype(), DType::bf16);
+  const std::vector<float> a = got.to_f32_vector();
+  float largest = 0, worst = 0;
+  for (size_t j = 0; j < want.size(); ++j) {
+    ASSERT_TRUE(std::isfinite(a[j])) << "at " << j;
+    largest = std::max(largest, std::fabs(want[j]));
+    worst = std::max(worst, std::fabs(a[j] - want[j]));
+  }
+  EXPECT_LE(worst, 2e-2f * largest);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,

@@ -45,11 +45,12 @@ std::vector<__nv_bfloat16> to_head_major(const std::vector<T>& x, int64_t seq, i
   return out;
 }
 
-// from_head_major's launch: f32 [batch, heads, seq, d] -> [batch, seq, heads, d].
-std::vector<float> from_head_major(const std::vector<float>& x, int64_t seq, int64_t heads,
-                                   int64_t d) {
+// from_head_major's launch: f32 [batch, heads, seq, d] -> [batch, seq, heads, d] in Out.
+template <typename Out = float>
+std::vector<Out> from_head_major(const std::vector<float>& x, int64_t seq, int64_t heads,
+                                 int64_t d) {
   const auto total = static_cast<int64_t>(x.size());
-  std::vector<float> out(x.size(), -7.f);
+  std::vector<Out> out(x.size(), narrow<Out>(-7.f));
   cuda_emulation::launch(grid_of(blocks_for(total, kThreads)), kThreads, 0, [&] {
     from_head_major_kernel(x.data(), seq, heads, d, total, out.data());
   });
@@ -76,6 +77,9 @@ TEST(AttentionProductsKernels, HeadMajorCopies) {
   expect_close(widened(to_head_major(x, seq, heads, d)), want, 0.f, "from f32");
   expect_close(widened(to_head_major(x16, seq, heads, d)), want, 0.f, "from bf16");
   expect_close(from_head_major(x, seq, heads, d), want_back, 0.f, "back");
+  // Back in bf16 (autocast's attention output): each value rounded once.
+  expect_close(widened(from_head_major<__nv_bfloat16>(x, seq, heads, d)),
+               widened(to_bf16(want_back)), 0.f, "back in bf16");
 }
 
 struct Case {

@@ -90,9 +90,9 @@ void check(const Case& c) {
   float* dk = dq + q_count;
   float* dv = dk + kv_count;
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
-    flash_attention_kernel<D, __nv_bfloat16, true>(q.data(), k_stored.data(), v_stored.data(),
-                                                   mask.data(), slots.data(), s, scale, nullptr,
-                                                   {dy.data(), stats.data()}, {});
+    flash_attention_kernel<D, __nv_bfloat16, true>(
+        q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
+        static_cast<float*>(nullptr), {dy.data(), stats.data()}, {});
   });
   cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
     flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),

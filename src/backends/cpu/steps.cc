@@ -242,15 +242,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
       // A bf16 KV cache (with f32 q) is read as it is; under autocast (bf16 q, k and v) every
       // operand is widened exactly for the f32 kernels, whose long-sequence path is the fast one.
+      // Its output may be bf16 there too (graph::fold_casts): computed in f32, rounded once.
       if (q_dtype != DType::f32) {
+        const DType out_dtype = n.dtype;
         return [=, &ptrs] {
-          std::vector<float> wq, wk, wv;
+          std::vector<float> wq, wk, wv, narrowed;
+          if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
+          float* dst = narrowed.empty() ? f(out) : narrowed.data();
           attention(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
                     f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
                     f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), DType::f32,
-                    i32(args[3]), i32(args[4]), q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+                    i32(args[3]), i32(args[4]), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
+          if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
         };
       }
+      check_f32(n, "attention");
       return [=, &ptrs] {
         attention(f(args[0]), ptrs[args[1]], ptrs[args[2]], kv_dtype, i32(args[3]), i32(args[4]),
                   q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));

@@ -176,13 +176,17 @@ Step attention_products_step(const graph::Graph& graph, const graph::Node& n, si
                                      l.scores_of(kBf16), l.keys(kBf16), l.queries(kF32), l.batch());
   const Operands o = operands_of(n);
   const float scale = n.scale;
+  const DType out_dtype = n.dtype;
+  const size_t row_bytes =
+      static_cast<size_t>(s.seq * s.q_heads * s.head_dim) * dtype_size(out_dtype);
   return [=](StepContext& c) {
     for (int64_t first = 0; first < s.batch; first += l.chunk) {
       probabilities.run(c, o, first, scale);
       mix->run(at<char>(c.scratch, l.probs), at<char>(c.scratch, l.v16),
                at<float>(c.scratch, l.out), c.workspace, c.stream);
       from_head_major(at<float>(c.scratch, l.out), l.chunk, s.seq, s.q_heads, s.head_dim,
-                      f32_at(c, out) + first * s.seq * s.q_heads * s.head_dim, c.stream);
+                      static_cast<char*>(c.ptrs[out]) + static_cast<size_t>(first) * row_bytes,
+                      out_dtype, c.stream);
     }
   };
 }
@@ -223,11 +227,12 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
       dq->run(buffer(l.probs), buffer(l.k16), f32(l.out), c.workspace, c.stream);
       dk->run(buffer(l.probs), buffer(l.q16), f32(l.dk), c.workspace, c.stream);
       float* grads = f32_at(c, out);
-      from_head_major(f32(l.out), l.chunk, seq, s.q_heads, d, grads + first * q_row, c.stream);
-      from_head_major(f32(l.dk), l.chunk, len, s.kv_heads, d, grads + q_total + first * kv_row,
+      from_head_major(f32(l.out), l.chunk, seq, s.q_heads, d, grads + first * q_row, DType::f32,
                       c.stream);
+      from_head_major(f32(l.dk), l.chunk, len, s.kv_heads, d, grads + q_total + first * kv_row,
+                      DType::f32, c.stream);
       from_head_major(f32(l.dv), l.chunk, len, s.kv_heads, d,
-                      grads + q_total + kv_total + first * kv_row, c.stream);
+                      grads + q_total + kv_total + first * kv_row, DType::f32, c.stream);
     }
   };
 }

@@ -19,11 +19,14 @@ void to_head_major(const void* x, DType dtype, int64_t batch, int64_t seq, int64
 }
 
 void from_head_major(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                     float* out, cudaStream_t stream) {
+                     void* out, DType out_dtype, cudaStream_t stream) {
   const int64_t total = batch * seq * heads * head_dim;
   if (total == 0) return;
-  from_head_major_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      x, seq, heads, head_dim, total, out);
+  with_float_type(out_dtype, "from_head_major", [&](auto type) {
+    using Out = typename decltype(type)::type;
+    from_head_major_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        x, seq, heads, head_dim, total, static_cast<Out*>(out));
+  });
   check_launch("from_head_major");
 }
 

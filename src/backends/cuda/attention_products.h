@@ -13,9 +13,10 @@ namespace tfm::cuda {
 // [batch, seq, heads, head_dim] (f32 or bf16) -> bf16 [batch, heads, seq, head_dim].
 void to_head_major(const void* x, DType dtype, int64_t batch, int64_t seq, int64_t heads,
                    int64_t head_dim, void* out, cudaStream_t stream);
-// f32 [batch, heads, seq, head_dim] -> f32 [batch, seq, heads, head_dim].
+// f32 [batch, heads, seq, head_dim] -> [batch, seq, heads, head_dim] in `out_dtype` (f32, or bf16
+// for autocast's attention output: graph::fold_casts).
 void from_head_major(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
-                     float* out, cudaStream_t stream);
+                     void* out, DType out_dtype, cudaStream_t stream);
 // scores [batch, heads, seq, len] f32 (rows `ld` elements apart) -> the softmax of scale * scores
 // over the keys query i of batch row b sees (j <= slots[i] and mask[b, j]), in place and as bf16
 // `probs` (same layout); a query that sees no key gets a zero row.

@@ -29,10 +29,11 @@ __global__ void to_head_major_kernel(const T* x, int64_t seq, int64_t heads, int
   if (i < total) out[head_major_index(i, seq, heads, d)] = narrow<__nv_bfloat16>(widen(x[i]));
 }
 
+template <typename Out>
 __global__ void from_head_major_kernel(const float* x, int64_t seq, int64_t heads, int64_t d,
-                                       int64_t total, float* out) {
+                                       int64_t total, Out* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < total) out[i] = x[head_major_index(i, seq, heads, d)];
+  if (i < total) out[i] = narrow<Out>(x[head_major_index(i, seq, heads, d)]);
 }
 
 // One block per row of scores: (batch row, head, query).

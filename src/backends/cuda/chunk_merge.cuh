@@ -21,8 +21,8 @@ __device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64
 // Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the
 // output as it does on the CPU instead of silently dropping its chunk. The chunks were written by
 // other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
-template <int E>
-__device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, float* out,
+template <int E, typename Out>
+__device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, Out* out,
                              int lane) {
   const auto chunk = [&](int64_t sp) { return first + sp * (head_dim + 2); };
   float m = -INFINITY;
@@ -54,7 +54,7 @@ __device__ void merge_chunks(const volatile float* first, int64_t splits, int he
   }
 #pragma unroll
   for (int e = 0; e < E; ++e) {
-    if (lane + 32 * e < head_dim) out[lane + 32 * e] = acc[e] * inv;
+    if (lane + 32 * e < head_dim) out[lane + 32 * e] = narrow<Out>(acc[e] * inv);
   }
 }
 

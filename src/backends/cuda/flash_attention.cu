@@ -39,18 +39,18 @@ int key_split_count(const AttentionShape& s) {
   return static_cast<int>(std::clamp<int64_t>((kWantedBlocks + blocks - 1) / blocks, 1, key_tiles));
 }
 
-template <int D, typename Q, bool kStats>
+template <int D, typename Q, bool kStats, typename Out = float>
 void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
-                    const int32_t* slots, const AttentionShape& s, float scale, float* out,
+                    const int32_t* slots, const AttentionShape& s, float scale, Out* out,
                     RowStatsTarget stats, KeySplits splits, cudaStream_t stream) {
   if (kStats && splits.count != 1) {
     throw Error("[cuda attention_grad] the backward statistics need the keys in one split");
   }
   constexpr size_t bytes = ForwardLayout<D>::total;
-  allow_shared_memory(flash_attention_kernel<D, Q, kStats>, bytes);
+  allow_shared_memory(flash_attention_kernel<D, Q, kStats, Out>, bytes);
   dim3 grid = query_tiles(s);
   grid.x *= static_cast<unsigned>(splits.count);
-  flash_attention_kernel<D, Q, kStats><<<grid, kWarps * 32, bytes, stream>>>(
+  flash_attention_kernel<D, Q, kStats, Out><<<grid, kWarps * 32, bytes, stream>>>(
       static_cast<const Q*>(q), static_cast<const __nv_bfloat16*>(k),
       static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats, splits);
 }
@@ -59,8 +59,9 @@ template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const float* dy, const AttentionShape& s, float scale,
                      float* grads, float* stats, cudaStream_t stream) {
-  launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale, nullptr,
-                                         RowStatsTarget{dy, stats}, KeySplits{}, stream);
+  launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale,
+                                         static_cast<float*>(nullptr), RowStatsTarget{dy, stats},
+                                         KeySplits{}, stream);
   constexpr size_t bytes = GradLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
@@ -110,7 +111,7 @@ size_t flash_attention_scratch_bytes(const AttentionShape& shape) {
 
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, float* out, void* scratch, unsigned* arrivals,
+                     float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
                      cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   check_aligned({k, v});
@@ -120,8 +121,11 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
   }
   with_head_dim(shape.head_dim, [&](auto d) {
     with_float_type(q_dtype, "flash_attention", [&](auto type) {
-      launch_forward<decltype(d)::value, typename decltype(type)::type, false>(
-          q, k, v, mask, slots, shape, scale, out, {}, splits, stream);
+      with_float_type(out_dtype, "flash_attention", [&](auto out_type) {
+        using Out = typename decltype(out_type)::type;
+        launch_forward<decltype(d)::value, typename decltype(type)::type, false, Out>(
+            q, k, v, mask, slots, shape, scale, static_cast<Out*>(out), {}, splits, stream);
+      });
     });
   });
   check_launch("flash_attention");

@@ -193,11 +193,11 @@ struct KeySplits {
 // The end of a block of a launch with key splits: writes the partial results of its rows (rows g
 // and g + 8 of each warp's, unnormalized), then the tile's last block to arrive merges every
 // split's rows into out, a warp per 16 rows, and leaves the tile's counter at zero.
-template <int D>
+template <int D, typename Out>
 __device__ void merge_key_splits(const float (&o)[D / 8][4], const float (&row_max)[2],
                                  const float (&row_sum)[2], const int64_t (&query)[2],
                                  const AttentionShape& s, int64_t h, int64_t b, int split,
-                                 int64_t tile_id, const KeySplits& splits, float* out) {
+                                 int64_t tile_id, const KeySplits& splits, Out* out) {
   const int lane = threadIdx.x % 32, t = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -228,18 +228,19 @@ __device__ void merge_key_splits(const float (&o)[D / 8][4], const float (&row_m
   if (threadIdx.x == 0) splits.arrivals[tile_id] = 0;
 }
 
-// The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D]; with kStats it
+// The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D] (f32, or bf16 under
+// autocast: graph::fold_casts), each value rounded once from f32; with kStats it
 // writes the rows' backward statistics instead. Flash-style on mma.sync (warp_mma.cuh): each warp
 // keeps its 16 queries (rounded to bf16), a tile's scores and its share of the output in
 // registers, and the probabilities go from the scores' fragments straight into the P·V product.
 // A lane holds rows g = lane / 4 and g + 8 of the warp's queries, columns 2t, 2t + 1 (t = lane %
 // 4) of every 8; a row's max and sum are gathered over the 4 lanes that share it.
-template <int D, typename Q, bool kStats>
+template <int D, typename Q, bool kStats, typename Out = float>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(const Q* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                            const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                            const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                           float* __restrict__ out, RowStatsTarget stats, KeySplits splits) {
+                           Out* __restrict__ out, RowStatsTarget stats, KeySplits splits) {
   using L = ForwardLayout<D>;
   constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
@@ -374,8 +375,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     } else if (query[r] < s.seq) {
 #pragma unroll
       for (int db = 0; db < kDimBlocks; ++db) {
-        out[at + db * 8] = o[db][2 * r] * inv[r];
-        out[at + db * 8 + 1] = o[db][2 * r + 1] * inv[r];
+        out[at + db * 8] = narrow<Out>(o[db][2 * r] * inv[r]);
+        out[at + db * 8 + 1] = narrow<Out>(o[db][2 * r + 1] * inv[r]);
       }
     }
   }

@@ -26,11 +26,12 @@ bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) 
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
   const AttentionShape shape = attention_shape(graph, n);
   const float scale = n.scale;
+  const DType out_dtype = n.dtype;
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   return [=](StepContext& c) {
     flash_attention(c.ptrs[args[0]], DType::bf16, c.ptrs[args[1]], c.ptrs[args[2]],
-                    i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), nullptr,
-                    nullptr, c.stream);
+                    i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, c.ptrs[out], out_dtype,
+                    nullptr, nullptr, c.stream);
   };
 }
 

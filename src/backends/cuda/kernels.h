@@ -142,7 +142,7 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
 size_t flash_attention_scratch_bytes(const AttentionShape& shape);
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, float* out, void* scratch, unsigned* arrivals,
+                     float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
                      cudaStream_t stream);
 // The backward pass of flash_attention with bf16 q: grads = f32 [dq | dk | dv]. `scratch` holds
 // flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out).

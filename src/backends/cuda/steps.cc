@@ -483,6 +483,11 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       // Under autocast (bf16 q, k and v): flash-style, or else as tensor-core products.
       if (runs_flash_attention(graph, n)) return flash_attention_step(graph, n, out);
       if (in(0).dtype == DType::bf16) return attention_products_step(graph, n, out);
+      // graph::fold_casts gives a bf16 output to autocast's attention (bf16 q) alone.
+      if (n.dtype != DType::f32) {
+        throw Error("[cuda attention] f32 q writes an f32 output, not " +
+                    std::string(dtype_name(n.dtype)));
+      }
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
       const DType kv_dtype = in(1).dtype;
