@@ -38,6 +38,17 @@ std::vector<float> product(const std::vector<float>& x, const std::vector<float>
   return y;
 }
 
+// Runs g compiled, then eagerly, on the case's device: check(outputs, "compiled" or "eager").
+template <typename Check>
+void compiled_and_eager(const testing::DeviceOperands& c, const graph::Graph& g,
+                        const std::vector<Tensor>& inputs, Check check) {
+  graph::Backend& backend = graph::backend_for(testing::device_of(c));
+  for (const bool eager : {false, true}) {
+    check(eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs),
+          std::string(eager ? "eager" : "compiled"));
+  }
+}
+
 class AutocastProductsTest : public ::testing::TestWithParam<testing::DeviceOperands> {};
 
 TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
@@ -72,16 +83,13 @@ TEST_P(AutocastProductsTest, GateAndUpComeOutInTheAutocastDtype) {
   // bf16: the product accumulates in f32 before it rounds, so it may land one bf16 step away from
   // the double sum's rounding; f32: the order of the sum.
   const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
-  graph::Backend& backend = graph::backend_for(testing::device_of(c));
-  const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {2, kRows / 2, kIn})};
-  for (const bool eager : {false, true}) {
-    const std::vector<Tensor> out =
-        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
-    const std::string how = eager ? "eager" : "compiled";
-    EXPECT_EQ(out[0].dtype(), c.operands) << how;
-    expect_close(out[0].to(kCpu).to_f32_vector(), gate_want, tol, how + " gate");
-    expect_close(out[1].to(kCpu).to_f32_vector(), gated_want, tol, how + " silu(gate) * up");
-  }
+  compiled_and_eager(c, g, {Tensor::from_vector<float>(x_values, {2, kRows / 2, kIn})},
+                     [&](const std::vector<Tensor>& out, const std::string& how) {
+                       EXPECT_EQ(out[0].dtype(), c.operands) << how;
+                       expect_close(out[0].to(kCpu).to_f32_vector(), gate_want, tol, how + " gate");
+                       expect_close(out[1].to(kCpu).to_f32_vector(), gated_want, tol,
+                                    how + " silu(gate) * up");
+                     });
 }
 
 // A product wider than the CPU's block of columns (4M floats over its rows: two blocks here), with
@@ -134,15 +142,11 @@ TEST_P(AutocastProductsTest, AnInputGradientComesOutInTheOperandsDtype) {
       rounded(product(rounded(dy_values, c.operands), rounded(w_t, c.operands), kRows, kOut, kIn),
               c.operands);
   const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
-  graph::Backend& backend = graph::backend_for(testing::device_of(c));
-  const std::vector<Tensor> inputs{Tensor::from_vector<float>(dy_values, {2, kRows / 2, kOut})};
-  for (const bool eager : {false, true}) {
-    const std::vector<Tensor> out =
-        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
-    const std::string how = eager ? "eager" : "compiled";
-    EXPECT_EQ(out[0].dtype(), c.operands) << how;
-    expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, how + " dy w");
-  }
+  compiled_and_eager(c, g, {Tensor::from_vector<float>(dy_values, {2, kRows / 2, kOut})},
+                     [&](const std::vector<Tensor>& out, const std::string& how) {
+                       EXPECT_EQ(out[0].dtype(), c.operands) << how;
+                       expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, how + " dy w");
+                     });
 }
 
 // The loss and its gradient over a bf16 output layer's logits, the gradient written over them in
@@ -181,18 +185,14 @@ TEST_P(AutocastProductsTest, TheLossReadsLogitsInTheAutocastDtype) {
     }
   }
   const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
-  graph::Backend& backend = graph::backend_for(testing::device_of(c));
   const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {kRows, kIn}),
                                    Tensor::from_vector<int32_t>(targets, {kRows}),
                                    Tensor::from_vector<float>({d_loss}, {1})};
-  for (const bool eager : {false, true}) {
-    const std::vector<Tensor> out =
-        eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs);
-    const std::string how = eager ? "eager" : "compiled";
+  compiled_and_eager(c, g, inputs, [&](const std::vector<Tensor>& out, const std::string& how) {
     expect_close(out[0].to(kCpu).to_f32_vector(), {static_cast<float>(loss_want)}, tol,
                  how + " loss");
     expect_close(out[1].to(kCpu).to_f32_vector(), grad_want, tol, how + " d logits");
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, AutocastProductsTest, testing::every_device_and_operands(),
