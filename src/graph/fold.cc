@@ -56,14 +56,8 @@ void fold_casts(Graph& graph) {
 }
 
 void fold_widening_casts(Graph& graph) {
-  // Values that only elementwise chains read (no other step, no output, no effect).
-  std::vector<bool> chains_only(graph.nodes.size(), true);
-  for (const Node& n : graph.nodes) {
-    if (n.op == Op::kElementwise) continue;
-    for (ValueId in : n.inputs) chains_only[static_cast<size_t>(in)] = false;
-  }
-  for (ValueId v : graph.outputs) chains_only[static_cast<size_t>(v)] = false;
-  for (ValueId v : graph.effects) chains_only[static_cast<size_t>(v)] = false;
+  const std::vector<bool> chains_only =
+      read_by_elementwise_only(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
     Node& cast = graph.nodes[c];
     if (cast.op != Op::kCast || cast.dtype != DType::f32 || !chains_only[c] ||

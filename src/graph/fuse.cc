@@ -40,18 +40,6 @@ int loaded_inputs(const Node& n) {
   return static_cast<int>(loaded.size());
 }
 
-// Is every use of each value by an elementwise node (not an output, an effect or another op)?
-std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead) {
-  std::vector<bool> only(graph.nodes.size(), true);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    if (dead[i] || graph.nodes[i].op == Op::kElementwise) continue;
-    for (ValueId in : graph.nodes[i].inputs) only[static_cast<size_t>(in)] = false;
-  }
-  for (ValueId out : graph.outputs) only[static_cast<size_t>(out)] = false;
-  for (ValueId effect : graph.effects) only[static_cast<size_t>(effect)] = false;
-  return only;
-}
-
 }  // namespace
 
 // Dead producers are turned into inputs-less elementwise nodes that nothing uses; plan_graph

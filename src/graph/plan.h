@@ -28,7 +28,10 @@ struct CompileOptions {
 Plan plan_graph(Graph graph, const CompileOptions& options = {});
 
 // Effects nothing else depends on: nodes no other node reads, writing into a state input that no
-// other node reads either (a gradient added into where it is kept). They may run as soon as their
+// other node reads either (a gradient added into where it is kept). It takes an effect's input 0
+// for the state it writes, as the builder's and fold_accumulations' effects have it; the effects
+// the later folds make (a norm gradient's, a view of a chain) are judged by that too, so passes
+// that look for free effects run before them. They may run as soon as their
 // inputs exist, which frees those inputs early; the plan schedules them so.
 std::vector<bool> free_effects(const Graph& graph);
 
@@ -68,7 +71,8 @@ void fold_accumulations(Graph& graph);
 // adding into the accumulator where it runs, in turn: no buffer for the terms or their sum, no
 // pass to add them. The terms are weight-gradient products (or chains of them,
 // fold_accumulations) and embedding gradients, each run whole before the next starts. Runs after
-// fold_accumulations.
+// fold_accumulations. The accumulator then takes (acc + t1) + t2 where eager adds acc + (t1 + t2):
+// the same bits into a zero accumulator, not always under gradient accumulation.
 void fold_summed_accumulations(Graph& graph);
 // A norm weight's gradient added into its accumulator as a free effect (fold_accumulations) is
 // added by the norm's input-gradient step that reads the same x and dy: one pass over them

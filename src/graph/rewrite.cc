@@ -25,6 +25,17 @@ std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
   return uses;
 }
 
+std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead) {
+  std::vector<bool> only(graph.nodes.size(), true);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (dead[i] || graph.nodes[i].op == Op::kElementwise) continue;
+    for (ValueId in : graph.nodes[i].inputs) only[static_cast<size_t>(in)] = false;
+  }
+  for (ValueId out : graph.outputs) only[static_cast<size_t>(out)] = false;
+  for (ValueId effect : graph.effects) only[static_cast<size_t>(effect)] = false;
+  return only;
+}
+
 ValueId storage_of(const Graph& graph, ValueId v) {
   while (aliases_input(graph.nodes[static_cast<size_t>(v)])) {
     v = graph.nodes[static_cast<size_t>(v)].inputs[0];

@@ -20,21 +20,24 @@ namespace tfm::ops {
 
 // y = x w^T + bias + residual: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows,
 // dresidual = dy. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
-// backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (the
-// MLP's gating, as torch keeps it): the chain's backward widens it as it loads it
+// backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (in
+// these models the MLP's gating, whose gradient torch keeps in bf16): the chain's backward widens
+// it as it loads it
 // (graph::fold_widening_casts). Elsewhere dx stays f32, for the norms' backward and for the sums
 // of several products' gradients.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::Node& x = b.node(n.inputs[0]);
+  // n and x may be nodes of b's graph, which moves as nodes are added: read them first.
+  const graph::ValueId x_id = n.inputs[0], w = n.inputs[1];
+  const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), residual = n.residual;
+  const graph::Node& x = b.node(x_id);
   const DType operands = x.dtype;
   const bool gated = operands == DType::bf16 && x.op == graph::Op::kCast &&
                      b.node(x.inputs[0]).op == graph::Op::kElementwise;
-  // (x may move as nodes are added.)
   const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
-  InputGrads grads{b.linear_grad_input(dy_operand, n.inputs[1], gated ? operands : DType::f32),
-                   b.linear_grad_weight(dy_operand, n.inputs[0])};
-  if (n.inputs.size() > (n.residual ? 3u : 2u)) grads.push_back(b.reduce_rows(dy));
-  if (n.residual) grads.push_back(dy);
+  InputGrads grads{b.linear_grad_input(dy_operand, w, gated ? operands : DType::f32),
+                   b.linear_grad_weight(dy_operand, x_id)};
+  if (has_bias) grads.push_back(b.reduce_rows(dy));
+  if (residual) grads.push_back(dy);
   return grads;
 }
 

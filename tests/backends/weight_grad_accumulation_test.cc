@@ -118,7 +118,12 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
     const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {2, kRows / 2, hidden}),
                                      Tensor::from_vector<float>(dy_values, {2, kRows / 2, hidden}),
                                      grad};
-    const auto compiled = backend.compile(graph::plan_graph(g));
+    const graph::Plan plan = graph::plan_graph(g);
+    for (graph::ValueId id : plan.schedule) {
+      EXPECT_NE(plan.graph.nodes[static_cast<size_t>(id)].op, graph::Op::kRmsNormGradWeight)
+          << "the weight gradient is the input gradient step's";
+    }
+    const auto compiled = backend.compile(plan);
     compiled->run(inputs);
     const std::vector<Tensor> got = compiled->run(inputs);
     backend.run_eager(g, inputs);

@@ -120,12 +120,18 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
     splits = {key_split_count(shape), static_cast<float*>(scratch), arrivals};
   }
   with_head_dim(shape.head_dim, [&](auto d) {
-    with_float_type(q_dtype, "flash_attention", [&](auto type) {
-      with_float_type(out_dtype, "flash_attention", [&](auto out_type) {
-        using Out = typename decltype(out_type)::type;
-        launch_forward<decltype(d)::value, typename decltype(type)::type, false, Out>(
-            q, k, v, mask, slots, shape, scale, static_cast<Out*>(out), {}, splits, stream);
-      });
+    if (q_dtype == DType::f32) {
+      // A cache's prefill (f32 q) writes f32; autocast's attention (bf16 q) either.
+      if (out_dtype != DType::f32) throw Error("[cuda attention] f32 q writes an f32 output");
+      launch_forward<decltype(d)::value, float, false>(
+          q, k, v, mask, slots, shape, scale, static_cast<float*>(out), {}, splits, stream);
+      return;
+    }
+    if (q_dtype != DType::bf16) throw Error("[cuda attention] q must be f32 or bf16");
+    with_float_type(out_dtype, "flash_attention", [&](auto out_type) {
+      using Out = typename decltype(out_type)::type;
+      launch_forward<decltype(d)::value, __nv_bfloat16, false, Out>(
+          q, k, v, mask, slots, shape, scale, static_cast<Out*>(out), {}, splits, stream);
     });
   });
   check_launch("flash_attention");

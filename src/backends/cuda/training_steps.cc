@@ -37,6 +37,10 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
                 " with weights of dtype " + std::string(dtype_name(dt)) +
                 " is not supported (f32 with f32 or bf16, bf16 with bf16)");
   }
+  if (n.dtype != DType::f32 && (dy_dtype != DType::bf16 || in_place)) {
+    throw Error("[cuda linear_grad_input] a " + std::string(dtype_name(n.dtype)) +
+                " dx needs bf16 dy and weights, and adds into no sum");
+  }
   const int64_t m = rows_of(input(graph, n, first).shape), nn = w.shape[0], k = w.shape[1];
   const size_t sum = static_cast<size_t>(n.inputs[0]), dy = static_cast<size_t>(n.inputs[first]),
                wi = static_cast<size_t>(n.inputs[first + 1]);
