@@ -206,6 +206,27 @@ void fold_summed_accumulations(Graph& graph) {
   }
 }
 
+void fuse_rope_grads_into_norm_grads(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  for (size_t g = 0; g < graph.nodes.size(); ++g) {
+    Node& grad = graph.nodes[g];
+    if (grad.op != Op::kRmsNormGradInput || !grad.adds_weight_grad || grad.rotated) continue;
+    const auto r = static_cast<size_t>(grad.inputs[2]);
+    const Node& rope = graph.nodes[r];
+    if (rope.op != Op::kRopeGrad || uses[r] != 1 || rope.shape != grad.shape ||
+        graph.nodes[static_cast<size_t>(rope.inputs[0])].dtype != DType::f32 ||
+        written_between(graph, r, g, rope.inputs)) {
+      continue;
+    }
+    // RoPE's gradient moves to where the norm's gradient runs, rotating dy as it is loaded.
+    grad.inputs[2] = rope.inputs[0];
+    grad.inputs.insert(grad.inputs.end() - 1, {rope.inputs[1], rope.inputs[2]});
+    grad.rotated = true;
+    grad.scale = rope.scale;
+    leave_for_dead(graph.nodes[r]);
+  }
+}
+
 void fold_norm_weight_grads(Graph& graph) {
   const std::vector<bool> early = free_effects(graph);
   for (ValueId& effect : graph.effects) {

@@ -81,9 +81,13 @@ enum class Op : uint8_t {
                       //   in_place, (acc, dy, x) -> acc + dy^T @ x written into acc (a folded
                       //   kAccumulate: graph::fold_accumulations)
   kRmsNormGradInput,  // (x [..., H], w [H], dy [..., H], residual [..., H] when `residual`,
-                      //   acc [H] when `adds_weight_grad`) -> dx (+ residual:
+                      //   positions [B, S] i32 and inv_freq [H/2] when `rotated`, acc [H] when
+                      //   `adds_weight_grad`) -> dx (+ residual:
                       //   graph::fold_residuals_into_norm_grads); with `adds_weight_grad`, w's
-                      //   gradient is also added into acc (graph::fold_norm_weight_grads)
+                      //   gradient is also added into acc (graph::fold_norm_weight_grads); with
+                      //   `rotated`, x [B, S, heads, H] and dy is RoPE's output gradient, rotated
+                      //   back (`scale`: attention_scaling) as it is read
+                      //   (graph::fuse_rope_grads_into_norm_grads)
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]; with in_place, (acc, x, dy) -> acc +
                        //   dw written into acc (a folded kAccumulate: graph::fold_accumulations)
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
@@ -128,6 +132,7 @@ struct Node {
                                // residual added to the result
   bool adds_weight_grad = false;  // kRmsNormGradInput: its last input is the accumulator of the
                                   // norm weight's gradient, added into as a side effect
+  bool rotated = false;           // kRmsNormGradInput: dy enters rotated back by RoPE
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
                                // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice

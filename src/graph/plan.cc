@@ -183,6 +183,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_accumulations(graph);
     fold_summed_accumulations(graph);
     fold_norm_weight_grads(graph);
+    fuse_rope_grads_into_norm_grads(graph);
   }
   Plan plan;
   plan.schedule = live_schedule(graph);

@@ -79,5 +79,9 @@ void fold_summed_accumulations(Graph& graph);
 // instead of two. Runs after fold_accumulations, whose in-place form it looks for; a step moved
 // later after it would have to see that step's write into its last input.
 void fold_norm_weight_grads(Graph& graph);
+// RoPE's gradient read only by a per-head norm's input gradient that adds its weight's gradient
+// (fold_norm_weight_grads: q_norm's and k_norm's in Qwen3's backward pass) runs inside that step,
+// which rotates dy back as it loads it: RoPE's f32 output gradient is never stored. Runs last.
+void fuse_rope_grads_into_norm_grads(Graph& graph);
 
 }  // namespace tfm::graph

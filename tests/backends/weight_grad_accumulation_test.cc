@@ -2,8 +2,9 @@
 // already holds a sum, as under gradient accumulation): compiled, where graph::fold_accumulations
 // makes the product add into the state itself (cuBLASLt's addend on CUDA, oneDNN's beta on the
 // CPU), and eager, where a product and an accumulation run apart. f32 operands, and bf16 ones as
-// under autocast. Likewise a norm weight's gradient, and a tied embedding's. On each backend (CUDA
-// skipped, and said so, where absent), against the closed forms summed in double.
+// under autocast. Likewise a norm weight's gradient (after RoPE's too), and a tied embedding's. On
+// each backend (CUDA skipped, and said so, where absent), against the closed forms summed in
+// double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -131,6 +132,89 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
     const std::vector<float> got_dx = got[0].to(kCpu).to_f32_vector();
     const float tol = c.operands == DType::f32 ? 1e-5f : 1.f / 128;
     expect_close(got_dx, want_dx, tol, "dx");
+  }
+}
+
+// Qwen3's q_norm and k_norm in the backward pass: RoPE's gradient, then the per-head norm's input
+// and weight gradients. Compiled (graph::fuse_rope_grads_into_norm_grads) the norm's step rotates
+// dy back as it loads it: on CUDA in registers for heads of 128, through scratch for heads of 64.
+// Against the closed forms in double (the angle formed in f32, as PyTorch's).
+TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const Device device = testing::device_of(c);
+  constexpr int64_t kBatch = 2, kSeq = 3, kHeads = 2;
+  constexpr float kEps = 1e-6f, kScaling = 0.9f;
+  const std::vector<int32_t> positions = {0, 5, 9, 2, 3, 700};
+  for (const int64_t dim : {128, 64}) {
+    SCOPED_TRACE("head_dim " + std::to_string(dim));
+    const int64_t half = dim / 2, rows = kBatch * kSeq * kHeads;
+    const std::vector<float> x_values = random_values(rows * dim, 41, -2.f, 2.f),
+                             dy_values = random_values(rows * dim, 42),
+                             w_values = random_values(dim, 43, 0.5f, 1.5f),
+                             start = random_values(dim, 44);
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (int64_t f = 0; f < half; ++f) {
+      inv_freq[f] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(f) / dim));
+    }
+    const Shape shape{kBatch, kSeq, kHeads, dim};
+    graph::Builder b;
+    const auto x = b.input("x", shape, DType::f32);
+    const auto dy = b.input("dy", shape, DType::f32);
+    const auto pos = b.input("positions", {kBatch, kSeq}, DType::i32);
+    const auto sum = b.state("grad", {dim}, DType::f32);
+    const auto w = b.weight("w", Tensor::from_vector<float>(w_values, {dim}));
+    const auto freq = b.weight("inv_freq", Tensor::from_vector<float>(inv_freq, {half}));
+    const auto d_rope = b.rope_grad(dy, pos, freq, kScaling);
+    b.accumulate(sum, b.rms_norm_grad_weight(x, d_rope, kEps));
+    const auto dx = b.rms_norm_grad_input(x, w, d_rope, kEps);
+    b.output(c.operands == DType::f32 ? dx : b.cast(dx, c.operands));
+    const graph::Graph g = b.finish();
+
+    std::vector<float> want_dx(x_values.size()), want_sum(start.size());
+    std::vector<double> dw(static_cast<size_t>(dim), 0.0), g_row(static_cast<size_t>(dim));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x_values.data() + r * dim;
+      const float* dyr = dy_values.data() + r * dim;
+      for (int64_t f = 0; f < half; ++f) {
+        const float angle = static_cast<float>(positions[r / kHeads]) * inv_freq[f];
+        const double cs = std::cos(double{angle}) * kScaling,
+                     sn = std::sin(double{angle}) * kScaling;
+        g_row[f] = dyr[f] * cs + dyr[f + half] * sn;
+        g_row[f + half] = dyr[f + half] * cs - dyr[f] * sn;
+      }
+      double sum_sq = 0, dot = 0;
+      for (int64_t i = 0; i < dim; ++i) {
+        sum_sq += double{xr[i]} * xr[i];
+        dot += w_values[i] * g_row[i] * xr[i];
+      }
+      const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + kEps);
+      const double coef = inv_rms * inv_rms * inv_rms * dot / static_cast<double>(dim);
+      for (int64_t i = 0; i < dim; ++i) {
+        want_dx[r * dim + i] = static_cast<float>(inv_rms * w_values[i] * g_row[i] - xr[i] * coef);
+        dw[i] += g_row[i] * xr[i] * inv_rms;
+      }
+    }
+    for (int64_t i = 0; i < dim; ++i) want_sum[i] = static_cast<float>(start[i] + 3 * dw[i]);
+
+    const graph::Plan plan = graph::plan_graph(g);
+    for (graph::ValueId id : plan.schedule) {
+      const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
+      EXPECT_TRUE(op != graph::Op::kRopeGrad && op != graph::Op::kRmsNormGradWeight)
+          << plan.graph.describe(id);
+    }
+    graph::Backend& backend = graph::backend_for(device);
+    const Tensor grad = Tensor::from_vector<float>(start, {dim}).to(device);
+    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, shape),
+                                     Tensor::from_vector<float>(dy_values, shape),
+                                     Tensor::from_vector<int32_t>(positions, {kBatch, kSeq}), grad};
+    const auto compiled = backend.compile(plan);
+    compiled->run(inputs);
+    const std::vector<Tensor> got = compiled->run(inputs);
+    backend.run_eager(g, inputs);
+    expect_close(grad.to(kCpu).to_f32_vector(), want_sum, 1e-4f, "start + 3 dw");
+    expect_close(got[0].to(kCpu).to_f32_vector(), want_dx,
+                 c.operands == DType::f32 ? 1e-4f : 1.f / 128, "dx");
   }
 }
 

@@ -137,14 +137,14 @@ TEST(BackwardKernels, RmsNormGradInput) {
 template <int kLaneColumns, typename Out>
 void rms_norm_grads(const std::vector<float>& x, const std::vector<float>& w,
                     const std::vector<float>& dy, const float* residual, int64_t rows,
-                    int64_t hidden, int64_t chunk_rows, float eps, Out* dx,
-                    std::vector<float>& acc) {
+                    int64_t hidden, int64_t chunk_rows, float eps, Out* dx, std::vector<float>& acc,
+                    const RopeGradRows& rope = {}) {
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
   cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
     rms_norm_grads_kernel<kLaneColumns, Out>(x.data(), w.data(), dy.data(), residual, rows,
                                              static_cast<int>(hidden), eps, chunk_rows, dx,
-                                             chunk_sums.data());
+                                             chunk_sums.data(), rope);
   });
   cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
     sum_chunks_kernel(chunk_sums.data(), chunks, hidden, true, acc.data());
@@ -198,6 +198,33 @@ void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
     ASSERT_NEAR(got[i], want, std::fabs(want) / 256 + kTol) << "bf16 dx + residual at " << i;
   }
   expect_close(acc, want_acc, kTol, "acc + dw, bf16 dx");
+}
+
+// With dy rotated back by RoPE as it is loaded (graph::fuse_rope_grads_into_norm_grads), against
+// the cpu's rope_grad and then its two norm kernels: heads of 128 (a lane holds columns c and
+// c + 2 of each pair), 3 heads a token.
+TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
+  constexpr int64_t tokens = 7, heads = 3, hidden = 128, rows = tokens * heads;
+  constexpr float eps = 1e-6f, scaling = 1.1f;
+  const std::vector<int32_t> positions = {0, 1, 2, 40, 41, 900, 3};
+  std::vector<float> inv_freq(hidden / 2);
+  for (int64_t f = 0; f < hidden / 2; ++f) {
+    inv_freq[f] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(f) / hidden));
+  }
+  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 56, -2.f, 2.f);
+  const std::vector<float> w = random_values(static_cast<size_t>(hidden), 57, 0.5f, 1.5f);
+  const std::vector<float> dy = random_values(x.size(), 58);
+  const std::vector<float> start = random_values(static_cast<size_t>(hidden), 59);
+  std::vector<float> rotated(x.size()), want_dx(x.size()), want_acc = start;
+  cpu::rope_grad(dy.data(), positions.data(), inv_freq.data(), 1, tokens, heads, hidden, scaling,
+                 rotated.data());
+  cpu::rms_norm_grad_input(x.data(), w.data(), rotated.data(), rows, hidden, eps, want_dx.data());
+  cpu::rms_norm_grad_weight(x.data(), rotated.data(), rows, hidden, eps, want_acc.data(), true);
+  std::vector<float> dx(x.size(), -7.f), acc = start;
+  rms_norm_grads<4>(x, w, dy, nullptr, rows, hidden, 16, eps, dx.data(), acc,
+                    RopeGradRows{positions.data(), inv_freq.data(), heads, scaling});
+  expect_close(dx, want_dx, kTol, "dx");
+  expect_close(acc, want_acc, kTol, "acc + dw");
 }
 
 TEST(BackwardKernels, RmsNormGrads) {

@@ -89,11 +89,20 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
                          int64_t hidden, float eps, float* dx);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, bool accumulate = false);
+// dy as RoPE's output gradient, rotated back before the norm's backward reads it
+// (graph::fuse_rope_grads_into_norm_grads): rows of [batch, seq, heads, hidden].
+struct RopeGradRows {
+  const int32_t* positions;  // [batch, seq]
+  const float* inv_freq;     // [hidden / 2]
+  int64_t batch, seq, heads;
+  float attention_scaling;
+};
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (+ residual,
-// or null) in f32 or bf16, and the weight's gradient added into dw_acc, the same bits as the two.
+// or null) in f32 or bf16, and the weight's gradient added into dw_acc, the same bits as the two
+// (and, with `rope`, as rope_grad before them).
 void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                     int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc);
+                    float* dw_acc, const RopeGradRows* rope = nullptr);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
                int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx);
 // Writes [dq | dk | dv] to `out`.

@@ -76,7 +76,14 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
 
 void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                     int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc) {
+                    float* dw_acc, const RopeGradRows* rope) {
+  std::vector<float> rotated;
+  if (rope != nullptr) {
+    rotated.resize(static_cast<size_t>(rows * hidden));
+    rope_grad(dy, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads, hidden,
+              rope->attention_scaling, rotated.data());
+    dy = rotated.data();
+  }
   const int threads = weight_grad_threads(rows, hidden);
   std::vector<double> partial(static_cast<size_t>(threads * hidden), 0.0);
   const size_t dx_row_bytes = static_cast<size_t>(hidden) * dtype_size(dx_dtype);

@@ -447,10 +447,27 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       if (n.adds_weight_grad) {
         const int64_t rows = rows_of(n.shape);
         const DType dtype = n.dtype;
+        // Where RoPE's gradient runs inside (graph::fuse_rope_grads_into_norm_grads), its
+        // positions and frequencies follow the residual.
+        const bool rotated = n.rotated;
+        const size_t rope_args = residual ? 4 : 3;
+        const Shape s = n.shape;
+        const float scaling = n.scale;
         return [=, &ptrs] {
+          const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,
+                                  rotated ? f(args[rope_args + 1]) : nullptr,
+                                  s[0],
+                                  s[1],
+                                  s.size() == 4 ? s[2] : 1,
+                                  scaling};
           rms_norm_grads(f(args[0]), f(args[1]), f(args[2]), residual ? f(args[3]) : nullptr, rows,
-                         hidden, eps, ptrs[out], dtype, f(args.back()));
+                         hidden, eps, ptrs[out], dtype, f(args.back()), rotated ? &rope : nullptr);
         };
+      }
+      if (n.rotated) {
+        throw Error(
+            "[rms_norm_grad_input] RoPE's gradient runs inside only where the weight's "
+            "gradient is added");
       }
       return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
         const int64_t offset = first * hidden;

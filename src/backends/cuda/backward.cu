@@ -80,29 +80,65 @@ constexpr int kMaxLaneColumns = 32;
 
 bool fuses_norm_grads(int64_t hidden) { return hidden <= 32 * kMaxLaneColumns; }
 
+// The fewest registers that hold a row: a power of two of columns per lane.
+int lane_columns(int64_t hidden) {
+  int columns = 4;
+  while (32 * columns < hidden) columns *= 2;
+  return columns;
+}
+
+// RoPE's gradient runs inside the fused kernel where each lane holds both values of a rotated
+// pair: rows of exactly 32 x its columns.
+bool rotates_in_registers(int64_t hidden) {
+  return fuses_norm_grads(hidden) && hidden == 32 * lane_columns(hidden);
+}
+
 template <int kLaneColumns>
 void launch_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                        int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                       double* chunk_sums, cudaStream_t stream) {
+                       double* chunk_sums, const RopeGradRows& rope, cudaStream_t stream) {
   with_float_type(dx_dtype, "rms_norm_grads", [&](auto type) {
     using T = typename decltype(type)::type;
     rms_norm_grads_kernel<kLaneColumns, T>
         <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
             x, w, dy, residual, rows, static_cast<int>(hidden), eps, norm_grad_chunk_rows(rows),
-            static_cast<T*>(dx), chunk_sums);
+            static_cast<T*>(dx), chunk_sums, rope);
   });
+}
+
+// Bytes of scratch a rotated dy takes where the kernel cannot rotate it (rope_grad writes it
+// whole first), aligned for what follows it.
+size_t rotated_dy_bytes(int64_t rows, int64_t hidden, bool rotated) {
+  if (!rotated || rotates_in_registers(hidden)) return 0;
+  const size_t bytes =
+      static_cast<size_t>(rows * hidden) * sizeof(float) + rope_grad_scratch_bytes(hidden);
+  return (bytes + 255) / 256 * 256;
 }
 
 }  // namespace
 
-size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden) {
-  if (!fuses_norm_grads(hidden)) return rms_norm_grad_weight_scratch_bytes(rows, hidden);
-  return static_cast<size_t>(norm_grad_chunks(rows) * hidden) * sizeof(double);
+size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated) {
+  const size_t sums = fuses_norm_grads(hidden)
+                          ? static_cast<size_t>(norm_grad_chunks(rows) * hidden) * sizeof(double)
+                          : rms_norm_grad_weight_scratch_bytes(rows, hidden);
+  return rotated_dy_bytes(rows, hidden, rotated) + sums;
 }
 
 void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                     int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, void* scratch, cudaStream_t stream) {
+                    float* dw_acc, void* scratch, cudaStream_t stream, const RopeRows* rope) {
+  RopeGradRows rotation;
+  if (rope != nullptr) {
+    rotation = {rope->positions, rope->inv_freq, rope->heads, rope->attention_scaling};
+  }
+  if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
+    auto* rotated = static_cast<float*>(scratch);
+    rope_grad(dy, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads, hidden,
+              rope->attention_scaling, rotated, rotated + rows * hidden, stream);
+    dy = rotated;
+    rotation = {};
+    scratch = static_cast<char*>(scratch) + skip;
+  }
   if (!fuses_norm_grads(hidden)) {
     rms_norm_grad_input(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
     rms_norm_grad_weight(x, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
@@ -110,16 +146,22 @@ void rms_norm_grads(const float* x, const float* w, const float* dy, const float
   }
   if (rows == 0 || hidden == 0) return;  // no gradient to add; a grid of no blocks fails to launch
   auto* chunk_sums = static_cast<double*>(scratch);
-  // The fewest registers that hold a row: a power of two of columns per lane.
-  if (hidden <= 32 * 4) {
-    launch_norm_grads<4>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
-  } else if (hidden <= 32 * 8) {
-    launch_norm_grads<8>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
-  } else if (hidden <= 32 * 16) {
-    launch_norm_grads<16>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums, stream);
-  } else {
-    launch_norm_grads<kMaxLaneColumns>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
-                                       chunk_sums, stream);
+  switch (lane_columns(hidden)) {
+    case 4:
+      launch_norm_grads<4>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
+                           rotation, stream);
+      break;
+    case 8:
+      launch_norm_grads<8>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
+                           rotation, stream);
+      break;
+    case 16:
+      launch_norm_grads<16>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
+                            rotation, stream);
+      break;
+    default:
+      launch_norm_grads<kMaxLaneColumns>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
+                                         chunk_sums, rotation, stream);
   }
   check_launch("rms_norm_grads");
   sum_chunks_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(

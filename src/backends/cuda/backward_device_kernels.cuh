@@ -137,12 +137,25 @@ inline int64_t norm_grad_chunks(int64_t rows) {
   return rows == 0 ? 1 : (rows + chunk_rows - 1) / chunk_rows;
 }
 
+// dy as RoPE's output gradient (graph::fuse_rope_grads_into_norm_grads), rotated back by minus
+// each head's angle as it is loaded: rows of `heads` per token, each of exactly 32 x
+// kLaneColumns values, so a lane holds both of a rotated pair (columns c and c + kLaneColumns / 2).
+// `positions` null: dy as it is.
+struct RopeGradRows {
+  const int32_t* positions = nullptr;  // per token
+  const float* inv_freq = nullptr;     // [hidden / 2]
+  int64_t heads = 1;
+  float scaling = 1.f;
+};
+
 template <int kLaneColumns, typename Out>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_grads_kernel(const float* __restrict__ x, const float* __restrict__ w,
                           const float* __restrict__ dy, const float* __restrict__ residual,
                           int64_t rows, int hidden, float eps, int64_t chunk_rows,
-                          Out* __restrict__ dx, double* __restrict__ chunk_sums) {
+                          Out* __restrict__ dx, double* __restrict__ chunk_sums,
+                          RopeGradRows rope = {}) {
+  constexpr int kHalf = kLaneColumns / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first = blockIdx.x * chunk_rows, last = min(first + chunk_rows, rows);
   double sums[kLaneColumns];
@@ -150,12 +163,28 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = 0; c < kLaneColumns; ++c) sums[c] = 0;
   for (int64_t row = first + warp; row < last; row += kNormGradWarps) {
     float xs[kLaneColumns], dys[kLaneColumns];
-    double sum_sq = 0, dot = 0;
 #pragma unroll
     for (int c = 0; c < kLaneColumns; ++c) {
       const int i = lane + 32 * c;
       xs[c] = i < hidden ? x[row * hidden + i] : 0.f;
       dys[c] = i < hidden ? dy[row * hidden + i] : 0.f;
+    }
+    if (rope.positions != nullptr) {
+      // As rope_grad: the forward rotation with negated frequencies, the angle formed in f32.
+      const auto position = static_cast<float>(rope.positions[row / rope.heads]);
+#pragma unroll
+      for (int c = 0; c < kHalf; ++c) {
+        const float angle = position * -rope.inv_freq[lane + 32 * c];
+        const float cs = cosf(angle) * rope.scaling, sn = sinf(angle) * rope.scaling;
+        const float d1 = dys[c], d2 = dys[c + kHalf];
+        dys[c] = d1 * cs - d2 * sn;
+        dys[c + kHalf] = d2 * cs + d1 * sn;
+      }
+    }
+    double sum_sq = 0, dot = 0;
+#pragma unroll
+    for (int c = 0; c < kLaneColumns; ++c) {
+      const int i = lane + 32 * c;
       sum_sq += static_cast<double>(xs[c]) * xs[c];
       if (i < hidden) dot += static_cast<double>(w[i]) * dys[c] * xs[c];
     }

@@ -46,12 +46,22 @@ size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, void* scratch, cudaStream_t stream, bool accumulate = false);
 
+// dy as RoPE's output gradient of [batch, seq, heads, hidden] rows, rotated back before the norm's
+// backward reads it (graph::fuse_rope_grads_into_norm_grads).
+struct RopeRows {
+  const int32_t* positions;  // [batch, seq]
+  const float* inv_freq;     // [hidden / 2]
+  int64_t batch, seq, heads;
+  float attention_scaling;
+};
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (f32 or bf16,
-// plus `residual` where it is not null), and the weight's gradient added into dw_acc.
-size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden);
+// plus `residual` where it is not null), and the weight's gradient added into dw_acc. With
+// `rope`, dy is rotated back first: as it is loaded, for rows of 128, 256, 512 or 1024 values.
+size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated);
 void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                     int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, void* scratch, cudaStream_t stream);
+                    float* dw_acc, void* scratch, cudaStream_t stream,
+                    const RopeRows* rope = nullptr);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,

@@ -116,8 +116,9 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
       return rms_norm_grad_weight_scratch_bytes(rows_of(x.shape), x.shape.back());
     }
     case Op::kRmsNormGradInput:
-      return n.adds_weight_grad ? rms_norm_grads_scratch_bytes(rows_of(n.shape), n.shape.back())
-                                : 0;
+      return n.adds_weight_grad
+                 ? rms_norm_grads_scratch_bytes(rows_of(n.shape), n.shape.back(), n.rotated)
+                 : 0;
     case Op::kReduceRows:
       return reduce_rows_scratch_bytes(rows_of(input(graph, n, 0).shape), n.shape[0]);
     case Op::kRopeGrad:
@@ -194,11 +195,29 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const DType dtype = n.dtype;
       const bool residual = n.residual;
       if (n.adds_weight_grad) {
+        // Where RoPE's gradient runs inside (graph::fuse_rope_grads_into_norm_grads), its
+        // positions and frequencies follow the residual.
+        const bool rotated = n.rotated;
+        const size_t rope_args = residual ? 4 : 3;
+        const Shape s = n.shape;
+        const float scaling = n.scale;
         return [=](StepContext& c) {
+          const RopeRows rope{rotated ? i32_at(c, args[rope_args]) : nullptr,
+                              rotated ? f32_at(c, args[rope_args + 1]) : nullptr,
+                              s[0],
+                              s[1],
+                              s.size() == 4 ? s[2] : 1,
+                              scaling};
           rms_norm_grads(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
                          residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
-                         dtype, f32_at(c, args.back()), c.scratch, c.stream);
+                         dtype, f32_at(c, args.back()), c.scratch, c.stream,
+                         rotated ? &rope : nullptr);
         };
+      }
+      if (n.rotated) {
+        throw Error(
+            "[cuda rms_norm_grad_input] RoPE's gradient runs inside only where the "
+            "weight's gradient is added");
       }
       return [=](StepContext& c) {
         rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
