@@ -138,7 +138,7 @@ template <int kLaneColumns, typename Out>
 void rms_norm_grads(const std::vector<float>& x, const std::vector<float>& w,
                     const std::vector<float>& dy, const float* residual, int64_t rows,
                     int64_t hidden, int64_t chunk_rows, float eps, Out* dx, std::vector<float>& acc,
-                    const RopeGradRows& rope = {}) {
+                    const RopeRows& rope = {}) {
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
   cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
@@ -222,7 +222,7 @@ TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
   cpu::rms_norm_grad_weight(x.data(), rotated.data(), rows, hidden, eps, want_acc.data(), true);
   std::vector<float> dx(x.size(), -7.f), acc = start;
   rms_norm_grads<4>(x, w, dy, nullptr, rows, hidden, 16, eps, dx.data(), acc,
-                    RopeGradRows{positions.data(), inv_freq.data(), heads, scaling});
+                    RopeRows{positions.data(), inv_freq.data(), 1, tokens, heads, scaling});
   expect_close(dx, want_dx, kTol, "dx");
   expect_close(acc, want_acc, kTol, "acc + dw");
 }

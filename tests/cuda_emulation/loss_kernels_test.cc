@@ -29,20 +29,46 @@ std::vector<float> logits_for(int64_t rows) {
   return random_values(static_cast<size_t>(rows * kVocab), 21, -8.f, 8.f);
 }
 
+// row_loss_kernel's launch as loss.cu makes it: a block per row of f32 or bf16 logits.
+template <typename L>
+std::vector<double> row_losses(const std::vector<L>& logits, const std::vector<int32_t>& targets) {
+  const auto rows = static_cast<int64_t>(targets.size());
+  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
+  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
+    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
+  });
+  return per_row;
+}
+
+// cross_entropy_grad_kernel's launch as loss.cu makes it: a block per row, out (f32 or bf16) apart
+// from the logits or over them.
+template <typename L, typename Out>
+void gradient(const L* logits, const std::vector<int32_t>& targets, float d_loss, Out* out) {
+  cuda_emulation::launch(one_block_per(static_cast<int64_t>(targets.size())), kThreads, 0, [&] {
+    cross_entropy_grad_kernel(logits, targets.data(), kIgnore, &d_loss, kVocab, out);
+  });
+}
+
+// Rows [0, rows) of per_row against ops::reference::cross_entropy of the f32 values the kernel
+// read.
+void expect_reference_losses(const std::vector<double>& per_row, const std::vector<float>& logits,
+                             const std::vector<int32_t>& targets, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double want =
+        ops::reference::cross_entropy(logits.data() + r * kVocab, targets.data() + r, 1, kVocab);
+    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
+  }
+}
+
 bool in_range(int32_t target) { return target >= 0 && target < kVocab; }
 
 TEST(LossKernels, RowLossesAndTheirSum) {
   const std::vector<int32_t> targets = {17, kIgnore, 0, kVocab - 1, 1234, kIgnore, 600};
   const int64_t rows = static_cast<int64_t>(targets.size());
   const std::vector<float> logits = logits_for(rows);
-  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
-  });
+  std::vector<double> per_row = row_losses(logits, targets);
+  expect_reference_losses(per_row, logits, targets, rows);
   for (int64_t r = 0; r < rows; ++r) {
-    const double want =
-        ops::reference::cross_entropy(logits.data() + r * kVocab, targets.data() + r, 1, kVocab);
-    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
     if (targets[r] == kIgnore) {
       EXPECT_EQ(per_row[r], 0.0) << "row " << r;
     }
@@ -57,10 +83,7 @@ TEST(LossKernels, TargetOutsideTheVocabularyIsNan) {
   const std::vector<int32_t> targets = {kVocab, -1, 3};
   const int64_t rows = static_cast<int64_t>(targets.size());
   const std::vector<float> logits = logits_for(rows);
-  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
-  });
+  const std::vector<double> per_row = row_losses(logits, targets);
   EXPECT_TRUE(std::isnan(per_row[0]));
   EXPECT_TRUE(std::isnan(per_row[1]));
   const double want =
@@ -80,15 +103,8 @@ TEST(LossKernels, RisingAndInfiniteLogits) {
     if (v < kVocab / 2) logits[kVocab + v] = -INFINITY;
   }
   logits[2 * kVocab + 700] = INFINITY;
-  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
-  });
-  for (int64_t r = 0; r < 2; ++r) {
-    const double want =
-        ops::reference::cross_entropy(logits.data() + r * kVocab, targets.data() + r, 1, kVocab);
-    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
-  }
+  const std::vector<double> per_row = row_losses(logits, targets);
+  expect_reference_losses(per_row, logits, targets, 2);
   EXPECT_TRUE(std::isnan(per_row[2]));
 }
 
@@ -132,27 +148,18 @@ TEST(LossKernels, Gradient) {
   const std::vector<float> want = closed_form_grad(logits, targets, d_loss);
 
   std::vector<float> d_logits(logits.size(), -7.f);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
-                              d_logits.data());
-  });
+  gradient(logits.data(), targets, d_loss, d_logits.data());
   expect_close(d_logits, want, 1e-5f, "d logits");
 
   // Written over the logits, as when only the loss reads them.
   std::vector<float> in_place = logits;
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(in_place.data(), targets.data(), kIgnore, &d_loss, kVocab,
-                              in_place.data());
-  });
+  gradient(in_place.data(), targets, d_loss, in_place.data());
   expect_close(in_place, want, 1e-5f, "d logits in place");
 
   // In bf16, for the backward products (graph::fold_casts): each value rounded once, so within
   // half a unit in the last of bf16's 8 bits (plus the f32 error above).
   std::vector<__nv_bfloat16> narrow(logits.size(), __float2bfloat16_rn(-7.f));
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
-                              narrow.data());
-  });
+  gradient(logits.data(), targets, d_loss, narrow.data());
   const std::vector<float> got = testing::widened(narrow);
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], std::fabs(want[i]) / 256 + 1e-7f) << "bf16 d logits at " << i;
@@ -173,22 +180,11 @@ TEST(LossKernels, Bf16LogitsLossAndGradient) {
   const int64_t rows = static_cast<int64_t>(targets.size());
   const std::vector<__nv_bfloat16> narrow = testing::to_bf16(logits_for(rows));
   const std::vector<float> held = testing::widened(narrow);
-  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    row_loss_kernel(narrow.data(), targets.data(), kIgnore, kVocab, per_row.data());
-  });
-  for (int64_t r = 0; r < rows; ++r) {
-    const double want =
-        ops::reference::cross_entropy(held.data() + r * kVocab, targets.data() + r, 1, kVocab);
-    EXPECT_NEAR(per_row[r], want, 1e-5 * (1 + std::fabs(want))) << "row " << r;
-  }
+  expect_reference_losses(row_losses(narrow, targets), held, targets, rows);
   const float d_loss = 0.25f;
   const std::vector<float> want = closed_form_grad(held, targets, d_loss);
   std::vector<float> d_logits(held.size(), -7.f);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(narrow.data(), targets.data(), kIgnore, &d_loss, kVocab,
-                              d_logits.data());
-  });
+  gradient(narrow.data(), targets, d_loss, d_logits.data());
   expect_close(d_logits, want, 1e-5f, "d logits from bf16 logits");
 }
 
@@ -198,10 +194,7 @@ TEST(LossKernels, GradientOfATargetOutsideTheVocabularyIsNan) {
   const std::vector<float> logits = logits_for(rows);
   const float d_loss = 0.75f;
   std::vector<float> d_logits(logits.size(), -7.f);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(logits.data(), targets.data(), kIgnore, &d_loss, kVocab,
-                              d_logits.data());
-  });
+  gradient(logits.data(), targets, d_loss, d_logits.data());
   for (int64_t v = 0; v < kVocab; ++v) {
     ASSERT_TRUE(std::isnan(d_logits[v])) << v;
     ASSERT_TRUE(std::isnan(d_logits[2 * kVocab + v])) << v;

@@ -96,7 +96,7 @@ bool rotates_in_registers(int64_t hidden) {
 template <int kLaneColumns>
 void launch_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                        int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                       double* chunk_sums, const RopeGradRows& rope, cudaStream_t stream) {
+                       double* chunk_sums, const RopeRows& rope, cudaStream_t stream) {
   with_float_type(dx_dtype, "rms_norm_grads", [&](auto type) {
     using T = typename decltype(type)::type;
     rms_norm_grads_kernel<kLaneColumns, T>
@@ -127,10 +127,7 @@ size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated) 
 void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
                     int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
                     float* dw_acc, void* scratch, cudaStream_t stream, const RopeRows* rope) {
-  RopeGradRows rotation;
-  if (rope != nullptr) {
-    rotation = {rope->positions, rope->inv_freq, rope->heads, rope->attention_scaling};
-  }
+  RopeRows rotation = rope != nullptr ? *rope : RopeRows{};
   if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
     auto* rotated = static_cast<float*>(scratch);
     rope_grad(dy, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads, hidden,

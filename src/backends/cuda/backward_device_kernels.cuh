@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/device_math.cuh"
 
 namespace tfm::cuda {
@@ -137,16 +138,9 @@ inline int64_t norm_grad_chunks(int64_t rows) {
   return rows == 0 ? 1 : (rows + chunk_rows - 1) / chunk_rows;
 }
 
-// dy as RoPE's output gradient (graph::fuse_rope_grads_into_norm_grads), rotated back by minus
-// each head's angle as it is loaded: rows of `heads` per token, each of exactly 32 x
-// kLaneColumns values, so a lane holds both of a rotated pair (columns c and c + kLaneColumns / 2).
-// `positions` null: dy as it is.
-struct RopeGradRows {
-  const int32_t* positions = nullptr;  // per token
-  const float* inv_freq = nullptr;     // [hidden / 2]
-  int64_t heads = 1;
-  float scaling = 1.f;
-};
+// With `rope`, dy is RoPE's output gradient, rotated back by minus each head's angle as it is
+// loaded: rows of exactly 32 x kLaneColumns values, so a lane holds both of a rotated pair
+// (columns c and c + kLaneColumns / 2).
 
 template <int kLaneColumns, typename Out>
 __global__ void __launch_bounds__(kThreads)
@@ -154,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
                           const float* __restrict__ dy, const float* __restrict__ residual,
                           int64_t rows, int hidden, float eps, int64_t chunk_rows,
                           Out* __restrict__ dx, double* __restrict__ chunk_sums,
-                          RopeGradRows rope = {}) {
+                          RopeRows rope = {}) {
   constexpr int kHalf = kLaneColumns / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first = blockIdx.x * chunk_rows, last = min(first + chunk_rows, rows);
@@ -175,7 +169,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kHalf; ++c) {
         const float angle = position * -rope.inv_freq[lane + 32 * c];
-        const float cs = cosf(angle) * rope.scaling, sn = sinf(angle) * rope.scaling;
+        const float cs = cosf(angle) * rope.attention_scaling;
+        const float sn = sinf(angle) * rope.attention_scaling;
         const float d1 = dys[c], d2 = dys[c + kHalf];
         dys[c] = d1 * cs - d2 * sn;
         dys[c + kHalf] = d2 * cs + d1 * sn;

@@ -47,12 +47,12 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
                           float* dw, void* scratch, cudaStream_t stream, bool accumulate = false);
 
 // dy as RoPE's output gradient of [batch, seq, heads, hidden] rows, rotated back before the norm's
-// backward reads it (graph::fuse_rope_grads_into_norm_grads).
+// backward reads it (graph::fuse_rope_grads_into_norm_grads). `positions` null: dy as it is.
 struct RopeRows {
-  const int32_t* positions;  // [batch, seq]
-  const float* inv_freq;     // [hidden / 2]
-  int64_t batch, seq, heads;
-  float attention_scaling;
+  const int32_t* positions = nullptr;  // [batch, seq]
+  const float* inv_freq = nullptr;     // [hidden / 2]
+  int64_t batch = 1, seq = 1, heads = 1;
+  float attention_scaling = 1.f;
 };
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (f32 or bf16,
 // plus `residual` where it is not null), and the weight's gradient added into dw_acc. With
