@@ -66,17 +66,16 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
     prep.attention_scaling = rope_scaling;
     a = b.attention(b.prepare_attention(prep), k_cache, v_cache, in.mask, in.slots, scale);
   } else {
+    // Under autocast each product comes out in bf16, as torch's do: q and k are normed and
+    // rotated in f32 from those values, v goes to attention as it is.
     const auto project = [&](const Tensor& wt, const Tensor& bt, const std::string& name,
-                             int64_t heads, bool autocast_output) {
-      const ValueId y = autocast_output ? b.autocast_linear(x, weight(name, wt), bias(name, bt))
-                                        : b.linear(x, weight(name, wt), bias(name, bt));
-      return b.reshape(y, {batch, seq, heads, d});
+                             int64_t heads) {
+      return b.reshape(b.autocast_linear(x, weight(name, wt), bias(name, bt)),
+                       {batch, seq, heads, d});
     };
-    // q and k are normed and rotated in f32; v goes to attention as it is, so under autocast it
-    // comes out in bf16, as torch's does.
-    ValueId q = project(w.q_proj, w.q_proj_bias, "q_proj", q_heads, false);
-    ValueId k = project(w.k_proj, w.k_proj_bias, "k_proj", kv_heads, false);
-    const ValueId v = project(w.v_proj, w.v_proj_bias, "v_proj", kv_heads, true);
+    ValueId q = project(w.q_proj, w.q_proj_bias, "q_proj", q_heads);
+    ValueId k = project(w.k_proj, w.k_proj_bias, "k_proj", kv_heads);
+    const ValueId v = project(w.v_proj, w.v_proj_bias, "v_proj", kv_heads);
     if (f.qk_norm) {
       q = b.rms_norm(q, weight("q_norm", w.q_norm), eps);
       k = b.rms_norm(k, weight("k_norm", w.k_norm), eps);

@@ -1,9 +1,10 @@
-// The products training builds with graph::Builder::autocast_linear (the MLP's gate and up, the
-// output layer): under bf16 autocast they come out in bf16, as torch.autocast's do, and the SiLU
-// gating and the loss widen them as they load them; without autocast they stay f32. Likewise the
-// gating's input gradient (ops::linear_backward). On each
-// backend (CUDA skipped, and said so, where absent), compiled and eager, against the closed forms
-// summed in double (from the products rounded to bf16 where their output is).
+// The products training builds with graph::Builder::autocast_linear (attention's q, k and v, the
+// MLP's gate and up, the output layer): under bf16 autocast they come out in bf16, as
+// torch.autocast's do, and the norms, RoPE, the SiLU gating and the loss widen them as they load
+// them; without autocast they stay f32. Likewise the gating's input gradient
+// (ops::linear_backward). On each backend (CUDA skipped, and said so, where absent), compiled and
+// eager, against the closed forms summed in double (from the products rounded to bf16 where their
+// output is).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,6 +148,54 @@ TEST_P(AutocastProductsTest, AnInputGradientComesOutInTheOperandsDtype) {
                        EXPECT_EQ(out[0].dtype(), c.operands) << how;
                        expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, how + " dy w");
                      });
+}
+
+// Attention's q (or k) under autocast: its product written in bf16, as torch.autocast's, then
+// each head normed and rotated (Qwen3's q_norm; compiled, graph::fuse_norms_into_rope runs both
+// in one step) or only rotated (Llama), each step reading the bf16 values as they are.
+TEST_P(AutocastProductsTest, HeadsAreNormedAndRotatedFromTheirProductsDtype) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  constexpr int64_t kBatch = 2, kSeq = kRows / 2, kHeads = 2, kDim = kOut / kHeads;
+  constexpr float kEps = 1e-6f, kScaling = 0.9f;
+  const std::vector<float> x_values = random_values(kRows * kIn, 49),
+                           w_values = random_values(kOut * kIn, 50),
+                           norm_w = random_values(kDim, 51, 0.5f, 1.5f);
+  const std::vector<int32_t> positions = {0, 1, 2, 3, 4, 7, 8, 9, 10, 300};
+  std::vector<float> inv_freq(kDim / 2);
+  for (size_t f = 0; f < inv_freq.size(); ++f) {
+    inv_freq[f] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(f) / kDim));
+  }
+  graph::Builder b;
+  b.autocast(c.operands);
+  const auto x = b.input("x", {kBatch, kSeq, kIn}, DType::f32);
+  const auto pos = b.input("positions", {kBatch, kSeq}, DType::i32);
+  const auto freq = b.weight("inv_freq", Tensor::from_vector<float>(inv_freq, {kDim / 2}));
+  const auto q = b.reshape(
+      b.autocast_linear(x, b.weight("q", Tensor::from_vector<float>(w_values, {kOut, kIn}))),
+      {kBatch, kSeq, kHeads, kDim});
+  const auto norm = b.weight("q_norm", Tensor::from_vector<float>(norm_w, {kDim}));
+  b.output(b.rope(b.rms_norm(q, norm, kEps), pos, freq, kScaling));
+  b.output(b.rope(q, pos, freq, kScaling));
+  const graph::Graph g = b.finish();
+  EXPECT_EQ(g.nodes[static_cast<size_t>(q)].dtype, c.operands);
+
+  const std::vector<float> held =
+      rounded(product(rounded(x_values, c.operands), rounded(w_values, c.operands)), c.operands);
+  std::vector<float> normed(held.size()), normed_want(held.size()), rotated_want(held.size());
+  ops::reference::rms_norm(held.data(), norm_w.data(), kRows * kHeads, kDim, kEps, normed.data());
+  ops::reference::rope(normed.data(), positions.data(), inv_freq.data(), kBatch, kSeq, kHeads, kDim,
+                       kScaling, normed_want.data());
+  ops::reference::rope(held.data(), positions.data(), inv_freq.data(), kBatch, kSeq, kHeads, kDim,
+                       kScaling, rotated_want.data());
+  // bf16: the product may land one bf16 step away from the double sum's rounding.
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {kBatch, kSeq, kIn}),
+                                   Tensor::from_vector<int32_t>(positions, {kBatch, kSeq})};
+  compiled_and_eager(c, g, inputs, [&](const std::vector<Tensor>& out, const std::string& how) {
+    expect_close(out[0].to(kCpu).to_f32_vector(), normed_want, tol, how + " normed and rotated");
+    expect_close(out[1].to(kCpu).to_f32_vector(), rotated_want, tol, how + " rotated");
+  });
 }
 
 // The loss and its gradient over a bf16 output layer's logits, the gradient written over them in

@@ -71,8 +71,9 @@ TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
 
 // RMSNorm's weight gradient added into its state while the input gradient is taken: compiled,
 // in one pass over x and dy (graph::fold_norm_weight_grads), dx in the operands' dtype; eager, as
-// the two steps and a cast. Rows of 70 values, and of 1100 (more than CUDA's one-pass kernel holds
-// in registers: its two kernels in turn). Against the closed forms summed in double.
+// the two steps and a cast. x in the operands' dtype, as a bf16 product writes it under autocast
+// (q and k before their norms). Rows of 70 values, and of 1100 (more than CUDA's one-pass kernel
+// holds in registers: its two kernels in turn). Against the closed forms summed in double.
 TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
   const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
@@ -81,12 +82,13 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
   constexpr float kEps = 1e-6f;
   for (const int64_t hidden : {70, 1100}) {
     SCOPED_TRACE("hidden " + std::to_string(hidden));
-    const std::vector<float> x_values = random_values(kRows * hidden, 21, -2.f, 2.f),
+    const std::vector<float> x_values =
+                                 rounded(random_values(kRows * hidden, 21, -2.f, 2.f), c.operands),
                              dy_values = random_values(kRows * hidden, 22),
                              w_values = random_values(hidden, 23, 0.5f, 1.5f),
                              start = random_values(hidden, 24);
     graph::Builder b;
-    const auto x = b.input("x", {2, kRows / 2, hidden}, DType::f32);
+    const auto x = b.input("x", {2, kRows / 2, hidden}, c.operands);
     const auto dy = b.input("dy", {2, kRows / 2, hidden}, DType::f32);
     const auto sum = b.state("grad", {hidden}, DType::f32);
     const auto w = b.weight("w", Tensor::from_vector<float>(w_values, {hidden}));
@@ -116,9 +118,9 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
 
     graph::Backend& backend = graph::backend_for(device);
     const Tensor grad = Tensor::from_vector<float>(start, {hidden}).to(device);
-    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, {2, kRows / 2, hidden}),
-                                     Tensor::from_vector<float>(dy_values, {2, kRows / 2, hidden}),
-                                     grad};
+    const std::vector<Tensor> inputs{
+        Tensor::from_vector<float>(x_values, {2, kRows / 2, hidden}).to(c.operands),
+        Tensor::from_vector<float>(dy_values, {2, kRows / 2, hidden}), grad};
     const graph::Plan plan = graph::plan_graph(g);
     for (graph::ValueId id : plan.schedule) {
       EXPECT_NE(plan.graph.nodes[static_cast<size_t>(id)].op, graph::Op::kRmsNormGradWeight)
@@ -138,7 +140,8 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
 // Qwen3's q_norm and k_norm in the backward pass: RoPE's gradient, then the per-head norm's input
 // and weight gradients. Compiled (graph::fuse_rope_grads_into_norm_grads) the norm's step rotates
 // dy back as it loads it: on CUDA in registers for heads of 128, through scratch for heads of 64.
-// Against the closed forms in double (the angle formed in f32, as PyTorch's).
+// x in the operands' dtype, as q's product writes it under autocast. Against the closed forms in
+// double (the angle formed in f32, as PyTorch's).
 TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
   const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
@@ -149,7 +152,8 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
   for (const int64_t dim : {128, 64}) {
     SCOPED_TRACE("head_dim " + std::to_string(dim));
     const int64_t half = dim / 2, rows = kBatch * kSeq * kHeads;
-    const std::vector<float> x_values = random_values(rows * dim, 41, -2.f, 2.f),
+    const std::vector<float> x_values =
+                                 rounded(random_values(rows * dim, 41, -2.f, 2.f), c.operands),
                              dy_values = random_values(rows * dim, 42),
                              w_values = random_values(dim, 43, 0.5f, 1.5f),
                              start = random_values(dim, 44);
@@ -159,7 +163,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     }
     const Shape shape{kBatch, kSeq, kHeads, dim};
     graph::Builder b;
-    const auto x = b.input("x", shape, DType::f32);
+    const auto x = b.input("x", shape, c.operands);
     const auto dy = b.input("dy", shape, DType::f32);
     const auto pos = b.input("positions", {kBatch, kSeq}, DType::i32);
     const auto sum = b.state("grad", {dim}, DType::f32);
@@ -205,7 +209,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     }
     graph::Backend& backend = graph::backend_for(device);
     const Tensor grad = Tensor::from_vector<float>(start, {dim}).to(device);
-    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, shape),
+    const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, shape).to(c.operands),
                                      Tensor::from_vector<float>(dy_values, shape),
                                      Tensor::from_vector<int32_t>(positions, {kBatch, kSeq}), grad};
     const auto compiled = backend.compile(plan);

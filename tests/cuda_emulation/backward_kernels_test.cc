@@ -1,7 +1,8 @@
 // The CUDA row-wise backward kernels, their own source run on the CPU through the emulation in
 // shim/ (no GPU needed): sums over rows (bias gradients) and RMSNorm's weight gradient against
 // closed forms and the cpu backend's kernels (checked against finite differences in tests/graph),
-// RMSNorm's input gradient against the cpu's, both in one pass against the cpu's two, the
+// RMSNorm's input gradient against the cpu's, both in one pass against the cpu's two (x in f32,
+// and in bf16 as a product writes it under autocast), the
 // embedding table's gradient (repeated ids added, bad ids skipped) against the plain sum, and the
 // negated frequencies RoPE's gradient rotates by.
 // Shapes leave partial blocks: column counts not a multiple of 32, row counts not a multiple of
@@ -87,6 +88,17 @@ TEST(BackwardKernels, RmsNormGradWeight) {
   column_sum(NormalizedProduct{x.data(), dy.data(), inv_rms.data(), hidden}, rows, hidden,
              acc.data(), true);
   expect_close(acc, want_acc, kTol, "acc + dw");
+
+  // x as a bf16 product writes it under autocast (q or k before their norms), widened as loaded.
+  const std::vector<__nv_bfloat16> narrow_x = testing::to_bf16(x);
+  const std::vector<float> x_read = testing::widened(narrow_x);
+  cpu::rms_norm_grad_weight(x_read.data(), dy.data(), rows, hidden, eps, want_dw.data());
+  cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+    inv_rms_kernel(narrow_x.data(), rows, static_cast<int>(hidden), eps, inv_rms.data());
+  });
+  column_sum(NormalizedProduct{narrow_x.data(), dy.data(), inv_rms.data(), hidden}, rows, hidden,
+             dw.data());
+  expect_close(dw, want_dw, kTol, "dw of bf16 x");
 }
 
 TEST(BackwardKernels, RmsNormGradInput) {
@@ -128,23 +140,33 @@ TEST(BackwardKernels, RmsNormGradInput) {
                                  static_cast<int>(hidden), eps, summed.data());
     });
     expect_close(summed, want_summed, kTol, "with residual, rows " + std::to_string(rows));
+
+    // x as a bf16 product writes it under autocast, widened as it is loaded.
+    const std::vector<__nv_bfloat16> narrow_x = testing::to_bf16(x);
+    const std::vector<float> x_read = testing::widened(narrow_x);
+    cpu::rms_norm_grad_input(x_read.data(), w.data(), dy.data(), rows, hidden, eps, want.data());
+    cuda_emulation::launch(blocks(rows * 32, kThreads), kThreads, 0, [&] {
+      rms_norm_grad_input_kernel(narrow_x.data(), w.data(), dy.data(), nullptr, rows,
+                                 static_cast<int>(hidden), eps, dx.data());
+    });
+    expect_close(dx, want, kTol, "bf16 x, rows " + std::to_string(rows));
   }
 }
 
 // The fused kernel's launch in backward.cu (a block per chunk of rows, then the chunks' sums
 // added into the accumulator), with chunks of `chunk_rows` rows: fewer blocks than the
 // launcher's chunks would make of rows enough for a warp to take several.
-template <int kLaneColumns, typename Out>
-void rms_norm_grads(const std::vector<float>& x, const std::vector<float>& w,
+template <int kLaneColumns, typename Out, typename X>
+void rms_norm_grads(const std::vector<X>& x, const std::vector<float>& w,
                     const std::vector<float>& dy, const float* residual, int64_t rows,
                     int64_t hidden, int64_t chunk_rows, float eps, Out* dx, std::vector<float>& acc,
                     const RopeRows& rope = {}) {
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
   cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
-    rms_norm_grads_kernel<kLaneColumns, Out>(x.data(), w.data(), dy.data(), residual, rows,
-                                             static_cast<int>(hidden), eps, chunk_rows, dx,
-                                             chunk_sums.data(), rope);
+    rms_norm_grads_kernel<kLaneColumns, Out, X>(x.data(), w.data(), dy.data(), residual, rows,
+                                                static_cast<int>(hidden), eps, chunk_rows, dx,
+                                                chunk_sums.data(), rope);
   });
   cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
     sum_chunks_kernel(chunk_sums.data(), chunks, hidden, true, acc.data());
@@ -202,7 +224,8 @@ void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
 
 // With dy rotated back by RoPE as it is loaded (graph::fuse_rope_grads_into_norm_grads), against
 // the cpu's rope_grad and then its two norm kernels: heads of 128 (a lane holds columns c and
-// c + 2 of each pair), 3 heads a token.
+// c + 2 of each pair), 3 heads a token; x in f32, and in bf16 as q's or k's product writes it
+// under autocast (widened as it is loaded).
 TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
   constexpr int64_t tokens = 7, heads = 3, hidden = 128, rows = tokens * heads;
   constexpr float eps = 1e-6f, scaling = 1.1f;
@@ -211,20 +234,29 @@ TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
   for (int64_t f = 0; f < hidden / 2; ++f) {
     inv_freq[f] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(f) / hidden));
   }
-  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 56, -2.f, 2.f);
+  const std::vector<float> random_x =
+      random_values(static_cast<size_t>(rows * hidden), 56, -2.f, 2.f);
   const std::vector<float> w = random_values(static_cast<size_t>(hidden), 57, 0.5f, 1.5f);
-  const std::vector<float> dy = random_values(x.size(), 58);
+  const std::vector<float> dy = random_values(random_x.size(), 58);
   const std::vector<float> start = random_values(static_cast<size_t>(hidden), 59);
-  std::vector<float> rotated(x.size()), want_dx(x.size()), want_acc = start;
+  std::vector<float> rotated(dy.size());
   cpu::rope_grad(dy.data(), positions.data(), inv_freq.data(), 1, tokens, heads, hidden, scaling,
                  rotated.data());
-  cpu::rms_norm_grad_input(x.data(), w.data(), rotated.data(), rows, hidden, eps, want_dx.data());
-  cpu::rms_norm_grad_weight(x.data(), rotated.data(), rows, hidden, eps, want_acc.data(), true);
-  std::vector<float> dx(x.size(), -7.f), acc = start;
-  rms_norm_grads<4>(x, w, dy, nullptr, rows, hidden, 16, eps, dx.data(), acc,
-                    RopeRows{positions.data(), inv_freq.data(), 1, tokens, heads, scaling});
-  expect_close(dx, want_dx, kTol, "dx");
-  expect_close(acc, want_acc, kTol, "acc + dw");
+  const auto check = [&](const auto& x, const std::string& what) {
+    const std::vector<float> x_read = testing::widened(x);
+    std::vector<float> want_dx(dy.size()), want_acc = start;
+    cpu::rms_norm_grad_input(x_read.data(), w.data(), rotated.data(), rows, hidden, eps,
+                             want_dx.data());
+    cpu::rms_norm_grad_weight(x_read.data(), rotated.data(), rows, hidden, eps, want_acc.data(),
+                              true);
+    std::vector<float> dx(dy.size(), -7.f), acc = start;
+    rms_norm_grads<4>(x, w, dy, nullptr, rows, hidden, 16, eps, dx.data(), acc,
+                      RopeRows{positions.data(), inv_freq.data(), 1, tokens, heads, scaling});
+    expect_close(dx, want_dx, kTol, what + " dx");
+    expect_close(acc, want_acc, kTol, what + " acc + dw");
+  };
+  check(random_x, "f32 x");
+  check(testing::to_bf16(random_x), "bf16 x");
 }
 
 TEST(BackwardKernels, RmsNormGrads) {

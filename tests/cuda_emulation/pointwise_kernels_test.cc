@@ -1,6 +1,6 @@
 // The CUDA row-wise and element-wise kernels, their own source run on the CPU through the
 // emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
-// table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 out),
+// table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 in and out),
 // slice_seq, cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
 // than the block) and fused elementwise programs (f32 and bf16 out); against the scalar references
 // in src/ops or the op's closed form.
@@ -74,14 +74,17 @@ TEST(PointwiseKernels, Embedding) {
   check_embedding<__nv_bfloat16>(40, 9, 33);
 }
 
-template <typename T>
+// X: the input's type (bf16: a product's output under autocast), T: the output's.
+template <typename T, typename X = float>
 void check_rms_norm(int64_t rows, int hidden) {
   const float eps = 1e-5f;
-  const std::vector<float> x = random_values(static_cast<size_t>(rows * hidden), 2, -2.f, 2.f);
+  const std::vector<X> stored_x =
+      stored<X>(random_values(static_cast<size_t>(rows * hidden), 2, -2.f, 2.f));
+  const std::vector<float> x = widened(stored_x);
   const std::vector<float> w = random_values(static_cast<size_t>(hidden), 3, 0.5f, 1.5f);
   std::vector<T> out = stored<T>(std::vector<float>(x.size(), -7.f));
   cuda_emulation::launch(grid_for(rows * 32), kThreads, 0, [&] {
-    rms_norm_kernel<T>(x.data(), w.data(), rows, hidden, eps, out.data());
+    rms_norm_kernel<T>(stored_x.data(), w.data(), rows, hidden, eps, out.data());
   });
   std::vector<float> want(x.size());
   ops::reference::rms_norm(x.data(), w.data(), rows, hidden, eps, want.data());
@@ -93,16 +96,19 @@ TEST(PointwiseKernels, RmsNorm) {
   check_rms_norm<__nv_bfloat16>(19, 100);
   check_rms_norm<float>(3, 7);  // fewer values than lanes
   check_rms_norm<__nv_bfloat16>(9, 256);
+  check_rms_norm<float, __nv_bfloat16>(19, 100);
+  check_rms_norm<__nv_bfloat16, __nv_bfloat16>(9, 256);
 }
 
 // RoPE as rope_kernel applies it, or (`normed`) each head RMS-normed first as normed_rope_kernel
 // does: against the reference norm and rotation one after the other.
-template <typename T>
+template <typename T, typename X = float>
 void check_rope(int64_t head_dim, bool normed) {
   const int64_t batch = 2, seq = 3, heads = 5, half = head_dim / 2;
   const float scaling = 1.25f, eps = 1e-6f;
-  const std::vector<float> x =
-      random_values(static_cast<size_t>(batch * seq * heads * head_dim), 4);
+  const std::vector<X> stored_x =
+      stored<X>(random_values(static_cast<size_t>(batch * seq * heads * head_dim), 4));
+  const std::vector<float> x = widened(stored_x);
   const std::vector<float> norm = random_values(static_cast<size_t>(head_dim), 5, 0.5f, 1.5f);
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
@@ -114,12 +120,12 @@ void check_rope(int64_t head_dim, bool normed) {
   const int h = static_cast<int>(half);
   if (normed) {
     cuda_emulation::launch(grid_for(tokens * heads * 32), kThreads, 0, [&] {
-      normed_rope_kernel(x.data(), norm.data(), eps, positions.data(), inv_freq.data(), tokens,
-                         heads, h, scaling, out.data());
+      normed_rope_kernel(stored_x.data(), norm.data(), eps, positions.data(), inv_freq.data(),
+                         tokens, heads, h, scaling, out.data());
     });
   } else {
     cuda_emulation::launch(grid_for(tokens * heads * half), kThreads, 0, [&] {
-      rope_kernel(x.data(), positions.data(), inv_freq.data(), tokens, heads, h, scaling,
+      rope_kernel(stored_x.data(), positions.data(), inv_freq.data(), tokens, heads, h, scaling,
                   out.data());
     });
   }
@@ -138,6 +144,8 @@ TEST(PointwiseKernels, Rope) {
     for (const int64_t head_dim : {26, 128}) {
       check_rope<float>(head_dim, normed);
       check_rope<__nv_bfloat16>(head_dim, normed);  // a product's bf16 operand (fold_casts)
+      check_rope<float, __nv_bfloat16>(head_dim, normed);  // q or k's bf16 product (autocast)
+      check_rope<__nv_bfloat16, __nv_bfloat16>(head_dim, normed);
     }
   }
 }

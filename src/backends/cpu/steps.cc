@@ -41,6 +41,14 @@ const float* f32_operand(const void* data, DType dtype, int64_t count, std::vect
   return widened.data();
 }
 
+// Elements first .. first + count - 1 of `data` as f32, as f32_operand gives them.
+const float* f32_range(const void* data, DType dtype, int64_t first, int64_t count,
+                       std::vector<float>& widened) {
+  return f32_operand(
+      static_cast<const char*>(data) + first * static_cast<int64_t>(dtype_size(dtype)), dtype,
+      count, widened);
+}
+
 // A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst)
 // writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit` floats
 // each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
@@ -205,12 +213,19 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                     k[2] * k[3]);
       };
     }
+    // x may be a bf16 product's output (autocast), widened a block of rows at a time, as for
+    // RoPE and the norm's gradients below.
     case Op::kRmsNorm: {
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
-      return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
-        rms_norm(f(args[0]) + first * hidden, f(args[1]), count, hidden, eps, dst);
-      });
+      const DType x_dtype = in(0).dtype;
+      return with_output(
+          n, out, ptrs, hidden,
+          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
+                                                     float* dst) mutable {
+            rms_norm(f32_range(ptrs[args[0]], x_dtype, first * hidden, count * hidden, widened),
+                     f(args[1]), count, hidden, eps, dst);
+          });
     }
     case Op::kRope: {
       const Shape s = n.shape;
@@ -220,14 +235,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       // is normed first where graph::fuse_norms_into_rope folded its norm in; RoPE rotates the
       // normed rows where they are (in place).
       const int64_t row = s[2] * s[3];
-      return with_output(n, out, ptrs, row, [=](int64_t first, int64_t count, float* dst) {
-        const float* x = f(args[0]) + first * row;
-        if (normed) {
-          rms_norm(x, f(args[3]), count * s[2], s[3], eps, dst);
-          x = dst;
-        }
-        rope(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
-      });
+      const DType x_dtype = in(0).dtype;
+      return with_output(
+          n, out, ptrs, row,
+          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
+                                                     float* dst) mutable {
+            const float* x = f32_range(ptrs[args[0]], x_dtype, first * row, count * row, widened);
+            if (normed) {
+              rms_norm(x, f(args[3]), count * s[2], s[3], eps, dst);
+              x = dst;
+            }
+            rope(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
+          });
     }
     case Op::kAccumulate: {
       const int64_t count = shape_numel(n.shape);
@@ -286,9 +305,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                            for (int64_t begin = first; begin < first + length; begin += block) {
                              const int64_t count = std::min(block, first + length - begin);
                              for (size_t i = 0; i < args.size(); ++i) {
-                               const auto* at = static_cast<const char*>(ptrs[args[i]]) +
-                                                begin * static_cast<int64_t>(dtype_size(dtypes[i]));
-                               inputs[i] = f32_operand(at, dtypes[i], count, widened[i]);
+                               inputs[i] =
+                                   f32_range(ptrs[args[i]], dtypes[i], begin, count, widened[i]);
                              }
                              elementwise(program, inputs.data(), count, dst + (begin - first));
                            }
@@ -444,6 +462,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
       const bool residual = n.residual;
+      const DType x_dtype = in(0).dtype;
       if (n.adds_weight_grad) {
         const int64_t rows = rows_of(n.shape);
         const DType dtype = n.dtype;
@@ -454,14 +473,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const Shape s = n.shape;
         const float scaling = n.scale;
         return [=, &ptrs] {
+          std::vector<float> widened;
           const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,
                                   rotated ? f(args[rope_args + 1]) : nullptr,
                                   s[0],
                                   s[1],
                                   s.size() == 4 ? s[2] : 1,
                                   scaling};
-          rms_norm_grads(f(args[0]), f(args[1]), f(args[2]), residual ? f(args[3]) : nullptr, rows,
-                         hidden, eps, ptrs[out], dtype, f(args.back()), rotated ? &rope : nullptr);
+          rms_norm_grads(f32_operand(ptrs[args[0]], x_dtype, rows * hidden, widened), f(args[1]),
+                         f(args[2]), residual ? f(args[3]) : nullptr, rows, hidden, eps, ptrs[out],
+                         dtype, f(args.back()), rotated ? &rope : nullptr);
         };
       }
       if (n.rotated) {
@@ -469,12 +490,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "[rms_norm_grad_input] RoPE's gradient runs inside only where the weight's "
             "gradient is added");
       }
-      return with_output(n, out, ptrs, hidden, [=](int64_t first, int64_t count, float* dst) {
-        const int64_t offset = first * hidden;
-        rms_norm_grad_input(f(args[0]) + offset, f(args[1]), f(args[2]) + offset, count, hidden,
-                            eps, dst);
-        if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
-      });
+      return with_output(n, out, ptrs, hidden,
+                         [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
+                                                                    float* dst) mutable {
+                           const int64_t offset = first * hidden;
+                           rms_norm_grad_input(
+                               f32_range(ptrs[args[0]], x_dtype, offset, count * hidden, widened),
+                               f(args[1]), f(args[2]) + offset, count, hidden, eps, dst);
+                           if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
+                         });
     }
     case Op::kRmsNormGradWeight: {
       // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
@@ -482,10 +506,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const size_t first = graph::first_operand(n);
       const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
+      const DType x_dtype = in(first).dtype;
       return [=, &ptrs] {
         if (in_place) ptrs[out] = ptrs[args[0]];
-        rms_norm_grad_weight(f(args[first]), f(args[first + 1]), rows, hidden, eps, f(out),
-                             in_place);
+        std::vector<float> widened;
+        rms_norm_grad_weight(f32_operand(ptrs[args[first]], x_dtype, rows * hidden, widened),
+                             f(args[first + 1]), rows, hidden, eps, f(out), in_place);
       };
     }
     case Op::kRopeGrad: {

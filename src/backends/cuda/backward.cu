@@ -34,14 +34,16 @@ void reduce_rows(const float* x, int64_t rows, int64_t n, float* out, void* scra
   check_launch("reduce_rows");
 }
 
-void rms_norm_grad_input(const float* x, const float* w, const float* dy, const float* residual,
-                         int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                         cudaStream_t stream) {
+void rms_norm_grad_input(const void* x, DType x_dtype, const float* w, const float* dy,
+                         const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
+                         DType dx_dtype, cudaStream_t stream) {
   if (rows == 0) return;  // a grid of no blocks fails to launch
-  with_float_type(dx_dtype, "rms_norm_grad_input", [&](auto type) {
-    using T = typename decltype(type)::type;
+  with_float_types(x_dtype, dx_dtype, "rms_norm_grad_input", [&](auto in_type, auto out_type) {
+    using X = typename decltype(in_type)::type;
+    using T = typename decltype(out_type)::type;
     rms_norm_grad_input_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
-        x, w, dy, residual, rows, static_cast<int>(hidden), eps, static_cast<T*>(dx));
+        static_cast<const X*>(x), w, dy, residual, rows, static_cast<int>(hidden), eps,
+        static_cast<T*>(dx));
   });
   check_launch("rms_norm_grad_input");
 }
@@ -58,17 +60,22 @@ size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden) {
          reduce_rows_scratch_bytes(rows, hidden);
 }
 
-void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw, void* scratch, cudaStream_t stream, bool accumulate) {
+void rms_norm_grad_weight(const void* x, DType x_dtype, const float* dy, int64_t rows,
+                          int64_t hidden, float eps, float* dw, void* scratch, cudaStream_t stream,
+                          bool accumulate) {
   auto* inv_rms = static_cast<float*>(scratch);
-  // A grid of no blocks fails to launch; no rows still need dw's zeros from column_sum.
-  if (rows > 0) {
-    inv_rms_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
-        x, rows, static_cast<int>(hidden), eps, inv_rms);
-    check_launch("rms_norm_grad_weight_inv_rms");
-  }
-  column_sum(NormalizedProduct{x, dy, inv_rms, hidden}, rows, hidden, dw,
-             inv_rms + inv_rms_floats(rows), stream, accumulate);
+  with_float_type(x_dtype, "rms_norm_grad_weight", [&](auto type) {
+    using X = typename decltype(type)::type;
+    const auto* rows_x = static_cast<const X*>(x);
+    // A grid of no blocks fails to launch; no rows still need dw's zeros from column_sum.
+    if (rows > 0) {
+      inv_rms_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
+          rows_x, rows, static_cast<int>(hidden), eps, inv_rms);
+      check_launch("rms_norm_grad_weight_inv_rms");
+    }
+    column_sum(NormalizedProduct<X>{rows_x, dy, inv_rms, hidden}, rows, hidden, dw,
+               inv_rms + inv_rms_floats(rows), stream, accumulate);
+  });
   check_launch("rms_norm_grad_weight");
 }
 
@@ -94,15 +101,17 @@ bool rotates_in_registers(int64_t hidden) {
 }
 
 template <int kLaneColumns>
-void launch_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
-                       int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                       double* chunk_sums, const RopeRows& rope, cudaStream_t stream) {
-  with_float_type(dx_dtype, "rms_norm_grads", [&](auto type) {
-    using T = typename decltype(type)::type;
-    rms_norm_grads_kernel<kLaneColumns, T>
+void launch_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+                       const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
+                       DType dx_dtype, double* chunk_sums, const RopeRows& rope,
+                       cudaStream_t stream) {
+  with_float_types(x_dtype, dx_dtype, "rms_norm_grads", [&](auto in_type, auto out_type) {
+    using X = typename decltype(in_type)::type;
+    using T = typename decltype(out_type)::type;
+    rms_norm_grads_kernel<kLaneColumns, T, X>
         <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
-            x, w, dy, residual, rows, static_cast<int>(hidden), eps, norm_grad_chunk_rows(rows),
-            static_cast<T*>(dx), chunk_sums, rope);
+            static_cast<const X*>(x), w, dy, residual, rows, static_cast<int>(hidden), eps,
+            norm_grad_chunk_rows(rows), static_cast<T*>(dx), chunk_sums, rope);
   });
 }
 
@@ -124,9 +133,10 @@ size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated) 
   return rotated_dy_bytes(rows, hidden, rotated) + sums;
 }
 
-void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
-                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, void* scratch, cudaStream_t stream, const RopeRows* rope) {
+void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+                    const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
+                    DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
+                    const RopeRows* rope) {
   RopeRows rotation = rope != nullptr ? *rope : RopeRows{};
   if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
     auto* rotated = static_cast<float*>(scratch);
@@ -137,28 +147,28 @@ void rms_norm_grads(const float* x, const float* w, const float* dy, const float
     scratch = static_cast<char*>(scratch) + skip;
   }
   if (!fuses_norm_grads(hidden)) {
-    rms_norm_grad_input(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
-    rms_norm_grad_weight(x, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
+    rms_norm_grad_input(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
+    rms_norm_grad_weight(x, x_dtype, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
     return;
   }
   if (rows == 0 || hidden == 0) return;  // no gradient to add; a grid of no blocks fails to launch
   auto* chunk_sums = static_cast<double*>(scratch);
   switch (lane_columns(hidden)) {
     case 4:
-      launch_norm_grads<4>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
+      launch_norm_grads<4>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
                            rotation, stream);
       break;
     case 8:
-      launch_norm_grads<8>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
+      launch_norm_grads<8>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
                            rotation, stream);
       break;
     case 16:
-      launch_norm_grads<16>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
-                            rotation, stream);
+      launch_norm_grads<16>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
+                            chunk_sums, rotation, stream);
       break;
     default:
-      launch_norm_grads<kMaxLaneColumns>(x, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
-                                         chunk_sums, rotation, stream);
+      launch_norm_grads<kMaxLaneColumns>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx,
+                                         dx_dtype, chunk_sums, rotation, stream);
   }
   check_launch("rms_norm_grads");
   sum_chunks_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(
@@ -192,8 +202,8 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
   if (batch * seq * heads * half == 0) return;  // nothing to rotate; no grid may be empty
   negate_kernel<<<blocks_for(half, kThreads), kThreads, 0, stream>>>(inv_freq, half, negated);
   check_launch("rope_grad_negate");
-  rope(dy, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx, DType::f32,
-       stream);
+  rope(dy, DType::f32, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx,
+       DType::f32, stream);
 }
 
 }  // namespace tfm::cuda

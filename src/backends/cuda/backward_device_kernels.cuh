@@ -61,28 +61,34 @@ struct Element {
 };
 
 // RMSNorm's weight gradient term dy * x * r, rounded as the cpu does (the f32 product, then
-// times the double r).
+// times the double r). x (as every X below): f32, or a bf16 product's output (autocast), widened
+// as it is loaded.
+template <typename X>
 struct NormalizedProduct {
-  const float* x;
+  const X* x;
   const float* dy;
   const float* inv_rms;  // per row
   int64_t n;
   __device__ double operator()(int64_t r, int64_t j) const {
-    return static_cast<double>(dy[r * n + j] * x[r * n + j]) * inv_rms[r];
+    return static_cast<double>(dy[r * n + j] * widen(x[r * n + j])) * inv_rms[r];
   }
 };
 
 // 1 / sqrt(mean(x^2) + eps) of one row over a warp, in double and rounded to f32 as on the cpu.
-__device__ float row_inv_rms(const float* row, int hidden, float eps) {
+template <typename X>
+__device__ float row_inv_rms(const X* row, int hidden, float eps) {
   double sum_sq = 0;
-  for (int i = threadIdx.x % 32; i < hidden; i += 32)
-    sum_sq += static_cast<double>(row[i]) * row[i];
+  for (int i = threadIdx.x % 32; i < hidden; i += 32) {
+    const double value = widen(row[i]);
+    sum_sq += value * value;
+  }
   sum_sq = warp_sum(sum_sq);
   return static_cast<float>(1.0 / sqrt(sum_sq / hidden + eps));
 }
 
 // One warp per row.
-__global__ void inv_rms_kernel(const float* __restrict__ x, int64_t rows, int hidden, float eps,
+template <typename X>
+__global__ void inv_rms_kernel(const X* __restrict__ x, int64_t rows, int hidden, float eps,
                                float* __restrict__ out) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   if (row >= rows) return;
@@ -94,23 +100,23 @@ __global__ void inv_rms_kernel(const float* __restrict__ x, int64_t rows, int hi
 // dx in f32, or in bf16 for a product's operand (graph::fold_casts): rounded from the f32 value,
 // as the cast it replaces rounds. `residual` (or null) is added to the f32 value, as the
 // elementwise add it replaces (graph::fold_residuals_into_norm_grads) added it.
-template <typename Out>
-__global__ void rms_norm_grad_input_kernel(const float* __restrict__ x, const float* __restrict__ w,
+template <typename Out, typename X>
+__global__ void rms_norm_grad_input_kernel(const X* __restrict__ x, const float* __restrict__ w,
                                            const float* __restrict__ dy,
                                            const float* __restrict__ residual, int64_t rows,
                                            int hidden, float eps, Out* __restrict__ dx) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float* xr = x + row * hidden;
+  const X* xr = x + row * hidden;
   const float* dyr = dy + row * hidden;
   const double r = row_inv_rms(xr, hidden, eps);
   double dot = 0;
-  for (int i = lane; i < hidden; i += 32) dot += static_cast<double>(w[i]) * dyr[i] * xr[i];
+  for (int i = lane; i < hidden; i += 32) dot += static_cast<double>(w[i]) * dyr[i] * widen(xr[i]);
   dot = warp_sum(dot);
   const double coef = r * r * r * dot / hidden;
   for (int i = lane; i < hidden; i += 32) {
-    const float value = static_cast<float>(r * w[i] * dyr[i] - xr[i] * coef);
+    const float value = static_cast<float>(r * w[i] * dyr[i] - widen(xr[i]) * coef);
     dx[row * hidden + i] = narrow<Out>(residual ? value + residual[row * hidden + i] : value);
   }
 }
@@ -142,9 +148,9 @@ inline int64_t norm_grad_chunks(int64_t rows) {
 // loaded: rows of exactly 32 x kLaneColumns values, so a lane holds both of a rotated pair
 // (columns c and c + kLaneColumns / 2).
 
-template <int kLaneColumns, typename Out>
+template <int kLaneColumns, typename Out, typename X>
 __global__ void __launch_bounds__(kThreads)
-    rms_norm_grads_kernel(const float* __restrict__ x, const float* __restrict__ w,
+    rms_norm_grads_kernel(const X* __restrict__ x, const float* __restrict__ w,
                           const float* __restrict__ dy, const float* __restrict__ residual,
                           int64_t rows, int hidden, float eps, int64_t chunk_rows,
                           Out* __restrict__ dx, double* __restrict__ chunk_sums,
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kLaneColumns; ++c) {
       const int i = lane + 32 * c;
-      xs[c] = i < hidden ? x[row * hidden + i] : 0.f;
+      xs[c] = i < hidden ? widen(x[row * hidden + i]) : 0.f;
       dys[c] = i < hidden ? dy[row * hidden + i] : 0.f;
     }
     if (rope.positions != nullptr) {

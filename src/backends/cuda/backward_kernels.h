@@ -37,14 +37,16 @@ void cross_entropy_grad(const void* logits, DType logits_dtype, const int32_t* t
 void embedding_grad(const float* dy, const int32_t* ids, int64_t count, int64_t vocab,
                     int64_t hidden, float* d_table, cudaStream_t stream, bool accumulate = false);
 
+// x: f32, or a bf16 product's output (autocast) as the forward norm read it.
 // dx (f32 or bf16) = the input gradient, plus `residual` where it is not null.
-void rms_norm_grad_input(const float* x, const float* w, const float* dy, const float* residual,
-                         int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                         cudaStream_t stream);
+void rms_norm_grad_input(const void* x, DType x_dtype, const float* w, const float* dy,
+                         const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
+                         DType dx_dtype, cudaStream_t stream);
 size_t rms_norm_grad_weight_scratch_bytes(int64_t rows, int64_t hidden);
 // dw = the column sums of dy * x / rms(x); `accumulate`: dw += them (graph::fold_accumulations).
-void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
-                          float* dw, void* scratch, cudaStream_t stream, bool accumulate = false);
+void rms_norm_grad_weight(const void* x, DType x_dtype, const float* dy, int64_t rows,
+                          int64_t hidden, float eps, float* dw, void* scratch, cudaStream_t stream,
+                          bool accumulate = false);
 
 // dy as RoPE's output gradient of [batch, seq, heads, hidden] rows, rotated back before the norm's
 // backward reads it (graph::fuse_rope_grads_into_norm_grads). `positions` null: dy as it is.
@@ -58,9 +60,9 @@ struct RopeRows {
 // plus `residual` where it is not null), and the weight's gradient added into dw_acc. With
 // `rope`, dy is rotated back first: as it is loaded, for rows of 128, 256, 512 or 1024 values.
 size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated);
-void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
-                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, void* scratch, cudaStream_t stream,
+void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+                    const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
+                    DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
                     const RopeRows* rope = nullptr);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);

@@ -26,4 +26,13 @@ void with_float_type(DType dtype, const char* op, Launch&& launch) {
   }
 }
 
+// Both of a kernel's element types: its input's (a bf16 product's output read as it is) and its
+// output's, each as its dtype says.
+template <typename Launch>
+void with_float_types(DType in, DType out, const char* op, Launch&& launch) {
+  with_float_type(in, op, [&](auto in_type) {
+    with_float_type(out, op, [&](auto out_type) { launch(in_type, out_type); });
+  });
+}
+
 }  // namespace tfm::cuda

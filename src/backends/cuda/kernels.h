@@ -18,18 +18,19 @@ namespace tfm::cuda {
 void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
                int64_t hidden, const int32_t* ids, int64_t count, float* out,
                cudaStream_t stream);
-// out (f32, or bf16 for a product's bf16 operand) = x / rms(x) * w, row by row.
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
-              DType out_dtype, cudaStream_t stream);
+// out (f32, or bf16 for a product's bf16 operand) = x / rms(x) * w, row by row. x: f32, or a bf16
+// product's output (autocast), widened as it is read.
+void rms_norm(const void* x, DType x_dtype, const float* w, int64_t rows, int64_t hidden, float eps,
+              void* out, DType out_dtype, cudaStream_t stream);
 // Each head RMS-normed over its head_dim before RoPE rotates it (graph::fuse_norms_into_rope).
 struct HeadNorm {
   const float* weight = nullptr;  // [head_dim]; none: no norm
   float eps = 0.f;
 };
-// out: f32, or bf16 for a product's bf16 operand (graph::fold_casts), as rms_norm's.
-void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
-          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
-          DType out_dtype, cudaStream_t stream, const HeadNorm& norm = {});
+// x and out: f32 or bf16, as rms_norm's.
+void rope(const void* x, DType x_dtype, const int32_t* positions, const float* inv_freq,
+          int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
+          void* out, DType out_dtype, cudaStream_t stream, const HeadNorm& norm = {});
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);

@@ -19,21 +19,22 @@ void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t v
   check_launch("embedding");
 }
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, void* out,
-              DType out_dtype, cudaStream_t stream) {
+void rms_norm(const void* x, DType x_dtype, const float* w, int64_t rows, int64_t hidden, float eps,
+              void* out, DType out_dtype, cudaStream_t stream) {
   if (rows == 0) return;  // a grid of 0 blocks is a launch error
-  with_float_type(out_dtype, "rms_norm", [&](auto type) {
-    using T = typename decltype(type)::type;
+  with_float_types(x_dtype, out_dtype, "rms_norm", [&](auto in_type, auto out_type) {
+    using X = typename decltype(in_type)::type;
+    using T = typename decltype(out_type)::type;
     rms_norm_kernel<<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(
-        x, w, rows, static_cast<int>(hidden), eps, static_cast<T*>(out));
+        static_cast<const X*>(x), w, rows, static_cast<int>(hidden), eps, static_cast<T*>(out));
   });
   check_launch("rms_norm");
 }
 
 namespace {
 
-template <typename T>
-void launch_rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t tokens,
+template <typename T, typename X>
+void launch_rope(const X* x, const int32_t* positions, const float* inv_freq, int64_t tokens,
                  int64_t heads, int half, float attention_scaling, const HeadNorm& norm, T* out,
                  cudaStream_t stream) {
   if (norm.weight != nullptr) {
@@ -47,15 +48,16 @@ void launch_rope(const float* x, const int32_t* positions, const float* inv_freq
 
 }  // namespace
 
-void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
-          int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, void* out,
-          DType out_dtype, cudaStream_t stream, const HeadNorm& norm) {
+void rope(const void* x, DType x_dtype, const int32_t* positions, const float* inv_freq,
+          int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
+          void* out, DType out_dtype, cudaStream_t stream, const HeadNorm& norm) {
   const int half = static_cast<int>(head_dim / 2);
   if (batch * seq * heads * half == 0) return;  // a grid of 0 blocks is a launch error
-  with_float_type(out_dtype, "rope", [&](auto type) {
-    using T = typename decltype(type)::type;
-    launch_rope(x, positions, inv_freq, batch * seq, heads, half, attention_scaling, norm,
-                static_cast<T*>(out), stream);
+  with_float_types(x_dtype, out_dtype, "rope", [&](auto in_type, auto out_type) {
+    using X = typename decltype(in_type)::type;
+    using T = typename decltype(out_type)::type;
+    launch_rope(static_cast<const X*>(x), positions, inv_freq, batch * seq, heads, half,
+                attention_scaling, norm, static_cast<T*>(out), stream);
   });
   check_launch("rope");
 }

@@ -24,24 +24,25 @@ __global__ void embedding_kernel(const T* table, int64_t first_id, int64_t vocab
 }
 
 // 1 / rms of a row of `hidden` values, from the warp whose lane this is (every lane gets it).
-__device__ __forceinline__ float warp_row_inv_rms(const float* row, int hidden, float eps,
-                                                  int lane) {
+template <typename X>
+__device__ __forceinline__ float warp_row_inv_rms(const X* row, int hidden, float eps, int lane) {
   float sum_sq = 0.f;
-  for (int i = lane; i < hidden; i += 32) sum_sq += row[i] * row[i];
+  for (int i = lane; i < hidden; i += 32) sum_sq += widen(row[i]) * widen(row[i]);
   sum_sq = warp_sum(sum_sq);
   return 1.f / sqrtf(sum_sq / static_cast<float>(hidden) + eps);
 }
 
-template <typename T>
-__global__ void rms_norm_kernel(const float* x, const float* w, int64_t rows, int hidden, float eps,
+// x: f32, or a bf16 product's output, widened as it is loaded (as for every X below).
+template <typename T, typename X>
+__global__ void rms_norm_kernel(const X* x, const float* w, int64_t rows, int hidden, float eps,
                                 T* out) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float* in = x + row * hidden;
+  const X* in = x + row * hidden;
   const float inv_rms = warp_row_inv_rms(in, hidden, eps, lane);
   T* o = out + row * hidden;
-  for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (in[i] * inv_rms));
+  for (int i = lane; i < hidden; i += 32) o[i] = narrow<T>(w[i] * (widen(in[i]) * inv_rms));
 }
 
 // Rotates the pair (x1, x2) = (element f, element f + half) of a head at `position`.
@@ -56,34 +57,34 @@ __device__ __forceinline__ void rotate_pair(float x1, float x2, int32_t position
   head_out[f + half] = narrow<T>(x2 * c + x1 * s);
 }
 
-template <typename T>
-__global__ void rope_kernel(const float* x, const int32_t* positions, const float* inv_freq,
+template <typename T, typename X>
+__global__ void rope_kernel(const X* x, const int32_t* positions, const float* inv_freq,
                             int64_t tokens, int64_t heads, int half, float scaling, T* out) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= tokens * heads * half) return;
   const int64_t token = i / (heads * half);
   const int f = static_cast<int>(i % half);
   const int64_t base = (i / half) * 2 * half;
-  rotate_pair(x[base + f], x[base + f + half], positions[token], inv_freq, f, half, scaling,
-              out + base);
+  rotate_pair(widen(x[base + f]), widen(x[base + f + half]), positions[token], inv_freq, f, half,
+              scaling, out + base);
 }
 
 // RoPE of each head RMS-normed over its head_dim first (Qwen3's q_norm and k_norm; graph::
 // fuse_norms_into_rope): one warp per (token, head), the normed values never stored. The same
 // sum and products as rms_norm_kernel, so the same bits as the two kernels one after the other.
-template <typename T>
-__global__ void normed_rope_kernel(const float* x, const float* w, float eps,
-                                   const int32_t* positions, const float* inv_freq, int64_t tokens,
-                                   int64_t heads, int half, float scaling, T* out) {
+template <typename T, typename X>
+__global__ void normed_rope_kernel(const X* x, const float* w, float eps, const int32_t* positions,
+                                   const float* inv_freq, int64_t tokens, int64_t heads, int half,
+                                   float scaling, T* out) {
   const int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= tokens * heads) return;
-  const float* in = x + row * 2 * half;
+  const X* in = x + row * 2 * half;
   const float inv_rms = warp_row_inv_rms(in, 2 * half, eps, lane);
   const int32_t position = positions[row / heads];
   for (int f = lane; f < half; f += 32) {
-    rotate_pair(w[f] * (in[f] * inv_rms), w[f + half] * (in[f + half] * inv_rms), position,
-                inv_freq, f, half, scaling, out + row * 2 * half);
+    rotate_pair(w[f] * (widen(in[f]) * inv_rms), w[f + half] * (widen(in[f + half]) * inv_rms),
+                position, inv_freq, f, half, scaling, out + row * 2 * half);
   }
 }
 

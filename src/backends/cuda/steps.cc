@@ -173,8 +173,8 @@ struct ProductRows {
   const void* prepare(StepContext& c) const {
     const void* rows = c.ptrs[x];
     if (normed && !reads_f32()) {  // x is f32 (graph::Builder's rule)
-      rms_norm(static_cast<const float*>(rows), f32_at(c, norm), count / hidden, hidden, eps,
-               c.scratch, w_dtype, c.stream);
+      rms_norm(rows, DType::f32, f32_at(c, norm), count / hidden, hidden, eps, c.scratch, w_dtype,
+               c.stream);
       return c.scratch;
     }
     const DType want = reads_f32() ? DType::f32 : w_dtype;
@@ -455,21 +455,21 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     case Op::kRmsNorm: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
-      const DType dtype = n.dtype;
+      const DType dtype = n.dtype, x_dtype = in(0).dtype;
       return [=](StepContext& c) {
-        rms_norm(f32_at(c, args[0]), f32_at(c, args[1]), rows, hidden, eps, c.ptrs[out], dtype,
-                 c.stream);
+        rms_norm(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), rows, hidden, eps, c.ptrs[out],
+                 dtype, c.stream);
       };
     }
     case Op::kRope: {
       const Shape s = n.shape;
       const float scaling = n.scale, eps = n.eps;
-      const DType dtype = n.dtype;
+      const DType dtype = n.dtype, x_dtype = in(0).dtype;
       const bool normed = n.normed;
       return [=](StepContext& c) {
         const HeadNorm norm{normed ? f32_at(c, args[3]) : nullptr, eps};
-        rope(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2], s[3],
-             scaling, c.ptrs[out], dtype, c.stream, norm);
+        rope(c.ptrs[args[0]], x_dtype, i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2],
+             s[3], scaling, c.ptrs[out], dtype, c.stream, norm);
       };
     }
     case Op::kAccumulate: {

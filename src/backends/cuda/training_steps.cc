@@ -192,7 +192,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kRmsNormGradInput: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
-      const DType dtype = n.dtype;
+      const DType dtype = n.dtype, x_dtype = in(0).dtype;
       const bool residual = n.residual;
       if (n.adds_weight_grad) {
         // Where RoPE's gradient runs inside (graph::fuse_rope_grads_into_norm_grads), its
@@ -208,7 +208,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
                               s[1],
                               s.size() == 4 ? s[2] : 1,
                               scaling};
-          rms_norm_grads(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
+          rms_norm_grads(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
                          residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
                          dtype, f32_at(c, args.back()), c.scratch, c.stream,
                          rotated ? &rope : nullptr);
@@ -220,7 +220,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
             "weight's gradient is added");
       }
       return [=](StepContext& c) {
-        rms_norm_grad_input(f32_at(c, args[0]), f32_at(c, args[1]), f32_at(c, args[2]),
+        rms_norm_grad_input(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
                             residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
                             dtype, c.stream);
       };
@@ -231,10 +231,11 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
       const bool in_place = n.in_place;
+      const DType x_dtype = in(first).dtype;
       return [=](StepContext& c) {
         if (in_place) c.ptrs[out] = c.ptrs[args[0]];
-        rms_norm_grad_weight(f32_at(c, args[first]), f32_at(c, args[first + 1]), rows, hidden, eps,
-                             f32_at(c, out), c.scratch, c.stream, in_place);
+        rms_norm_grad_weight(c.ptrs[args[first]], x_dtype, f32_at(c, args[first + 1]), rows, hidden,
+                             eps, f32_at(c, out), c.scratch, c.stream, in_place);
       };
     }
     case Op::kRopeGrad: {
