@@ -59,7 +59,7 @@ void print_traffic(const tfm::graph::Plan& plan) {
     if (n.op == Op::kReshape || n.op == Op::kView || n.op == Op::kCopyToGroup) continue;
     Kind step;
     step.steps = 1;
-    step.bytes = bytes_of(n);
+    step.bytes = static_cast<double>(tfm::graph::output_bytes(n));
     for (tfm::graph::ValueId in : n.inputs) {
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
     }

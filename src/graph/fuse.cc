@@ -1,4 +1,5 @@
-// Fusion: elementwise chains into one step, and per-head norms into RoPE.
+// Fusion: elementwise chains into one step, sibling chains into one step of two results, and
+// per-head norms into RoPE.
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -98,6 +99,65 @@ void fuse_elementwise(Graph& graph) {
       instr.operand = slot;
     }
     n.inputs = std::move(compact);
+  }
+}
+
+void pair_elementwise_siblings(Graph& graph) {
+  // A sibling further on would hold its result from the first's step that much longer.
+  constexpr size_t kReach = 8;
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  std::vector<bool> effect(graph.nodes.size(), false);  // effects keep their own steps
+  for (ValueId v : graph.effects) effect[static_cast<size_t>(v)] = true;
+  const auto single = [&](size_t i) {
+    const Node& n = graph.nodes[i];
+    return n.op == Op::kElementwise && !n.inputs.empty() && n.program.results == 1 && !effect[i] &&
+           uses[i] > 0;
+  };
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    if (!single(a)) continue;
+    for (size_t b = a + 1; b < std::min(graph.nodes.size(), a + 1 + kReach); ++b) {
+      if (!single(b)) continue;
+      Node& first = graph.nodes[a];
+      Node& second = graph.nodes[b];
+      const std::vector<ValueId>& reads = second.inputs;
+      const auto read_by_first = [&](ValueId v) {
+        return std::find(first.inputs.begin(), first.inputs.end(), v) != first.inputs.end();
+      };
+      const bool ready = std::all_of(reads.begin(), reads.end(),
+                                     [&](ValueId v) { return static_cast<size_t>(v) < a; });
+      if (first.shape != second.shape || first.dtype != second.dtype || !ready ||
+          std::none_of(reads.begin(), reads.end(), read_by_first) ||
+          written_between(graph, a, b, reads)) {
+        continue;
+      }
+      Node both = first;
+      for (EwInstr instr : second.program.instrs) {
+        if (instr.code == EwCode::kLoad) {
+          const ValueId v = reads[static_cast<size_t>(instr.operand)];
+          const auto at = std::find(both.inputs.begin(), both.inputs.end(), v);
+          instr.operand = static_cast<int>(at - both.inputs.begin());
+          if (at == both.inputs.end()) both.inputs.push_back(v);
+        }
+        both.program.instrs.push_back(instr);
+      }
+      both.program.results = 2;
+      both.name += "&" + second.name;
+      if (program_depth(both.program) > kMaxElementwiseDepth ||
+          both.program.instrs.size() > static_cast<size_t>(kMaxElementwiseInstrs) ||
+          both.inputs.size() > static_cast<size_t>(kMaxElementwiseInputs)) {
+        continue;
+      }
+      Node view;
+      view.op = Op::kView;
+      view.inputs = {static_cast<ValueId>(a)};
+      view.shape = second.shape;
+      view.dtype = second.dtype;
+      view.start = second_result_offset(both);
+      view.name = second.name;
+      first = std::move(both);
+      second = std::move(view);
+      break;
+    }
   }
 }
 

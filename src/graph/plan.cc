@@ -22,10 +22,28 @@ std::vector<bool> free_effects(const Graph& graph) {
 
 namespace {
 
-size_t aligned_bytes(const Node& n) {
-  const size_t bytes = static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
+size_t aligned(size_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
+
+}  // namespace
+
+int64_t second_result_offset(const Node& node) {
+  const size_t element = dtype_size(node.dtype);
+  return static_cast<int64_t>(aligned(static_cast<size_t>(shape_numel(node.shape)) * element) /
+                              element);
+}
+
+size_t output_bytes(const Node& node) {
+  const size_t bytes = static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype);
+  const bool paired = node.op == Op::kElementwise && node.program.results == 2;
+  return paired ? static_cast<size_t>(second_result_offset(node)) * dtype_size(node.dtype) + bytes
+                : bytes;
+}
+
+namespace {
+
+size_t aligned_bytes(const Node& n) { return aligned(output_bytes(n)); }
 
 // The node whose buffer a value lives in: aliases (reshape, view, accumulate, copy_to_group, an
 // in-place loss gradient or weight-gradient product) resolve to the node that owns the memory.
@@ -184,6 +202,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_summed_accumulations(graph);
     fold_norm_weight_grads(graph);
     fuse_rope_grads_into_norm_grads(graph);
+    pair_elementwise_siblings(graph);
   }
   Plan plan;
   plan.schedule = live_schedule(graph);

@@ -13,6 +13,12 @@ namespace tfm::graph {
 // libraries (cuBLASLt) assume of an operand by default.
 inline constexpr size_t kArenaAlignment = 256;
 
+// Where the second result of a paired elementwise step (pair_elementwise_siblings) starts in its
+// buffer, in elements: after the first, at the next multiple of kArenaAlignment bytes.
+int64_t second_result_offset(const Node& node);
+// Bytes a node writes: its shape's elements, or both results of a paired elementwise step.
+size_t output_bytes(const Node& node);
+
 struct Plan {
   Graph graph;
   std::vector<ValueId> schedule;  // nodes to run, in order (inputs and weights excluded)
@@ -81,7 +87,15 @@ void fold_summed_accumulations(Graph& graph);
 void fold_norm_weight_grads(Graph& graph);
 // RoPE's gradient read only by a per-head norm's input gradient that adds its weight's gradient
 // (fold_norm_weight_grads: q_norm's and k_norm's in Qwen3's backward pass) runs inside that step,
-// which rotates dy back as it loads it: RoPE's f32 output gradient is never stored. Runs last.
+// which rotates dy back as it loads it: RoPE's f32 output gradient is never stored. Runs after
+// fold_norm_weight_grads.
 void fuse_rope_grads_into_norm_grads(Graph& graph);
+// Two elementwise steps a few nodes apart that read some of the same inputs (the MLP gating's
+// two gradients: dy silu(gate) and dy up silu'(gate)) become one step computing both, which
+// reads each input once. The first keeps its place and its value, its buffer holding the second's
+// result after its own; the second becomes a view of that. It runs where the first did, so it
+// pairs only where the second's inputs exist by then and nothing writes them in between. Runs
+// last: the passes before it take an elementwise step for one value (a sum, a cast's source).
+void pair_elementwise_siblings(Graph& graph);
 
 }  // namespace tfm::graph

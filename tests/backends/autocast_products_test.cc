@@ -2,9 +2,9 @@
 // MLP's gate and up, the output layer): under bf16 autocast they come out in bf16, as
 // torch.autocast's do, and the norms, RoPE, the SiLU gating and the loss widen them as they load
 // them; without autocast they stay f32. Likewise the gating's input gradient
-// (ops::linear_backward). On each backend (CUDA skipped, and said so, where absent), compiled and
-// eager, against the closed forms summed in double (from the products rounded to bf16 where their
-// output is).
+// (ops::linear_backward) and the two gradients the gating passes on. On each backend (CUDA skipped,
+// and said so, where absent), compiled and eager, against the closed forms summed in double (from
+// the products rounded to bf16 where their output is).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,6 +147,59 @@ TEST_P(AutocastProductsTest, AnInputGradientComesOutInTheOperandsDtype) {
                      [&](const std::vector<Tensor>& out, const std::string& how) {
                        EXPECT_EQ(out[0].dtype(), c.operands) << how;
                        expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, how + " dy w");
+                     });
+}
+
+// The MLP gating's two input gradients, dy silu(gate) and silu'(gate) (dy up), from dy, gate and
+// up in the operands' dtype (under autocast: products' outputs), each written in that dtype for
+// the products that read it: compiled, one step computes both (graph::pair_elementwise_siblings)
+// and each widening or narrowing cast folds into it.
+TEST_P(AutocastProductsTest, TheGatingsTwoGradientsComeOutOfOneStep) {
+  const testing::DeviceOperands& c = GetParam();
+  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  const Shape shape{2, kRows / 2, kOut};
+  const std::vector<float> gate_v = rounded(random_values(kRows * kOut, 52, -4.f, 4.f), c.operands),
+                           up_v = rounded(random_values(kRows * kOut, 53), c.operands),
+                           dy_v = rounded(random_values(kRows * kOut, 54), c.operands);
+  graph::Builder b;
+  const auto read = [&](const char* name) {
+    const auto v = b.input(name, shape, c.operands);
+    return c.operands == DType::f32 ? v : b.cast(v, DType::f32);
+  };
+  const auto written = [&](graph::ValueId v) {
+    return c.operands == DType::f32 ? v : b.cast(v, c.operands);
+  };
+  const auto gate = read("gate"), up = read("up"), dy = read("dy");
+  b.output(written(b.mul(dy, b.silu(gate))));
+  b.output(written(b.silu_grad(gate, b.mul(dy, up))));
+  const graph::Graph g = b.finish();
+  const graph::Plan plan = graph::plan_graph(g);
+  // The other steps are views and reshapes (the folded casts) of its buffer.
+  std::vector<const graph::Node*> steps;
+  for (graph::ValueId id : plan.schedule) {
+    const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
+    if (!graph::aliases_input(n)) steps.push_back(&n);
+  }
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0]->program.results, 2);
+
+  std::vector<float> d_up(gate_v.size()), d_gate(gate_v.size());
+  for (size_t i = 0; i < gate_v.size(); ++i) {
+    const double x = gate_v[i], sigmoid = 1 / (1 + std::exp(-x));
+    d_up[i] = static_cast<float>(dy_v[i] * x * sigmoid);
+    d_gate[i] = static_cast<float>(double{dy_v[i]} * up_v[i] * sigmoid * (1 + x * (1 - sigmoid)));
+  }
+  const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
+  const auto as_input = [&](const std::vector<float>& v) {
+    return Tensor::from_vector<float>(v, shape).to(c.operands);
+  };
+  compiled_and_eager(c, g, {as_input(gate_v), as_input(up_v), as_input(dy_v)},
+                     [&](const std::vector<Tensor>& out, const std::string& how) {
+                       EXPECT_EQ(out[0].dtype(), c.operands) << how;
+                       expect_close(out[0].to(kCpu).to_f32_vector(), rounded(d_up, c.operands), tol,
+                                    how + " dy silu(gate)");
+                       expect_close(out[1].to(kCpu).to_f32_vector(), rounded(d_gate, c.operands),
+                                    tol, how + " silu'(gate) dy up");
                      });
 }
 

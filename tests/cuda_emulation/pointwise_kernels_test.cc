@@ -2,8 +2,8 @@
 // emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
 // table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 in and out),
 // slice_seq, cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
-// than the block) and fused elementwise programs (f32 and bf16 out); against the scalar references
-// in src/ops or the op's closed form.
+// than the block) and fused elementwise programs (f32 and bf16 out, one result or two); against the
+// scalar references in src/ops or the op's closed form.
 #include "backends/cuda/pointwise_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -330,6 +330,65 @@ TEST(PointwiseKernels, Elementwise) {
     expect_close(out_mixed4, std::vector<float>(want_mixed.begin(), want_mixed.begin() + vectors),
                  1e-5f, "bf16 inputs, four elements a thread");
   }
+}
+
+// A paired program (graph::pair_elementwise_siblings): two chains one after the other, each
+// result written to its place in the output, the second `second` elements after the first (a
+// multiple of four); against each chain alone by the reference. One and four elements a thread,
+// f32 and bf16 out.
+template <typename T>
+void check_paired_elementwise(int64_t count, int W) {
+  using graph::EwCode;
+  std::vector<std::vector<float>> inputs;
+  for (uint64_t i = 0; i < 3; ++i) {
+    inputs.push_back(random_values(static_cast<size_t>(count), 20 + i, -4.f, 4.f));
+  }
+  const float* const ptrs[3] = {inputs[0].data(), inputs[1].data(), inputs[2].data()};
+  // dy silu(gate) and silu'(gate) (dy up): the MLP gating's two gradients (dy, gate, up).
+  const graph::ElementwiseProgram d_up{
+      {{EwCode::kLoad, 0}, {EwCode::kLoad, 1}, {EwCode::kSilu}, {EwCode::kMul}}};
+  const graph::ElementwiseProgram d_gate{{{EwCode::kLoad, 1},
+                                          {EwCode::kLoad, 0},
+                                          {EwCode::kLoad, 2},
+                                          {EwCode::kMul},
+                                          {EwCode::kSiluGrad}}};
+  std::vector<float> want_up(static_cast<size_t>(count)), want_gate(want_up.size());
+  ops::reference::elementwise(d_up, ptrs, count, want_up.data());
+  ops::reference::elementwise(d_gate, ptrs, count, want_gate.data());
+  EwKernelProgram kp;
+  for (const graph::ElementwiseProgram* program : {&d_up, &d_gate}) {
+    for (const graph::EwInstr& instr : program->instrs) {
+      kp.code[kp.count] = static_cast<uint8_t>(instr.code);
+      kp.operand[kp.count++] = static_cast<uint8_t>(instr.operand);
+    }
+  }
+  for (int i = 0; i < 3; ++i) kp.inputs[i] = ptrs[i];
+  kp.results = 2;
+  kp.second = (count + 63) / 64 * 64;
+  std::vector<T> out = stored<T>(std::vector<float>(static_cast<size_t>(kp.second + count), -7.f));
+  cuda_emulation::launch(grid_for(count / W), kThreads, 0, [&] {
+    if (W == 4) {
+      elementwise_kernel<4>(kp, count, out.data());
+    } else {
+      elementwise_kernel<1>(kp, count, out.data());
+    }
+  });
+  const std::vector<float> got = widened(out);
+  const std::string how = std::to_string(W) + " a thread";
+  expect_close(std::vector<float>(got.begin(), got.begin() + count), want_up, tolerance<T>(),
+               "first result, " + how);
+  expect_close(std::vector<float>(got.begin() + kp.second, got.end()), want_gate, tolerance<T>(),
+               "second result, " + how);
+  for (int64_t i = count; i < kp.second; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)], -7.f) << "between the results, at " << i;
+  }
+}
+
+TEST(PointwiseKernels, PairedElementwise) {
+  check_paired_elementwise<float>(300, 1);
+  check_paired_elementwise<float>(300, 4);
+  check_paired_elementwise<__nv_bfloat16>(300, 1);
+  check_paired_elementwise<__nv_bfloat16>(300, 4);
 }
 
 }  // namespace

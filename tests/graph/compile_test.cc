@@ -126,12 +126,59 @@ TEST(Compile, AUnaryValueOnlyElementwiseChainsReadRunsInsideEach) {
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
-  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 4)
-      << "two chains with silu(x) inside, silu(y), and the chain reading it";
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 3)
+      << "two chains with silu(x) inside (one step of two results: pair_elementwise_siblings), "
+         "silu(y), and the chain reading it";
 
   const Tensor x_in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
   const Tensor y_in = Tensor::from_vector<float>(testing::random_values(32, 6), {4, 8});
   expect_same_as_eager(g, plan, {x_in, y_in});
+}
+
+// The MLP gating's two gradients, dy silu(gate) and silu'(gate) (dy up), run as one step of two
+// results that reads dy and gate once. A chain sharing no input with them, and one whose input is
+// computed after them (a product's), keep steps of their own.
+TEST(Compile, SiblingChainsRunAsOneStepOfTwoResults) {
+  constexpr int64_t kRows = 3, kCols = 10;
+  graph::Builder b;
+  const auto gate = b.input("gate", {kRows, kCols}, DType::f32);
+  const auto up = b.input("up", {kRows, kCols}, DType::f32);
+  const auto dy = b.input("dy", {kRows, kCols}, DType::f32);
+  const auto other = b.input("other", {kRows, kCols}, DType::f32);
+  const auto w =
+      b.weight("w", Tensor::from_vector<float>(testing::random_values(100, 7), {kCols, kCols}));
+  b.output(b.mul(dy, b.silu(gate)));
+  b.output(b.silu_grad(gate, b.mul(dy, up)));
+  b.output(b.silu(other));
+  b.output(b.mul(b.linear(dy, w), gate));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  EXPECT_EQ(steps_where(plan,
+                        [](const graph::Node& n) {
+                          return is(n, Op::kElementwise) && n.program.results == 2;
+                        }),
+            1);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 3);
+
+  const std::vector<float> gate_v = testing::random_values(kRows * kCols, 8, -4.f, 4.f),
+                           up_v = testing::random_values(kRows * kCols, 9),
+                           dy_v = testing::random_values(kRows * kCols, 10),
+                           other_v = testing::random_values(kRows * kCols, 11);
+  std::vector<float> d_up(gate_v.size()), d_gate(gate_v.size());
+  for (size_t i = 0; i < gate_v.size(); ++i) {
+    const double x = gate_v[i], sigmoid = 1 / (1 + std::exp(-x));
+    d_up[i] = static_cast<float>(dy_v[i] * x * sigmoid);
+    d_gate[i] = static_cast<float>(double{dy_v[i]} * up_v[i] * sigmoid * (1 + x * (1 - sigmoid)));
+  }
+  const std::vector<Tensor> in{Tensor::from_vector<float>(gate_v, {kRows, kCols}),
+                               Tensor::from_vector<float>(up_v, {kRows, kCols}),
+                               Tensor::from_vector<float>(dy_v, {kRows, kCols}),
+                               Tensor::from_vector<float>(other_v, {kRows, kCols})};
+  const std::vector<Tensor> out = graph::backend_for(kCpu).compile(plan)->run(in);
+  testing::expect_close(out[0].to_f32_vector(), d_up, 1e-5f, "dy silu(gate)");
+  testing::expect_close(out[1].to_f32_vector(), d_gate, 1e-5f, "silu'(gate) dy up");
+  expect_same_as_eager(g, plan, in);
 }
 
 TEST(Compile, UnfusedPlanKeepsEveryNode) {

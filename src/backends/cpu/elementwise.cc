@@ -13,7 +13,7 @@ constexpr int64_t kBlock = 256;
 constexpr int kMaxStack = graph::kMaxElementwiseDepth;
 
 void run_block(const graph::ElementwiseProgram& program, const float* const* inputs, int64_t begin,
-               int64_t len, float* out) {
+               int64_t len, float* out, float* second) {
   float stack[kMaxStack][kBlock];
   int top = -1;
   for (const graph::EwInstr& instr : program.instrs) {
@@ -51,21 +51,28 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
     }
   }
   for (int64_t i = 0; i < len; ++i) out[begin + i] = stack[0][i];
+  if (program.results == 2) {
+    for (int64_t i = 0; i < len; ++i) second[begin + i] = stack[1][i];
+  }
 }
 
 }  // namespace
 
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
-                 int64_t count, float* out) {
+                 int64_t count, float* out, float* second) {
   if (graph::program_depth(program) > kMaxStack) {
     throw Error("[elementwise] fused chain needs more than " + std::to_string(kMaxStack) +
                 " temporaries");
+  }
+  if ((program.results == 2) != (second != nullptr) || program.results > 2) {
+    throw Error("[elementwise] a program of " + std::to_string(program.results) +
+                " results needs as many outputs");
   }
   const int64_t blocks = (count + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (count > kParallelMinElements)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
-    run_block(program, inputs, begin, std::min(kBlock, count - begin), out);
+    run_block(program, inputs, begin, std::min(kBlock, count - begin), out, second);
   }
 }
 

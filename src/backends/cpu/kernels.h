@@ -46,8 +46,9 @@ double sum_squares(const float* x, int64_t n);
 void scale(float* x, float factor, int64_t n);
 // acc[i] += x[i]
 void add_into(float* acc, const float* x, int64_t count);
+// `second`: where a paired program's second result goes (graph::pair_elementwise_siblings).
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
-                 int64_t count, float* out);
+                 int64_t count, float* out, float* second = nullptr);
 // A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab).
 struct VocabShard {
   int64_t first_id = 0;

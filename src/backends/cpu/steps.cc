@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "graph/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -49,31 +50,55 @@ const float* f32_range(const void* data, DType dtype, int64_t first, int64_t cou
       count, widened);
 }
 
-// A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst)
-// writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit` floats
-// each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
-// narrowed into it after each call, so no f32 copy of the whole result is ever held.
+// A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst,
+// second) writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit`
+// floats each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
+// narrowed into it after each call, so no f32 copy of the whole result is ever held. A paired
+// elementwise step (graph::pair_elementwise_siblings) writes its second result to `second` alike;
+// any other step gets null there.
 constexpr int64_t kNarrowedBlock = int64_t{1} << 16;
 
 template <typename Compute>
-std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs, int64_t unit,
-                                  Compute compute) {
+std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>& ptrs,
+                                   int64_t unit, Compute compute) {
   const int64_t units = shape_numel(n.shape) / unit;
-  if (n.dtype == DType::f32) {
-    return [=, &ptrs]() mutable { compute(0, units, static_cast<float*>(ptrs[out])); };
-  }
   const DType dtype = n.dtype;
+  const bool paired = n.op == Op::kElementwise && n.program.results == 2;
+  const int64_t second = paired ? graph::second_result_offset(n) : 0;
+  // Element `element` of result `r` in the node's buffer.
+  const auto at = [=, &ptrs](int r, int64_t element) {
+    return static_cast<char*>(ptrs[out]) +
+           (r * second + element) * static_cast<int64_t>(dtype_size(dtype));
+  };
+  if (dtype == DType::f32) {
+    return [=]() mutable {
+      compute(0, units, reinterpret_cast<float*>(at(0, 0)),
+              paired ? reinterpret_cast<float*>(at(1, 0)) : nullptr);
+    };
+  }
   const int64_t block = std::max<int64_t>(1, kNarrowedBlock / unit);
-  return [=, &ptrs, rows = std::vector<float>()]() mutable {
+  return [=, rows = std::vector<float>(), second_rows = std::vector<float>()]() mutable {
     rows.resize(static_cast<size_t>(block * unit));
+    if (paired) second_rows.resize(rows.size());
     for (int64_t first = 0; first < units; first += block) {
       const int64_t count = std::min(block, units - first);
-      compute(first, count, rows.data());
-      cast(rows.data(), DType::f32,
-           static_cast<char*>(ptrs[out]) + first * unit * static_cast<int64_t>(dtype_size(dtype)),
-           dtype, static_cast<size_t>(count * unit));
+      compute(first, count, rows.data(), paired ? second_rows.data() : nullptr);
+      for (int r = 0; r < (paired ? 2 : 1); ++r) {
+        cast((r == 0 ? rows : second_rows).data(), DType::f32, at(r, first * unit), dtype,
+             static_cast<size_t>(count * unit));
+      }
     }
   };
+}
+
+// The same for a step of one result: compute(first, count, dst).
+template <typename Compute>
+std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs, int64_t unit,
+                                  Compute compute) {
+  return with_outputs(n, out, ptrs, unit,
+                      [compute](int64_t first, int64_t count, float* dst, float*) mutable {
+                        compute(first, count, dst);
+                      });
 }
 
 }  // namespace
@@ -296,21 +321,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       // f32 inputs are read where they lie, in one call.
       const bool narrow_inputs =
           std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
-      return with_output(n, out, ptrs, 1,
-                         [=, &ptrs, inputs = std::vector<const float*>(args.size()),
-                          widened = std::vector<std::vector<float>>(args.size())](
-                             int64_t first, int64_t length, float* dst) mutable {
-                           const int64_t block =
-                               narrow_inputs ? kNarrowedBlock : std::max<int64_t>(length, 1);
-                           for (int64_t begin = first; begin < first + length; begin += block) {
-                             const int64_t count = std::min(block, first + length - begin);
-                             for (size_t i = 0; i < args.size(); ++i) {
-                               inputs[i] =
-                                   f32_range(ptrs[args[i]], dtypes[i], begin, count, widened[i]);
-                             }
-                             elementwise(program, inputs.data(), count, dst + (begin - first));
-                           }
-                         });
+      return with_outputs(
+          n, out, ptrs, 1,
+          [=, &ptrs, inputs = std::vector<const float*>(args.size()),
+           widened = std::vector<std::vector<float>>(args.size())](
+              int64_t first, int64_t length, float* dst, float* second) mutable {
+            const int64_t block = narrow_inputs ? kNarrowedBlock : std::max<int64_t>(length, 1);
+            for (int64_t begin = first; begin < first + length; begin += block) {
+              const int64_t count = std::min(block, first + length - begin);
+              for (size_t i = 0; i < args.size(); ++i) {
+                inputs[i] = f32_range(ptrs[args[i]], dtypes[i], begin, count, widened[i]);
+              }
+              elementwise(program, inputs.data(), count, dst + (begin - first),
+                          second != nullptr ? second + (begin - first) : nullptr);
+            }
+          });
     }
     case Op::kCast: {
       const DType from = in(0).dtype, to = n.dtype;

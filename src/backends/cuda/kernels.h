@@ -56,6 +56,10 @@ struct EwKernelProgram {
   // f32, or bf16 where bit i of bf16_inputs is set (autocast's products: the loads widen them).
   const void* inputs[kMaxEwInputs] = {};
   uint32_t bf16_inputs = 0;
+  // A paired program (graph::pair_elementwise_siblings) writes its second result `second`
+  // elements after the first.
+  int results = 1;
+  int64_t second = 0;
 };
 // out: f32, or bf16 for a product's bf16 operand (graph::fold_casts).
 void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,

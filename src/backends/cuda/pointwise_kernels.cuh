@@ -190,7 +190,8 @@ __device__ __forceinline__ void load_widened(const void* input, int64_t first, f
 }
 
 // Elements W * i .. W * i + W - 1 for thread i (W = 4: every input and out aligned to four of its
-// elements and count a multiple of 4, each side moved as one vector), written as T.
+// elements and count a multiple of 4, each side moved as one vector), written as T; a paired
+// program's second result `program.second` elements further on (a multiple of four).
 template <int W, typename T>
 __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count, T* out) {
   const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * W;
@@ -242,11 +243,13 @@ __global__ void elementwise_kernel(const EwKernelProgram program, int64_t count,
     }
     stack.write(top, a);
   }
-  stack.read(0, a);
-  Elements<T, W> result;
+  for (int r = 0; r < program.results; ++r) {
+    stack.read(r, a);
+    Elements<T, W> result;
 #pragma unroll
-  for (int w = 0; w < W; ++w) result.v[w] = narrow<T>(a[w]);
-  *reinterpret_cast<Elements<T, W>*>(out + first) = result;
+    for (int w = 0; w < W; ++w) result.v[w] = narrow<T>(a[w]);
+    *reinterpret_cast<Elements<T, W>*>(out + r * program.second + first) = result;
+  }
 }
 
 }  // namespace

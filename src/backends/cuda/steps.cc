@@ -105,8 +105,13 @@ EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size
     throw Error("[cuda elementwise] fused chain needs more than " +
                 std::to_string(graph::kMaxElementwiseDepth) + " temporaries");
   }
+  if (program.results < 1 || program.results > 2) {
+    throw Error("[cuda elementwise] a chain of " + std::to_string(program.results) +
+                " results; the kernel writes one or two");
+  }
   EwKernelProgram k;
   k.count = static_cast<int>(program.instrs.size());
+  k.results = program.results;
   for (size_t i = 0; i < program.instrs.size(); ++i) {
     k.code[i] = static_cast<uint8_t>(program.instrs[i].code);
     k.operand[i] = static_cast<uint8_t>(program.instrs[i].operand);
@@ -556,6 +561,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     }
     case Op::kElementwise: {
       EwKernelProgram program = to_kernel_program(n.program, args.size());
+      if (program.results == 2) program.second = graph::second_result_offset(n);
       for (size_t i = 0; i < args.size(); ++i) {
         check_float_kind(in(i).dtype, "elementwise");
         if (in(i).dtype == DType::bf16) program.bf16_inputs |= 1u << i;
