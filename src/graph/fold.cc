@@ -248,4 +248,23 @@ void fold_norm_weight_grads(Graph& graph) {
   }
 }
 
+void fold_narrow_copies(Graph& graph) {
+  for (size_t c = 0; c < graph.nodes.size(); ++c) {
+    Node& cast = graph.nodes[c];
+    if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
+    const ValueId g = cast.inputs[0];
+    Node& grad = graph.nodes[static_cast<size_t>(g)];
+    // The copy is written where the gradient runs: nothing may write the gradient's buffer
+    // between there and where the cast read it.
+    if (grad.op != Op::kRmsNormGradInput || !grad.adds_weight_grad || grad.dtype != DType::f32 ||
+        grad.narrow_copy || written_between(graph, static_cast<size_t>(g), c, {g})) {
+      continue;
+    }
+    grad.narrow_copy = true;
+    cast.op = Op::kView;
+    cast.start = second_result_offset(grad) * static_cast<int64_t>(dtype_size(grad.dtype)) /
+                 static_cast<int64_t>(dtype_size(cast.dtype));
+  }
+}
+
 }  // namespace tfm::graph

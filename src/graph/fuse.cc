@@ -123,8 +123,10 @@ void pair_elementwise_siblings(Graph& graph) {
       const auto read_by_first = [&](ValueId v) {
         return std::find(first.inputs.begin(), first.inputs.end(), v) != first.inputs.end();
       };
-      const bool ready = std::all_of(reads.begin(), reads.end(),
-                                     [&](ValueId v) { return static_cast<size_t>(v) < a; });
+      const bool ready = std::all_of(reads.begin(), reads.end(), [&](ValueId v) {
+        const Op op = graph.nodes[static_cast<size_t>(v)].op;
+        return static_cast<size_t>(v) < a || op == Op::kInput || op == Op::kWeight;
+      });
       if (first.shape != second.shape || first.dtype != second.dtype || !ready ||
           std::none_of(reads.begin(), reads.end(), read_by_first) ||
           written_between(graph, a, b, reads)) {

@@ -137,6 +137,8 @@ struct Node {
   bool adds_weight_grad = false;  // kRmsNormGradInput: its last input is the accumulator of the
                                   // norm weight's gradient, added into as a side effect
   bool rotated = false;           // kRmsNormGradInput: dy enters rotated back by RoPE
+  bool narrow_copy = false;       // kRmsNormGradInput: also writes its result in bf16 after it
+                                  //   in its buffer (graph::fold_narrow_copies)
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
                                // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice

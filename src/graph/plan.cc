@@ -35,10 +35,12 @@ int64_t second_result_offset(const Node& node) {
 }
 
 size_t output_bytes(const Node& node) {
-  const size_t bytes = static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype);
-  const bool paired = node.op == Op::kElementwise && node.program.results == 2;
-  return paired ? static_cast<size_t>(second_result_offset(node)) * dtype_size(node.dtype) + bytes
-                : bytes;
+  const auto numel = static_cast<size_t>(shape_numel(node.shape));
+  const size_t bytes = numel * dtype_size(node.dtype),
+               second = static_cast<size_t>(second_result_offset(node)) * dtype_size(node.dtype);
+  if (node.op == Op::kElementwise && node.program.results == 2) return second + bytes;
+  if (node.narrow_copy) return second + numel * dtype_size(DType::bf16);
+  return bytes;
 }
 
 namespace {
@@ -202,6 +204,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_summed_accumulations(graph);
     fold_norm_weight_grads(graph);
     fuse_rope_grads_into_norm_grads(graph);
+    fold_narrow_copies(graph);
     pair_elementwise_siblings(graph);
   }
   Plan plan;

@@ -13,10 +13,11 @@ namespace tfm::graph {
 // libraries (cuBLASLt) assume of an operand by default.
 inline constexpr size_t kArenaAlignment = 256;
 
-// Where the second result of a paired elementwise step (pair_elementwise_siblings) starts in its
-// buffer, in elements: after the first, at the next multiple of kArenaAlignment bytes.
+// Where the second result of a paired elementwise step (pair_elementwise_siblings) or a norm
+// gradient's bf16 copy (fold_narrow_copies) starts in the node's buffer, in elements of the
+// node's dtype: after the first, at the next multiple of kArenaAlignment bytes.
 int64_t second_result_offset(const Node& node);
-// Bytes a node writes: its shape's elements, or both results of a paired elementwise step.
+// Bytes a node writes: its shape's elements, and its second result where it has one.
 size_t output_bytes(const Node& node);
 
 struct Plan {
@@ -90,6 +91,13 @@ void fold_norm_weight_grads(Graph& graph);
 // which rotates dy back as it loads it: RoPE's f32 output gradient is never stored. Runs after
 // fold_norm_weight_grads.
 void fuse_rope_grads_into_norm_grads(Graph& graph);
+// A bf16 cast of a norm's input gradient that other steps read in f32 as well (the residual
+// stream's gradient: the next norm's gradient adds it, the products before the norm read it in
+// bf16) is written by the gradient step itself, beside its f32 result in its buffer: the same
+// bits, as it rounds its f32 value once as the cast did, without the cast's pass over the rows.
+// The cast becomes a view of that copy. Only steps that add their weight's gradient
+// (fold_norm_weight_grads) write copies; runs after it.
+void fold_narrow_copies(Graph& graph);
 // Two elementwise steps a few nodes apart that read some of the same inputs (the MLP gating's
 // two gradients: dy silu(gate) and dy up silu'(gate)) become one step computing both, which
 // reads each input once. The first keeps its place and its value, its buffer holding the second's

@@ -160,13 +160,13 @@ template <int kLaneColumns, typename Out, typename X>
 void rms_norm_grads(const std::vector<X>& x, const std::vector<float>& w,
                     const std::vector<float>& dy, const float* residual, int64_t rows,
                     int64_t hidden, int64_t chunk_rows, float eps, Out* dx, std::vector<float>& acc,
-                    const RopeRows& rope = {}) {
+                    const RopeRows& rope = {}, __nv_bfloat16* copy = nullptr) {
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
   cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
     rms_norm_grads_kernel<kLaneColumns, Out, X>(x.data(), w.data(), dy.data(), residual, rows,
                                                 static_cast<int>(hidden), eps, chunk_rows, dx,
-                                                chunk_sums.data(), rope);
+                                                chunk_sums.data(), rope, copy);
   });
   cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
     sum_chunks_kernel(chunk_sums.data(), chunks, hidden, true, acc.data());
@@ -188,9 +188,9 @@ TEST(BackwardKernels, NormGradChunks) {
 }
 
 // Both gradients in one pass (graph::fold_norm_weight_grads) against the cpu's two kernels: dx
-// in f32 and in bf16, with and without the residual added, and the weight gradient added into an
-// accumulator. Rows of fewer values than the lanes' registers hold, chunks of one row a warp and
-// of several, the last chunk partial.
+// in f32 and in bf16, with and without the residual added, f32 with its bf16 copy, and the
+// weight gradient added into an accumulator. Rows of fewer values than the lanes' registers hold,
+// chunks of one row a warp and of several, the last chunk partial.
 template <int kLaneColumns>
 void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
   SCOPED_TRACE("rows " + std::to_string(rows) + ", hidden " + std::to_string(hidden) +
@@ -209,6 +209,17 @@ void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
   rms_norm_grads<kLaneColumns>(x, w, dy, nullptr, rows, hidden, chunk_rows, eps, dx.data(), acc);
   expect_close(dx, want_dx, kTol, "dx");
   expect_close(acc, want_acc, kTol, "acc + dw");
+
+  // With its bf16 copy (graph::fold_narrow_copies): each f32 dx plus residual, rounded once.
+  std::vector<float> summed(x.size(), -7.f);
+  std::vector<__nv_bfloat16> copy(x.size(), __float2bfloat16_rn(-7.f));
+  acc = start;
+  rms_norm_grads<kLaneColumns>(x, w, dy, residual.data(), rows, hidden, chunk_rows, eps,
+                               summed.data(), acc, RopeRows{}, copy.data());
+  for (size_t i = 0; i < summed.size(); ++i) {
+    ASSERT_NEAR(summed[i], want_dx[i] + residual[i], kTol) << "dx + residual at " << i;
+  }
+  EXPECT_EQ(testing::widened(copy), testing::widened(testing::to_bf16(summed))) << "bf16 copy";
 
   std::vector<__nv_bfloat16> narrow(x.size(), __float2bfloat16_rn(-7.f));
   acc = start;

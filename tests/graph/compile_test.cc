@@ -583,6 +583,49 @@ TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
   testing::expect_close(compiled_sums, want, 1e-5f, "start + dw");
 }
 
+// The same gradient read in f32 too (the residual stream's gradient: the next norm's gradient adds
+// it) writes its bf16 copy for the cast's readers beside its f32 result, in the same step
+// (fold_narrow_copies): no cast step, the copy the f32 result rounded once, as eager's cast.
+TEST(Compile, ANormGradientReadInF32AndBf16WritesItsBf16CopyAsItRuns) {
+  constexpr int kRows = 6, kHidden = 8;
+  constexpr float kEps = 1e-6f;
+  graph::Builder b;
+  const auto x = b.input("x", {2, 3, kHidden}, DType::f32);
+  const auto dy = b.input("dy", {2, 3, kHidden}, DType::f32);
+  const auto residual = b.input("residual", {2, 3, kHidden}, DType::f32);
+  const auto acc = b.state("acc", {kHidden}, DType::f32);
+  const auto w = b.weight(
+      "w", Tensor::from_vector<float>(testing::random_values(kHidden, 22, 0.5f, 1.5f), {kHidden}));
+  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, kEps));
+  const auto dx = b.add(b.rms_norm_grad_input(x, w, dy, kEps), residual);
+  b.output(dx);
+  b.output(b.cast(dx, DType::bf16));
+  const graph::Graph g = b.finish();
+
+  const graph::Plan plan = graph::plan_graph(g);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast); }), 0);
+  EXPECT_EQ(steps_where(plan,
+                        [](const graph::Node& n) {
+                          return is(n, Op::kRmsNormGradInput) && n.adds_weight_grad &&
+                                 n.narrow_copy && !bf16(n);
+                        }),
+            1);
+
+  std::vector<Tensor> in{
+      Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 23), {2, 3, kHidden}),
+      Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 24), {2, 3, kHidden}),
+      Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 25), {2, 3, kHidden}),
+      Tensor::zeros({kHidden}, DType::f32)};
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  ASSERT_EQ(compiled[1].dtype(), DType::bf16);
+  EXPECT_EQ(compiled[1].to_f32_vector(), compiled[0].to(DType::bf16).to_f32_vector());
+  in[3].copy_from(Tensor::zeros({kHidden}, DType::f32));
+  const std::vector<Tensor> eager = cpu.run_eager(g, in);
+  EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
+  EXPECT_EQ(compiled[1].to_f32_vector(), eager[1].to_f32_vector());
+}
+
 // The output layer's gradient is summed chunk by chunk into the first chunk's product (a computed
 // accumulator): the second chunk's product adds into it; a product something else reads too
 // keeps its own buffer and accumulation.

@@ -497,6 +497,10 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const size_t rope_args = residual ? 4 : 3;
         const Shape s = n.shape;
         const float scaling = n.scale;
+        // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
+        const int64_t copy_at =
+            n.narrow_copy ? graph::second_result_offset(n) * static_cast<int64_t>(dtype_size(dtype))
+                          : -1;
         return [=, &ptrs] {
           std::vector<float> widened;
           const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,
@@ -508,12 +512,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           rms_norm_grads(f32_operand(ptrs[args[0]], x_dtype, rows * hidden, widened), f(args[1]),
                          f(args[2]), residual ? f(args[3]) : nullptr, rows, hidden, eps, ptrs[out],
                          dtype, f(args.back()), rotated ? &rope : nullptr);
+          if (copy_at >= 0) {
+            cast(ptrs[out], dtype, static_cast<char*>(ptrs[out]) + copy_at, DType::bf16,
+                 static_cast<size_t>(rows * hidden));
+          }
         };
       }
-      if (n.rotated) {
+      if (n.rotated || n.narrow_copy) {
         throw Error(
-            "[rms_norm_grad_input] RoPE's gradient runs inside only where the weight's "
-            "gradient is added");
+            "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
+            "where the weight's gradient is added");
       }
       return with_output(n, out, ptrs, hidden,
                          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,

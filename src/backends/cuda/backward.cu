@@ -103,7 +103,7 @@ bool rotates_in_registers(int64_t hidden) {
 template <int kLaneColumns>
 void launch_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
                        const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
-                       DType dx_dtype, double* chunk_sums, const RopeRows& rope,
+                       DType dx_dtype, double* chunk_sums, const RopeRows& rope, void* bf16_copy,
                        cudaStream_t stream) {
   with_float_types(x_dtype, dx_dtype, "rms_norm_grads", [&](auto in_type, auto out_type) {
     using X = typename decltype(in_type)::type;
@@ -111,7 +111,8 @@ void launch_norm_grads(const void* x, DType x_dtype, const float* w, const float
     rms_norm_grads_kernel<kLaneColumns, T, X>
         <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
             static_cast<const X*>(x), w, dy, residual, rows, static_cast<int>(hidden), eps,
-            norm_grad_chunk_rows(rows), static_cast<T*>(dx), chunk_sums, rope);
+            norm_grad_chunk_rows(rows), static_cast<T*>(dx), chunk_sums, rope,
+            static_cast<__nv_bfloat16*>(bf16_copy));
   });
 }
 
@@ -136,7 +137,7 @@ size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated) 
 void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
                     const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
                     DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
-                    const RopeRows* rope) {
+                    const RopeRows* rope, void* bf16_copy) {
   RopeRows rotation = rope != nullptr ? *rope : RopeRows{};
   if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
     auto* rotated = static_cast<float*>(scratch);
@@ -149,6 +150,7 @@ void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* d
   if (!fuses_norm_grads(hidden)) {
     rms_norm_grad_input(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
     rms_norm_grad_weight(x, x_dtype, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
+    if (bf16_copy != nullptr) cast(dx, dx_dtype, bf16_copy, DType::bf16, rows * hidden, stream);
     return;
   }
   if (rows == 0 || hidden == 0) return;  // no gradient to add; a grid of no blocks fails to launch
@@ -156,19 +158,19 @@ void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* d
   switch (lane_columns(hidden)) {
     case 4:
       launch_norm_grads<4>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
-                           rotation, stream);
+                           rotation, bf16_copy, stream);
       break;
     case 8:
       launch_norm_grads<8>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
-                           rotation, stream);
+                           rotation, bf16_copy, stream);
       break;
     case 16:
       launch_norm_grads<16>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
-                            chunk_sums, rotation, stream);
+                            chunk_sums, rotation, bf16_copy, stream);
       break;
     default:
       launch_norm_grads<kMaxLaneColumns>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx,
-                                         dx_dtype, chunk_sums, rotation, stream);
+                                         dx_dtype, chunk_sums, rotation, bf16_copy, stream);
   }
   check_launch("rms_norm_grads");
   sum_chunks_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(

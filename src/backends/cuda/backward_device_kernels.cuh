@@ -146,15 +146,16 @@ inline int64_t norm_grad_chunks(int64_t rows) {
 
 // With `rope`, dy is RoPE's output gradient, rotated back by minus each head's angle as it is
 // loaded: rows of exactly 32 x kLaneColumns values, so a lane holds both of a rotated pair
-// (columns c and c + kLaneColumns / 2).
+// (columns c and c + kLaneColumns / 2). With `copy`, each dx value is also written there rounded
+// to bf16 (graph::fold_narrow_copies).
 
 template <int kLaneColumns, typename Out, typename X>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_grads_kernel(const X* __restrict__ x, const float* __restrict__ w,
                           const float* __restrict__ dy, const float* __restrict__ residual,
                           int64_t rows, int hidden, float eps, int64_t chunk_rows,
-                          Out* __restrict__ dx, double* __restrict__ chunk_sums,
-                          RopeRows rope = {}) {
+                          Out* __restrict__ dx, double* __restrict__ chunk_sums, RopeRows rope = {},
+                          __nv_bfloat16* __restrict__ copy = nullptr) {
   constexpr int kHalf = kLaneColumns / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t first = blockIdx.x * chunk_rows, last = min(first + chunk_rows, rows);
@@ -196,7 +197,9 @@ __global__ void __launch_bounds__(kThreads)
       const int i = lane + 32 * c;
       if (i >= hidden) continue;
       const float value = static_cast<float>(r * w[i] * dys[c] - xs[c] * coef);
-      dx[row * hidden + i] = narrow<Out>(residual ? value + residual[row * hidden + i] : value);
+      const float result = residual ? value + residual[row * hidden + i] : value;
+      dx[row * hidden + i] = narrow<Out>(result);
+      if (copy != nullptr) copy[row * hidden + i] = narrow<__nv_bfloat16>(result);
       sums[c] += static_cast<double>(dys[c] * xs[c]) * r;
     }
   }

@@ -59,11 +59,12 @@ struct RopeRows {
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (f32 or bf16,
 // plus `residual` where it is not null), and the weight's gradient added into dw_acc. With
 // `rope`, dy is rotated back first: as it is loaded, for rows of 128, 256, 512 or 1024 values.
+// With `bf16_copy`, f32 dx is also written there rounded to bf16 (graph::fold_narrow_copies).
 size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated);
 void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
                     const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
                     DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
-                    const RopeRows* rope = nullptr);
+                    const RopeRows* rope = nullptr, void* bf16_copy = nullptr);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,

@@ -201,6 +201,10 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
         const size_t rope_args = residual ? 4 : 3;
         const Shape s = n.shape;
         const float scaling = n.scale;
+        // Its bf16 copy (graph::fold_narrow_copies) after the f32 result.
+        const int64_t copy_at =
+            n.narrow_copy ? graph::second_result_offset(n) * static_cast<int64_t>(dtype_size(dtype))
+                          : -1;
         return [=](StepContext& c) {
           const RopeRows rope{rotated ? i32_at(c, args[rope_args]) : nullptr,
                               rotated ? f32_at(c, args[rope_args + 1]) : nullptr,
@@ -211,13 +215,14 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
           rms_norm_grads(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
                          residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
                          dtype, f32_at(c, args.back()), c.scratch, c.stream,
-                         rotated ? &rope : nullptr);
+                         rotated ? &rope : nullptr,
+                         copy_at >= 0 ? static_cast<char*>(c.ptrs[out]) + copy_at : nullptr);
         };
       }
-      if (n.rotated) {
+      if (n.rotated || n.narrow_copy) {
         throw Error(
-            "[cuda rms_norm_grad_input] RoPE's gradient runs inside only where the "
-            "weight's gradient is added");
+            "[cuda rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, "
+            "only where the weight's gradient is added");
       }
       return [=](StepContext& c) {
         rms_norm_grad_input(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
