@@ -48,10 +48,17 @@ InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::Valu
   return {b.reshape(dy, b.shape(n.inputs[0]))};
 }
 
-// A cast passes its gradient straight through (as torch's autocast does), in the input's dtype.
+// A cast passes its gradient straight through (as torch's autocast does), in the input's dtype;
+// attention's output takes a bf16 gradient as it is.
 InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const DType in = b.node(n.inputs[0]).dtype;
-  return {b.node(dy).dtype == in ? dy : b.cast(dy, in)};
+  const DType in = b.node(n.inputs[0]).dtype, grad = b.node(dy).dtype;
+  const bool kept = grad == in || (grad == DType::bf16 && is_attention_output(b, n.inputs[0]));
+  return {kept ? dy : b.cast(dy, in)};
+}
+
+bool is_attention_output(const graph::Builder& b, graph::ValueId v) {
+  if (b.node(v).op == graph::Op::kReshape) v = b.node(v).inputs[0];
+  return b.node(v).op == graph::Op::kAttention;
 }
 
 }  // namespace tfm::ops

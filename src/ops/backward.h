@@ -27,4 +27,10 @@ InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 
+// Is `v` attention's output (or a reshape of it, the output product's rows)? Under autocast its
+// gradient stays bf16, as torch's scaled_dot_product_attention reads it: the output product
+// writes it so (linear_backward) and the cast before that product passes it on as it is
+// (cast_backward).
+bool is_attention_output(const graph::Builder& b, graph::ValueId v);
+
 }  // namespace tfm::ops

@@ -22,19 +22,20 @@ namespace tfm::ops {
 // dresidual = dy. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
 // backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (in
 // these models the MLP's gating, whose gradient torch keeps in bf16): the chain's backward widens
-// it as it loads it
-// (graph::fold_widening_casts). Elsewhere dx stays f32, for the norms' backward and for the sums
-// of several products' gradients.
+// it as it loads it (graph::fold_widening_casts); and where x is attention's output cast to bf16
+// (the output product's rows), whose backward reads it as it is (is_attention_output). Elsewhere
+// dx stays f32, for the norms' backward and for the sums of several products' gradients.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   // n and x may be nodes of b's graph, which moves as nodes are added: read them first.
   const graph::ValueId x_id = n.inputs[0], w = n.inputs[1];
   const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), residual = n.residual;
   const graph::Node& x = b.node(x_id);
   const DType operands = x.dtype;
-  const bool gated = operands == DType::bf16 && x.op == graph::Op::kCast &&
-                     b.node(x.inputs[0]).op == graph::Op::kElementwise;
+  const bool narrow_dx =
+      operands == DType::bf16 && x.op == graph::Op::kCast &&
+      (b.node(x.inputs[0]).op == graph::Op::kElementwise || is_attention_output(b, x.inputs[0]));
   const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
-  InputGrads grads{b.linear_grad_input(dy_operand, w, gated ? operands : DType::f32),
+  InputGrads grads{b.linear_grad_input(dy_operand, w, narrow_dx ? operands : DType::f32),
                    b.linear_grad_weight(dy_operand, x_id)};
   if (has_bias) grads.push_back(b.reduce_rows(dy));
   if (residual) grads.push_back(dy);

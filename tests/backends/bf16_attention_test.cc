@@ -1,6 +1,6 @@
 // Attention under bf16 autocast (on bf16 copies of q, k and v), forward and backward, on CUDA
-// (flash-style for head sizes 16, 32, 64 and 128, as cuBLASLt products for the others; skipped,
-// and said so, where no GPU is present)
+// (flash-style for head sizes 16, 32, 64 and 128 where dy is bf16, as cuBLASLt products for the
+// others; skipped, and said so, where no GPU is present)
 // against the CPU backend, which widens the same
 // bf16 values exactly into its f32 kernels (those are checked against finite differences in
 // tests/graph). CUDA also rounds the probabilities and the scores' gradient to bf16 for its
@@ -29,8 +29,10 @@ struct Case {
   int64_t batch, seq, q_heads, kv_heads, head_dim;
 };
 
-// Outputs: attention's output, then the gradients of sum(y * dy) for q, k and v.
-graph::Graph attention_graph(const Case& c, uint32_t seed) {
+// Outputs: attention's output, then the gradients of sum(y * dy) for q, k and v. dy in `dy_dtype`:
+// bf16 as attention's output gradient is under autocast (CUDA: flash-style where a kernel covers
+// the head size), or f32 (CUDA: the products).
+graph::Graph attention_graph(const Case& c, uint32_t seed, DType dy_dtype) {
   std::mt19937 rng(seed);
   const Shape q_shape{c.batch, c.seq, c.q_heads, c.head_dim};
   const Shape kv_shape{c.batch, c.seq, c.kv_heads, c.head_dim};
@@ -46,7 +48,7 @@ graph::Graph attention_graph(const Case& c, uint32_t seed) {
   const ValueId y = b.attention(
       q, k, v, b.weight("mask", Tensor::from_vector(mask, {c.batch, c.seq})),
       b.weight("slots", Tensor::from_vector(slots, {c.seq})), 1.f / std::sqrt(float(c.head_dim)));
-  const ValueId dy = b.weight("dy", random_tensor(q_shape, rng));
+  const ValueId dy = b.weight("dy", random_tensor(q_shape, rng).to(dy_dtype));
   b.output(y);
   graph::Graph g = b.finish();
   for (ValueId grad : graph::append_backward(g, y, dy, {q, k, v})) g.outputs.push_back(grad);
@@ -55,9 +57,8 @@ graph::Graph attention_graph(const Case& c, uint32_t seed) {
 
 class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
-  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped";
-  const graph::Graph g = attention_graph(GetParam(), 3);
+// Each output on CUDA, compiled and eager, within bf16's tolerance of the CPU's eager run.
+void expect_cuda_matches_cpu(const graph::Graph& g) {
   const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
   graph::Backend& cuda = graph::backend_for(Device{DeviceType::cuda, 0});
   for (const bool eager : {false, true}) {
@@ -76,6 +77,14 @@ TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
       }
       EXPECT_LE(worst, 2e-2f * largest) << names[i] << (eager ? " eager" : " compiled");
     }
+  }
+}
+
+TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
+  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped";
+  for (const DType dy_dtype : {DType::bf16, DType::f32}) {
+    SCOPED_TRACE(std::string("dy ") + std::string(dtype_name(dy_dtype)));
+    expect_cuda_matches_cpu(attention_graph(GetParam(), 3, dy_dtype));
   }
 }
 

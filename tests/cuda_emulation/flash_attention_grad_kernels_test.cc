@@ -2,8 +2,9 @@
 // sequence's own), its own source run on the CPU through the emulation in shim/: the forward
 // pass against the scalar reference in src/ops, and the backward pass (row statistics, then dk
 // and dv per key tile, then dq per query tile) against the CPU backend's attention_grad, which
-// tests/graph checks against finite differences. The kernels round the probabilities, dy and the
-// scores' gradient to bf16 for their products, so the tolerance is bf16's. Cases cover grouped
+// tests/graph checks against finite differences. dy is bf16, as attention's output gradient is
+// under autocast. The kernels round the probabilities and the scores' gradient to bf16 for their
+// products, so the tolerance is bf16's. Cases cover grouped
 // KV heads, several query and key tiles, a sequence that is not a multiple of the tile, and a
 // left-padded row whose first queries see no key (their dq, and the padded keys' dk and dv, are
 // zero) and whose padded slots hold non-finite keys and values.
@@ -48,12 +49,13 @@ void check(const Case& c) {
   const std::vector<__nv_bfloat16> k =
       to_bf16(random_values(static_cast<size_t>(kv_count), 42, -2.f, 2.f));
   const std::vector<__nv_bfloat16> v = to_bf16(random_values(static_cast<size_t>(kv_count), 43));
-  const std::vector<float> dy = random_values(static_cast<size_t>(q_count), 44);
+  // dy in bf16, as attention's output gradient is under autocast.
+  const std::vector<__nv_bfloat16> dy = to_bf16(random_values(static_cast<size_t>(q_count), 44));
   std::vector<int32_t> slots(static_cast<size_t>(c.seq)),
       mask(static_cast<size_t>(c.batch * c.seq), 1);
   for (int64_t i = 0; i < c.seq; ++i) slots[i] = static_cast<int32_t>(i);
   for (int64_t j = 0; j < c.padding; ++j) mask[(c.batch - 1) * c.seq + j] = 0;
-  const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
+  const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v), dyf = widened(dy);
   // Non-finite keys and values in the padded slots: the reference never reads them, and no
   // gradient may either.
   std::vector<__nv_bfloat16> k_stored = k, v_stored = v;
@@ -69,7 +71,7 @@ void check(const Case& c) {
   ops::reference::attention(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), c.batch,
                             c.seq, c.seq, c.q_heads, c.kv_heads, D, scale, want_out.data());
   std::vector<float> want_grads(static_cast<size_t>(q_count + 2 * kv_count));
-  cpu::attention_grad(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), dy.data(),
+  cpu::attention_grad(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), dyf.data(),
                       c.batch, c.seq, c.seq, c.q_heads, c.kv_heads, D, scale, want_grads.data());
 
   const dim3 query_tiles{static_cast<unsigned>((c.seq + kBlockRows - 1) / kBlockRows),

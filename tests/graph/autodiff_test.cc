@@ -321,6 +321,47 @@ TEST(Autodiff, TheGatingsGradientComesBackInBf16) {
   }
 }
 
+// Under autocast the gradient of attention's output (the rows of its output product) comes back
+// in bf16 too, and attention's backward reads it as it is, as torch's scaled_dot_product_attention
+// does: no widening cast of it anywhere, the CPU's compiled step equal to its eager one.
+TEST(Autodiff, AttentionsOutputGradientComesBackInBf16) {
+  std::mt19937 rng(15);
+  Builder b;
+  b.autocast(DType::bf16);
+  const ValueId q = b.weight("q", random_tensor({1, 3, 2, 4}, rng));
+  const ValueId k = b.weight("k", random_tensor({1, 3, 1, 4}, rng));
+  const ValueId v = b.weight("v", random_tensor({1, 3, 1, 4}, rng));
+  const ValueId a = b.attention(q, k, v, b.weight("mask", ints({1, 1, 1}, {1, 3})),
+                                b.weight("slots", ints({0, 1, 2}, {3})), 0.5f);
+  const ValueId residual = b.weight("residual", random_tensor({1, 3, 6}, rng));
+  const ValueId o =
+      b.linear(b.reshape(a, {1, 3, 8}), b.weight("o", random_tensor({6, 8}, rng)), -1, residual);
+  const ValueId y = b.cross_entropy(o, b.weight("targets", ints({1, 5, 0}, {1, 3})));
+  b.output(y);
+  const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
+  graph::Graph g = b.finish();
+  for (const ValueId grad : graph::append_backward(g, y, seed, {q, k, v}))
+    g.outputs.push_back(grad);
+  int bf16_dy = 0;
+  for (const graph::Node& n : g.nodes) {
+    if (n.op == graph::Op::kLinearGradInput) {
+      EXPECT_EQ(n.dtype, DType::bf16);
+    }
+    if (n.op == graph::Op::kAttentionGrad) {
+      bf16_dy += g.nodes[static_cast<size_t>(n.inputs[5])].dtype == DType::bf16;
+    }
+    EXPECT_FALSE(n.op == graph::Op::kCast && n.dtype == DType::f32) << "a widened gradient";
+  }
+  EXPECT_EQ(bf16_dy, 1);
+
+  graph::Backend& cpu = graph::backend_for(kCpu);
+  const std::vector<Tensor> compiled = cpu.compile(graph::plan_graph(g))->run({});
+  const std::vector<Tensor> eager = cpu.run_eager(g, {});
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;
+  }
+}
+
 TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {
   Builder b;
   const ValueId x = b.weight("x", Tensor::zeros({2, 2}, DType::f32));

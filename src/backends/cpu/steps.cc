@@ -557,13 +557,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAttentionGrad: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
-      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
+      // dy in bf16 too: attention's output gradient under autocast (ops::is_attention_output).
+      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype, dy_dtype = in(5).dtype;
       return [=, &ptrs] {
-        std::vector<float> wq, wk, wv;
+        std::vector<float> wq, wk, wv, wdy;
         attention_grad(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
                        f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
                        f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), i32(args[3]),
-                       i32(args[4]), f(args[5]), q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+                       i32(args[4]), f32_operand(ptrs[args[5]], dy_dtype, shape_numel(q), wdy),
+                       q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
       };
     }
     case Op::kInput:

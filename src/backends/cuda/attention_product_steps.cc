@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "backends/cuda/attention_products.h"
+#include "backends/cuda/cuda_status.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "graph/plan.h"
@@ -208,7 +209,11 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
   auto dq = product(rows, d, len, l.scores_of(kBf16), l.keys(kBf16), l.queries(kF32));
   auto dk = product(len, d, rows, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
   const Operands o = operands_of(n);
+  // dy f32, or bf16 (attention's output gradient under autocast).
   const size_t dy = static_cast<size_t>(n.inputs[5]);
+  const DType dy_dtype = input(graph, n, 5).dtype;
+  check_float_kind(dy_dtype, "attention_grad");
+  const auto dy_bytes = static_cast<int64_t>(dtype_size(dy_dtype));
   const float scale = n.scale;
   const int64_t q_row = seq * s.q_heads * d, kv_row = len * s.kv_heads * d;
   const int64_t q_total = s.batch * q_row, kv_total = s.batch * kv_row;
@@ -217,8 +222,8 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
     const auto f32 = [&](size_t offset) { return at<float>(c.scratch, offset); };
     for (int64_t first = 0; first < s.batch; first += l.chunk) {
       probabilities.run(c, o, first, scale);
-      to_head_major(f32_at(c, dy) + first * q_row, DType::f32, l.chunk, seq, s.q_heads, d,
-                    buffer(l.dy16), c.stream);
+      to_head_major(static_cast<const char*>(c.ptrs[dy]) + first * q_row * dy_bytes, dy_dtype,
+                    l.chunk, seq, s.q_heads, d, buffer(l.dy16), c.stream);
       dv->run(buffer(l.probs), buffer(l.dy16), f32(l.dv), c.workspace, c.stream);
       d_probs->run(buffer(l.dy16), buffer(l.v16), f32(l.d_probs), c.workspace, c.stream);
       // The gradient of the scores, written over the bf16 probabilities (read by dv above).

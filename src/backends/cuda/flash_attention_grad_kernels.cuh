@@ -118,9 +118,9 @@ __global__ void __launch_bounds__(kWarps * 32)
                                 const __nv_bfloat16* __restrict__ k,
                                 const __nv_bfloat16* __restrict__ v,
                                 const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
-                                const float* __restrict__ dy, const float* __restrict__ stats,
-                                AttentionShape s, float scale, float* __restrict__ dk,
-                                float* __restrict__ dv) {
+                                const __nv_bfloat16* __restrict__ dy,
+                                const float* __restrict__ stats, AttentionShape s, float scale,
+                                float* __restrict__ dk, float* __restrict__ dv) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
   const GradTiles<D> tiles(smem);
   // The query tile: q and dy as rows (for S^T and dP^T) and transposed (for dk and dv).
@@ -189,9 +189,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_dq_kernel(const __nv_bfloat16* __restrict__ q,
                               const __nv_bfloat16* __restrict__ k,
                               const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
-                              const int32_t* __restrict__ slots, const float* __restrict__ dy,
-                              const float* __restrict__ stats, AttentionShape s, float scale,
-                              float* __restrict__ dq) {
+                              const int32_t* __restrict__ slots,
+                              const __nv_bfloat16* __restrict__ dy, const float* __restrict__ stats,
+                              AttentionShape s, float scale, float* __restrict__ dq) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
   const GradTiles<D> tiles(smem);
   // The key tile: keys and values as rows (for S and dP), keys transposed (for dq).

@@ -176,7 +176,7 @@ __device__ __forceinline__ void as_left_fragment(const float (&low)[4], const fl
 // stats[2 * row] = log-sum-exp of its scaled scores, stats[2 * row + 1] = delta = dy · out
 // (zeros for a query that sees no key).
 struct RowStatsTarget {
-  const float* dy;
+  const __nv_bfloat16* dy;
   float* stats;
 };
 
@@ -361,8 +361,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (query[r] < s.seq) {
 #pragma unroll
         for (int db = 0; db < kDimBlocks; ++db) {
-          dot += stats.dy[at + db * 8] * (o[db][2 * r] * inv[r]) +
-                 stats.dy[at + db * 8 + 1] * (o[db][2 * r + 1] * inv[r]);
+          dot += widen(stats.dy[at + db * 8]) * (o[db][2 * r] * inv[r]) +
+                 widen(stats.dy[at + db * 8 + 1]) * (o[db][2 * r + 1] * inv[r]);
         }
       }
       dot += __shfl_xor_sync(0xffffffffu, dot, 1);  // every lane, before any leaves

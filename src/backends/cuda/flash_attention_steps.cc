@@ -20,7 +20,7 @@ bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) 
     const char* setting = std::getenv("TFM_CUDA_FLASH_GRAD");
     return setting == nullptr || std::string(setting) != "0";
   }();
-  return enabled && runs_flash_attention(graph, n);
+  return enabled && runs_flash_attention(graph, n) && input(graph, n, 5).dtype == DType::bf16;
 }
 
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
@@ -41,7 +41,7 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   return [=](StepContext& c) {
     flash_attention_grad(c.ptrs[args[0]], c.ptrs[args[1]], c.ptrs[args[2]], i32_at(c, args[3]),
-                         i32_at(c, args[4]), f32_at(c, args[5]), shape, scale, f32_at(c, out),
+                         i32_at(c, args[4]), c.ptrs[args[5]], shape, scale, f32_at(c, out),
                          c.scratch, c.stream);
   };
 }

@@ -12,12 +12,13 @@ namespace tfm::cuda {
 
 // Whether kAttention node n (bf16 q, k and v) runs flash-style.
 bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n);
-// Whether kAttentionGrad node n does: as the forward pass, unless TFM_CUDA_FLASH_GRAD=0 asks for
-// the products (so that one benchmark run can time both: bench/cuda_check.sh).
+// Whether kAttentionGrad node n does: as the forward pass where dy is bf16 (attention's output
+// gradient under autocast), unless TFM_CUDA_FLASH_GRAD=0 asks for the products (so that one
+// benchmark run can time both: bench/cuda_check.sh).
 bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n);
 // kAttention: writes f32 out. No scratch.
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out);
-// kAttentionGrad with f32 dy: writes f32 [dq | dk | dv]; scratch holds
+// kAttentionGrad with bf16 dy: writes f32 [dq | dk | dv]; scratch holds
 // flash_attention_grad_scratch_bytes().
 Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out);
 

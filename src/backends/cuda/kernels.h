@@ -149,11 +149,12 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
                      float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
                      cudaStream_t stream);
-// The backward pass of flash_attention with bf16 q: grads = f32 [dq | dk | dv]. `scratch` holds
-// flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out).
+// The backward pass of flash_attention with bf16 q and dy (attention's output gradient under
+// autocast): grads = f32 [dq | dk | dv]. `scratch` holds flash_attention_grad_scratch_bytes()
+// (each query row's log-sum-exp and dy · out).
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
-                          const int32_t* slots, const float* dy, const AttentionShape& shape,
+                          const int32_t* slots, const void* dy, const AttentionShape& shape,
                           float scale, float* grads, void* scratch, cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q

@@ -252,18 +252,15 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       };
     }
     case Op::kAttentionGrad: {
-      if (in(5).dtype != DType::f32) {
-        throw Error("[cuda attention_grad] dy must be f32, got " +
-                    std::string(dtype_name(in(5).dtype)));
-      }
-      // Under autocast (bf16 q, k and v): flash-style, or as tensor-core products for head sizes
-      // without a flash kernel.
+      // Under autocast (bf16 q, k and v): flash-style for bf16 dy (attention's output gradient
+      // there), or as tensor-core products for f32 dy and head sizes without a flash kernel.
       if (runs_flash_attention_grad(graph, n)) return flash_attention_grad_step(graph, n, out);
       if (in(0).dtype == DType::bf16) return attention_grad_products_step(graph, n, out);
-      if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32) {
-        throw Error("[cuda attention_grad] needs f32 keys and values, got " +
-                    std::string(dtype_name(in(1).dtype)) + " and " +
-                    std::string(dtype_name(in(2).dtype)));
+      if (in(1).dtype != DType::f32 || in(2).dtype != DType::f32 || in(5).dtype != DType::f32) {
+        throw Error("[cuda attention_grad] f32 q needs f32 keys, values and dy, got " +
+                    std::string(dtype_name(in(1).dtype)) + ", " +
+                    std::string(dtype_name(in(2).dtype)) + " and " +
+                    std::string(dtype_name(in(5).dtype)));
       }
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
