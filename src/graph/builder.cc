@@ -439,6 +439,11 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
   const ValueId id = add_node(
       Op::kAttentionGrad, {q, k, v, mask, slots, dy},
       ops::attention_grad_shape(node(q).shape, node(k).shape, node(v).shape, node(dy).shape));
+  // Under autocast (bf16 q and dy) the gradients come out in bf16, as torch's
+  // scaled_dot_product_attention's do.
+  if (node(q).dtype == DType::bf16 && node(dy).dtype == DType::bf16) {
+    graph_.nodes.back().dtype = DType::bf16;
+  }
   graph_.nodes.back().scale = scale;
   return id;
 }

@@ -214,7 +214,6 @@ void fuse_rope_grads_into_norm_grads(Graph& graph) {
     const auto r = static_cast<size_t>(grad.inputs[2]);
     const Node& rope = graph.nodes[r];
     if (rope.op != Op::kRopeGrad || uses[r] != 1 || rope.shape != grad.shape ||
-        graph.nodes[static_cast<size_t>(rope.inputs[0])].dtype != DType::f32 ||
         written_between(graph, r, g, rope.inputs)) {
       continue;
     }

@@ -48,17 +48,21 @@ InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::Valu
   return {b.reshape(dy, b.shape(n.inputs[0]))};
 }
 
-// A cast passes its gradient straight through (as torch's autocast does), in the input's dtype;
-// attention's output takes a bf16 gradient as it is.
+// A cast passes its gradient straight through (as torch's autocast does), in the input's dtype,
+// but for the values whose backward reads a bf16 gradient as it is.
 InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const DType in = b.node(n.inputs[0]).dtype, grad = b.node(dy).dtype;
-  const bool kept = grad == in || (grad == DType::bf16 && is_attention_output(b, n.inputs[0]));
+  const bool kept = grad == in || (grad == DType::bf16 && reads_bf16_gradient(b, n.inputs[0]));
   return {kept ? dy : b.cast(dy, in)};
 }
 
 bool is_attention_output(const graph::Builder& b, graph::ValueId v) {
   if (b.node(v).op == graph::Op::kReshape) v = b.node(v).inputs[0];
   return b.node(v).op == graph::Op::kAttention;
+}
+
+bool reads_bf16_gradient(const graph::Builder& b, graph::ValueId v) {
+  return is_attention_output(b, v) || b.node(v).op == graph::Op::kRope;
 }
 
 }  // namespace tfm::ops

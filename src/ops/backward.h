@@ -32,5 +32,9 @@ InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId
 // writes it so (linear_backward) and the cast before that product passes it on as it is
 // (cast_backward).
 bool is_attention_output(const graph::Builder& b, graph::ValueId v);
+// Does `v`'s backward rule read a bf16 gradient as it is? Attention's output's does, and RoPE's
+// (the rotated q and k, whose gradients attention's backward writes in bf16 under autocast, as
+// torch's does): a cast before them passes a bf16 gradient on unwidened.
+bool reads_bf16_gradient(const graph::Builder& b, graph::ValueId v);
 
 }  // namespace tfm::ops

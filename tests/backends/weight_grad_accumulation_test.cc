@@ -147,8 +147,8 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
 // Qwen3's q_norm and k_norm in the backward pass: RoPE's gradient, then the per-head norm's input
 // and weight gradients. Compiled (graph::fuse_rope_grads_into_norm_grads) the norm's step rotates
 // dy back as it loads it: on CUDA in registers for heads of 128, through scratch for heads of 64.
-// x in the operands' dtype, as q's product writes it under autocast. Against the closed forms in
-// double (the angle formed in f32, as PyTorch's).
+// x and dy in the operands' dtype, as q's product and attention's backward write them under
+// autocast. Against the closed forms in double (the angle formed in f32, as PyTorch's).
 TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
   const testing::DeviceOperands& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
@@ -161,7 +161,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     const int64_t half = dim / 2, rows = kBatch * kSeq * kHeads;
     const std::vector<float> x_values =
                                  rounded(random_values(rows * dim, 41, -2.f, 2.f), c.operands),
-                             dy_values = random_values(rows * dim, 42),
+                             dy_values = rounded(random_values(rows * dim, 42), c.operands),
                              w_values = random_values(dim, 43, 0.5f, 1.5f),
                              start = random_values(dim, 44);
     std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -171,7 +171,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     const Shape shape{kBatch, kSeq, kHeads, dim};
     graph::Builder b;
     const auto x = b.input("x", shape, c.operands);
-    const auto dy = b.input("dy", shape, DType::f32);
+    const auto dy = b.input("dy", shape, c.operands);
     const auto pos = b.input("positions", {kBatch, kSeq}, DType::i32);
     const auto sum = b.state("grad", {dim}, DType::f32);
     const auto w = b.weight("w", Tensor::from_vector<float>(w_values, {dim}));
@@ -217,7 +217,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     graph::Backend& backend = graph::backend_for(device);
     const Tensor grad = Tensor::from_vector<float>(start, {dim}).to(device);
     const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, shape).to(c.operands),
-                                     Tensor::from_vector<float>(dy_values, shape),
+                                     Tensor::from_vector<float>(dy_values, shape).to(c.operands),
                                      Tensor::from_vector<int32_t>(positions, {kBatch, kSeq}), grad};
     const auto compiled = backend.compile(plan);
     compiled->run(inputs);

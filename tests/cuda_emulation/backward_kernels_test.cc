@@ -156,17 +156,17 @@ TEST(BackwardKernels, RmsNormGradInput) {
 // The fused kernel's launch in backward.cu (a block per chunk of rows, then the chunks' sums
 // added into the accumulator), with chunks of `chunk_rows` rows: fewer blocks than the
 // launcher's chunks would make of rows enough for a warp to take several.
-template <int kLaneColumns, typename Out, typename X>
-void rms_norm_grads(const std::vector<X>& x, const std::vector<float>& w,
-                    const std::vector<float>& dy, const float* residual, int64_t rows,
-                    int64_t hidden, int64_t chunk_rows, float eps, Out* dx, std::vector<float>& acc,
-                    const RopeRows& rope = {}, __nv_bfloat16* copy = nullptr) {
+template <int kLaneColumns, typename Out, typename X, typename DY>
+void rms_norm_grads(const std::vector<X>& x, const std::vector<float>& w, const std::vector<DY>& dy,
+                    const float* residual, int64_t rows, int64_t hidden, int64_t chunk_rows,
+                    float eps, Out* dx, std::vector<float>& acc, const RopeRows& rope = {},
+                    __nv_bfloat16* copy = nullptr) {
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   std::vector<double> chunk_sums(static_cast<size_t>(chunks * hidden), -7.0);
   cuda_emulation::launch(blocks(chunks, 1), kThreads, 0, [&] {
-    rms_norm_grads_kernel<kLaneColumns, Out, X>(x.data(), w.data(), dy.data(), residual, rows,
-                                                static_cast<int>(hidden), eps, chunk_rows, dx,
-                                                chunk_sums.data(), rope, copy);
+    rms_norm_grads_kernel<kLaneColumns, Out, X, DY>(x.data(), w.data(), dy.data(), residual, rows,
+                                                    static_cast<int>(hidden), eps, chunk_rows, dx,
+                                                    chunk_sums.data(), rope, copy);
   });
   cuda_emulation::launch(blocks(hidden, kThreads), kThreads, 0, [&] {
     sum_chunks_kernel(chunk_sums.data(), chunks, hidden, true, acc.data());
@@ -236,7 +236,7 @@ void check_rms_norm_grads(int64_t rows, int64_t hidden, int64_t chunk_rows) {
 // With dy rotated back by RoPE as it is loaded (graph::fuse_rope_grads_into_norm_grads), against
 // the cpu's rope_grad and then its two norm kernels: heads of 128 (a lane holds columns c and
 // c + 2 of each pair), 3 heads a token; x in f32, and in bf16 as q's or k's product writes it
-// under autocast (widened as it is loaded).
+// under autocast (widened as it is loaded), dy in f32 and in bf16.
 TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
   constexpr int64_t tokens = 7, heads = 3, hidden = 128, rows = tokens * heads;
   constexpr float eps = 1e-6f, scaling = 1.1f;
@@ -250,24 +250,26 @@ TEST(BackwardKernels, RmsNormGradsOfRopesGradient) {
   const std::vector<float> w = random_values(static_cast<size_t>(hidden), 57, 0.5f, 1.5f);
   const std::vector<float> dy = random_values(random_x.size(), 58);
   const std::vector<float> start = random_values(static_cast<size_t>(hidden), 59);
-  std::vector<float> rotated(dy.size());
-  cpu::rope_grad(dy.data(), positions.data(), inv_freq.data(), 1, tokens, heads, hidden, scaling,
-                 rotated.data());
-  const auto check = [&](const auto& x, const std::string& what) {
+  const auto check = [&](const auto& x, const auto& dy_stored, const std::string& what) {
     const std::vector<float> x_read = testing::widened(x);
+    std::vector<float> rotated(dy.size());
+    cpu::rope_grad(testing::widened(dy_stored).data(), positions.data(), inv_freq.data(), 1, tokens,
+                   heads, hidden, scaling, rotated.data());
     std::vector<float> want_dx(dy.size()), want_acc = start;
     cpu::rms_norm_grad_input(x_read.data(), w.data(), rotated.data(), rows, hidden, eps,
                              want_dx.data());
     cpu::rms_norm_grad_weight(x_read.data(), rotated.data(), rows, hidden, eps, want_acc.data(),
                               true);
     std::vector<float> dx(dy.size(), -7.f), acc = start;
-    rms_norm_grads<4>(x, w, dy, nullptr, rows, hidden, 16, eps, dx.data(), acc,
+    rms_norm_grads<4>(x, w, dy_stored, nullptr, rows, hidden, 16, eps, dx.data(), acc,
                       RopeRows{positions.data(), inv_freq.data(), 1, tokens, heads, scaling});
     expect_close(dx, want_dx, kTol, what + " dx");
     expect_close(acc, want_acc, kTol, what + " acc + dw");
   };
-  check(random_x, "f32 x");
-  check(testing::to_bf16(random_x), "bf16 x");
+  check(random_x, dy, "f32 x");
+  check(testing::to_bf16(random_x), dy, "bf16 x");
+  // And dy in bf16, as attention's gradients are under autocast.
+  check(testing::to_bf16(random_x), testing::to_bf16(dy), "bf16 x and dy");
 }
 
 TEST(BackwardKernels, RmsNormGrads) {

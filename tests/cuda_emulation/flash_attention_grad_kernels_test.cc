@@ -2,12 +2,12 @@
 // sequence's own), its own source run on the CPU through the emulation in shim/: the forward
 // pass against the scalar reference in src/ops, and the backward pass (row statistics, then dk
 // and dv per key tile, then dq per query tile) against the CPU backend's attention_grad, which
-// tests/graph checks against finite differences. dy is bf16, as attention's output gradient is
-// under autocast. The kernels round the probabilities and the scores' gradient to bf16 for their
-// products, so the tolerance is bf16's. Cases cover grouped
-// KV heads, several query and key tiles, a sequence that is not a multiple of the tile, and a
-// left-padded row whose first queries see no key (their dq, and the padded keys' dk and dv, are
-// zero) and whose padded slots hold non-finite keys and values.
+// tests/graph checks against finite differences. dy and the gradients are bf16, as attention's
+// are under autocast. The kernels round the probabilities and the scores' gradient to bf16 for
+// their products, so the tolerance is bf16's. Cases cover grouped KV heads, several query and key
+// tiles, a sequence that is not a multiple of the tile, and a left-padded row whose first queries
+// see no key (their dq, and the padded keys' dk and dv, are zero) and whose padded slots hold
+// non-finite keys and values.
 #include "backends/cuda/flash_attention_grad_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -87,10 +87,11 @@ void check(const Case& c) {
   expect_close(out, want_out, 1e-2f, "forward");
 
   std::vector<float> stats(static_cast<size_t>(2 * c.batch * c.seq * c.q_heads), -7.f);
-  std::vector<float> grads(want_grads.size(), -7.f);
-  float* dq = grads.data();
-  float* dk = dq + q_count;
-  float* dv = dk + kv_count;
+  // The gradients in bf16, as torch's of autocast's attention.
+  std::vector<__nv_bfloat16> narrow_grads = to_bf16(std::vector<float>(want_grads.size(), -7.f));
+  __nv_bfloat16* dq = narrow_grads.data();
+  __nv_bfloat16* dk = dq + q_count;
+  __nv_bfloat16* dv = dk + kv_count;
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
@@ -104,6 +105,7 @@ void check(const Case& c) {
     flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
                                  slots.data(), dy.data(), stats.data(), s, scale, dq);
   });
+  const std::vector<float> grads = widened(narrow_grads);
   const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
     return std::vector<float>(all.begin() + first, all.begin() + first + count);
   };

@@ -487,7 +487,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
       const bool residual = n.residual;
-      const DType x_dtype = in(0).dtype;
+      // dy in bf16 too: attention's gradients under autocast, through RoPE's gradient inside.
+      const DType x_dtype = in(0).dtype, dy_dtype = in(2).dtype;
       if (n.adds_weight_grad) {
         const int64_t rows = rows_of(n.shape);
         const DType dtype = n.dtype;
@@ -502,7 +503,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             n.narrow_copy ? graph::second_result_offset(n) * static_cast<int64_t>(dtype_size(dtype))
                           : -1;
         return [=, &ptrs] {
-          std::vector<float> widened;
+          std::vector<float> widened, widened_dy;
           const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,
                                   rotated ? f(args[rope_args + 1]) : nullptr,
                                   s[0],
@@ -510,8 +511,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                   s.size() == 4 ? s[2] : 1,
                                   scaling};
           rms_norm_grads(f32_operand(ptrs[args[0]], x_dtype, rows * hidden, widened), f(args[1]),
-                         f(args[2]), residual ? f(args[3]) : nullptr, rows, hidden, eps, ptrs[out],
-                         dtype, f(args.back()), rotated ? &rope : nullptr);
+                         f32_operand(ptrs[args[2]], dy_dtype, rows * hidden, widened_dy),
+                         residual ? f(args[3]) : nullptr, rows, hidden, eps, ptrs[out], dtype,
+                         f(args.back()), rotated ? &rope : nullptr);
           if (copy_at >= 0) {
             cast(ptrs[out], dtype, static_cast<char*>(ptrs[out]) + copy_at, DType::bf16,
                  static_cast<size_t>(rows * hidden));
@@ -523,15 +525,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
             "where the weight's gradient is added");
       }
-      return with_output(n, out, ptrs, hidden,
-                         [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
-                                                                    float* dst) mutable {
-                           const int64_t offset = first * hidden;
-                           rms_norm_grad_input(
-                               f32_range(ptrs[args[0]], x_dtype, offset, count * hidden, widened),
-                               f(args[1]), f(args[2]) + offset, count, hidden, eps, dst);
-                           if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
-                         });
+      return with_output(
+          n, out, ptrs, hidden,
+          [=, &ptrs, widened = std::vector<float>(), widened_dy = std::vector<float>()](
+              int64_t first, int64_t count, float* dst) mutable {
+            const int64_t offset = first * hidden;
+            rms_norm_grad_input(
+                f32_range(ptrs[args[0]], x_dtype, offset, count * hidden, widened), f(args[1]),
+                f32_range(ptrs[args[2]], dy_dtype, offset, count * hidden, widened_dy), count,
+                hidden, eps, dst);
+            if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
+          });
     }
     case Op::kRmsNormGradWeight: {
       // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
@@ -539,33 +543,44 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const size_t first = graph::first_operand(n);
       const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
       const float eps = n.eps;
-      const DType x_dtype = in(first).dtype;
+      const DType x_dtype = in(first).dtype, dy_dtype = in(first + 1).dtype;
       return [=, &ptrs] {
         if (in_place) ptrs[out] = ptrs[args[0]];
-        std::vector<float> widened;
-        rms_norm_grad_weight(f32_operand(ptrs[args[first]], x_dtype, rows * hidden, widened),
-                             f(args[first + 1]), rows, hidden, eps, f(out), in_place);
+        std::vector<float> widened, widened_dy;
+        rms_norm_grad_weight(
+            f32_operand(ptrs[args[first]], x_dtype, rows * hidden, widened),
+            f32_operand(ptrs[args[first + 1]], dy_dtype, rows * hidden, widened_dy), rows, hidden,
+            eps, f(out), in_place);
       };
     }
     case Op::kRopeGrad: {
       const Shape s = n.shape;
       const float scaling = n.scale;
-      return [=] {
-        rope_grad(f(args[0]), i32(args[1]), f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
+      const DType dy_dtype = in(0).dtype;
+      return [=, &ptrs] {
+        std::vector<float> widened;
+        rope_grad(f32_operand(ptrs[args[0]], dy_dtype, shape_numel(s), widened), i32(args[1]),
+                  f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
       };
     }
     case Op::kAttentionGrad: {
       const Shape q = in(0).shape, k = in(1).shape;
       const float scale = n.scale;
-      // dy in bf16 too: attention's output gradient under autocast (ops::is_attention_output).
-      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype, dy_dtype = in(5).dtype;
+      // dy in bf16 too: attention's output gradient under autocast (ops::is_attention_output),
+      // and then the gradients too (computed in f32, rounded once).
+      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype, dy_dtype = in(5).dtype,
+                  out_dtype = n.dtype;
+      const int64_t grads = shape_numel(n.shape);
       return [=, &ptrs] {
-        std::vector<float> wq, wk, wv, wdy;
+        std::vector<float> wq, wk, wv, wdy, narrowed;
+        if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
+        float* dst = narrowed.empty() ? f(out) : narrowed.data();
         attention_grad(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
                        f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
                        f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), i32(args[3]),
                        i32(args[4]), f32_operand(ptrs[args[5]], dy_dtype, shape_numel(q), wdy),
-                       q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+                       q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
+        if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
       };
     }
     case Op::kInput:

@@ -214,6 +214,8 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
   const DType dy_dtype = input(graph, n, 5).dtype;
   check_float_kind(dy_dtype, "attention_grad");
   const auto dy_bytes = static_cast<int64_t>(dtype_size(dy_dtype));
+  const DType out_dtype = n.dtype;
+  const auto out_bytes = static_cast<int64_t>(dtype_size(out_dtype));
   const float scale = n.scale;
   const int64_t q_row = seq * s.q_heads * d, kv_row = len * s.kv_heads * d;
   const int64_t q_total = s.batch * q_row, kv_total = s.batch * kv_row;
@@ -231,13 +233,16 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
                    buffer(l.probs), c.stream);
       dq->run(buffer(l.probs), buffer(l.k16), f32(l.out), c.workspace, c.stream);
       dk->run(buffer(l.probs), buffer(l.q16), f32(l.dk), c.workspace, c.stream);
-      float* grads = f32_at(c, out);
-      from_head_major(f32(l.out), l.chunk, seq, s.q_heads, d, grads + first * q_row, DType::f32,
+      // [dq | dk | dv] in the node's dtype: bf16 with bf16 dy (autocast), as torch's.
+      const auto grad = [&](int64_t element) {
+        return static_cast<char*>(c.ptrs[out]) + element * out_bytes;
+      };
+      from_head_major(f32(l.out), l.chunk, seq, s.q_heads, d, grad(first * q_row), out_dtype,
                       c.stream);
-      from_head_major(f32(l.dk), l.chunk, len, s.kv_heads, d, grads + q_total + first * kv_row,
-                      DType::f32, c.stream);
+      from_head_major(f32(l.dk), l.chunk, len, s.kv_heads, d, grad(q_total + first * kv_row),
+                      out_dtype, c.stream);
       from_head_major(f32(l.dv), l.chunk, len, s.kv_heads, d,
-                      grads + q_total + kv_total + first * kv_row, DType::f32, c.stream);
+                      grad(q_total + kv_total + first * kv_row), out_dtype, c.stream);
     }
   };
 }

@@ -5,6 +5,7 @@
 #include "backends/cuda/backward_kernels.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/float_types.cuh"
+#include "tfm/error.h"
 
 namespace tfm::cuda {
 namespace {
@@ -101,18 +102,21 @@ bool rotates_in_registers(int64_t hidden) {
 }
 
 template <int kLaneColumns>
-void launch_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+void launch_norm_grads(const void* x, DType x_dtype, const float* w, const void* dy, DType dy_dtype,
                        const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
                        DType dx_dtype, double* chunk_sums, const RopeRows& rope, void* bf16_copy,
                        cudaStream_t stream) {
   with_float_types(x_dtype, dx_dtype, "rms_norm_grads", [&](auto in_type, auto out_type) {
-    using X = typename decltype(in_type)::type;
-    using T = typename decltype(out_type)::type;
-    rms_norm_grads_kernel<kLaneColumns, T, X>
-        <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
-            static_cast<const X*>(x), w, dy, residual, rows, static_cast<int>(hidden), eps,
-            norm_grad_chunk_rows(rows), static_cast<T*>(dx), chunk_sums, rope,
-            static_cast<__nv_bfloat16*>(bf16_copy));
+    with_float_type(dy_dtype, "rms_norm_grads", [&](auto dy_type) {
+      using X = typename decltype(in_type)::type;
+      using T = typename decltype(out_type)::type;
+      using DY = typename decltype(dy_type)::type;
+      rms_norm_grads_kernel<kLaneColumns, T, X, DY>
+          <<<static_cast<unsigned>(norm_grad_chunks(rows)), kThreads, 0, stream>>>(
+              static_cast<const X*>(x), w, static_cast<const DY*>(dy), residual, rows,
+              static_cast<int>(hidden), eps, norm_grad_chunk_rows(rows), static_cast<T*>(dx),
+              chunk_sums, rope, static_cast<__nv_bfloat16*>(bf16_copy));
+    });
   });
 }
 
@@ -134,22 +138,28 @@ size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated) 
   return rotated_dy_bytes(rows, hidden, rotated) + sums;
 }
 
-void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+void rms_norm_grads(const void* x, DType x_dtype, const float* w, const void* dy, DType dy_dtype,
                     const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
                     DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
                     const RopeRows* rope, void* bf16_copy) {
   RopeRows rotation = rope != nullptr ? *rope : RopeRows{};
   if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
     auto* rotated = static_cast<float*>(scratch);
-    rope_grad(dy, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads, hidden,
-              rope->attention_scaling, rotated, rotated + rows * hidden, stream);
+    rope_grad(dy, dy_dtype, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads,
+              hidden, rope->attention_scaling, rotated, rotated + rows * hidden, stream);
     dy = rotated;
+    dy_dtype = DType::f32;
     rotation = {};
     scratch = static_cast<char*>(scratch) + skip;
   }
   if (!fuses_norm_grads(hidden)) {
-    rms_norm_grad_input(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, stream);
-    rms_norm_grad_weight(x, x_dtype, dy, rows, hidden, eps, dw_acc, scratch, stream, true);
+    if (dy_dtype != DType::f32) {
+      throw Error("[cuda rms_norm_grads] rows of " + std::to_string(hidden) +
+                  " values take an f32 dy, got " + std::string(dtype_name(dy_dtype)));
+    }
+    const auto* dy32 = static_cast<const float*>(dy);
+    rms_norm_grad_input(x, x_dtype, w, dy32, residual, rows, hidden, eps, dx, dx_dtype, stream);
+    rms_norm_grad_weight(x, x_dtype, dy32, rows, hidden, eps, dw_acc, scratch, stream, true);
     if (bf16_copy != nullptr) cast(dx, dx_dtype, bf16_copy, DType::bf16, rows * hidden, stream);
     return;
   }
@@ -157,20 +167,20 @@ void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* d
   auto* chunk_sums = static_cast<double*>(scratch);
   switch (lane_columns(hidden)) {
     case 4:
-      launch_norm_grads<4>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
-                           rotation, bf16_copy, stream);
+      launch_norm_grads<4>(x, x_dtype, w, dy, dy_dtype, residual, rows, hidden, eps, dx, dx_dtype,
+                           chunk_sums, rotation, bf16_copy, stream);
       break;
     case 8:
-      launch_norm_grads<8>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype, chunk_sums,
-                           rotation, bf16_copy, stream);
+      launch_norm_grads<8>(x, x_dtype, w, dy, dy_dtype, residual, rows, hidden, eps, dx, dx_dtype,
+                           chunk_sums, rotation, bf16_copy, stream);
       break;
     case 16:
-      launch_norm_grads<16>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx, dx_dtype,
+      launch_norm_grads<16>(x, x_dtype, w, dy, dy_dtype, residual, rows, hidden, eps, dx, dx_dtype,
                             chunk_sums, rotation, bf16_copy, stream);
       break;
     default:
-      launch_norm_grads<kMaxLaneColumns>(x, x_dtype, w, dy, residual, rows, hidden, eps, dx,
-                                         dx_dtype, chunk_sums, rotation, bf16_copy, stream);
+      launch_norm_grads<kMaxLaneColumns>(x, x_dtype, w, dy, dy_dtype, residual, rows, hidden, eps,
+                                         dx, dx_dtype, chunk_sums, rotation, bf16_copy, stream);
   }
   check_launch("rms_norm_grads");
   sum_chunks_kernel<<<blocks_for(hidden, kThreads), kThreads, 0, stream>>>(
@@ -196,15 +206,15 @@ size_t rope_grad_scratch_bytes(int64_t head_dim) {
 
 // Rotating by minus the angle is rotating with negated frequencies (the angle is position x
 // frequency, and negation is exact): the forward kernel runs on a negated copy of inv_freq.
-void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
-               int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx,
-               void* scratch, cudaStream_t stream) {
+void rope_grad(const void* dy, DType dy_dtype, const int32_t* positions, const float* inv_freq,
+               int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
+               float* dx, void* scratch, cudaStream_t stream) {
   auto* negated = static_cast<float*>(scratch);
   const int64_t half = head_dim / 2;
   if (batch * seq * heads * half == 0) return;  // nothing to rotate; no grid may be empty
   negate_kernel<<<blocks_for(half, kThreads), kThreads, 0, stream>>>(inv_freq, half, negated);
   check_launch("rope_grad_negate");
-  rope(dy, DType::f32, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx,
+  rope(dy, dy_dtype, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx,
        DType::f32, stream);
 }
 

@@ -149,10 +149,10 @@ inline int64_t norm_grad_chunks(int64_t rows) {
 // (columns c and c + kLaneColumns / 2). With `copy`, each dx value is also written there rounded
 // to bf16 (graph::fold_narrow_copies).
 
-template <int kLaneColumns, typename Out, typename X>
+template <int kLaneColumns, typename Out, typename X, typename DY = float>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_grads_kernel(const X* __restrict__ x, const float* __restrict__ w,
-                          const float* __restrict__ dy, const float* __restrict__ residual,
+                          const DY* __restrict__ dy, const float* __restrict__ residual,
                           int64_t rows, int hidden, float eps, int64_t chunk_rows,
                           Out* __restrict__ dx, double* __restrict__ chunk_sums, RopeRows rope = {},
                           __nv_bfloat16* __restrict__ copy = nullptr) {
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kLaneColumns; ++c) {
       const int i = lane + 32 * c;
       xs[c] = i < hidden ? widen(x[row * hidden + i]) : 0.f;
-      dys[c] = i < hidden ? dy[row * hidden + i] : 0.f;
+      dys[c] = i < hidden ? widen(dy[row * hidden + i]) : 0.f;
     }
     if (rope.positions != nullptr) {
       // As rope_grad: the forward rotation with negated frequencies, the angle formed in f32.

@@ -61,15 +61,17 @@ struct RopeRows {
 // `rope`, dy is rotated back first: as it is loaded, for rows of 128, 256, 512 or 1024 values.
 // With `bf16_copy`, f32 dx is also written there rounded to bf16 (graph::fold_narrow_copies).
 size_t rms_norm_grads_scratch_bytes(int64_t rows, int64_t hidden, bool rotated);
-void rms_norm_grads(const void* x, DType x_dtype, const float* w, const float* dy,
+// dy: f32, or bf16 where RoPE's gradient runs inside (attention's gradients under autocast).
+void rms_norm_grads(const void* x, DType x_dtype, const float* w, const void* dy, DType dy_dtype,
                     const float* residual, int64_t rows, int64_t hidden, float eps, void* dx,
                     DType dx_dtype, float* dw_acc, void* scratch, cudaStream_t stream,
                     const RopeRows* rope = nullptr, void* bf16_copy = nullptr);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);
-void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
-               int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx,
-               void* scratch, cudaStream_t stream);
+// dy: f32 or bf16 (attention's gradients under autocast).
+void rope_grad(const void* dy, DType dy_dtype, const int32_t* positions, const float* inv_freq,
+               int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
+               float* dx, void* scratch, cudaStream_t stream);
 
 // Attention's backward over f32 q [B, S, Hq, D], k and v [B, L, Hkv, D] (L is the shape's
 // cache_len): writes [dq | dk | dv] to `out` without atomics, each output row summed by one block

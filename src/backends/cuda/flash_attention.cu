@@ -58,7 +58,7 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
 template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
-                     float scale, float* grads, float* stats, cudaStream_t stream) {
+                     float scale, __nv_bfloat16* grads, float* stats, cudaStream_t stream) {
   launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale,
                                          static_cast<float*>(nullptr), RowStatsTarget{dy, stats},
                                          KeySplits{}, stream);
@@ -143,7 +143,7 @@ size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
 
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, float* grads, void* scratch, cudaStream_t stream) {
+                          float scale, void* grads, void* scratch, cudaStream_t stream) {
   if (shape.batch * shape.q_heads == 0) return;  // no gradient to write
   if (shape.seq == 0 || shape.cache_len == 0) {
     throw Error("[cuda attention_grad] flash-style needs queries and keys (seq " +
@@ -152,7 +152,8 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
   check_aligned({q, k, v, dy});
   with_head_dim(shape.head_dim, [&](auto d) {
     launch_backward<decltype(d)::value>(q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy),
-                                        shape, scale, grads, static_cast<float*>(scratch), stream);
+                                        shape, scale, static_cast<__nv_bfloat16*>(grads),
+                                        static_cast<float*>(scratch), stream);
   });
   check_launch("flash_attention_grad");
 }

@@ -61,20 +61,21 @@ __device__ void warp_fragments(const A* a_src, const B* b_src, int64_t b, int64_
 }
 
 // Writes a warp's accumulated [16, D] rows (rows g and g + 8 of the lane's fragments) to rows
-// first .. first + 15 of one head of a [B, n, heads, D] tensor, skipping rows past n.
+// first .. first + 15 of one head of a [B, n, heads, D] tensor, skipping rows past n: in bf16, as
+// torch's gradients of autocast's attention are, each f32 sum rounded once.
 template <int D>
-__device__ void store_fragments(const float (&acc)[D / 8][4], float* dst, int64_t b, int64_t n,
-                                int64_t heads, int64_t head, int64_t first) {
+__device__ void store_fragments(const float (&acc)[D / 8][4], __nv_bfloat16* dst, int64_t b,
+                                int64_t n, int64_t heads, int64_t head, int64_t first) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t j = first + g + 8 * r;
     if (j >= n) continue;
-    float* row = dst + ((b * n + j) * heads + head) * D + 2 * t;
+    __nv_bfloat16* row = dst + ((b * n + j) * heads + head) * D + 2 * t;
 #pragma unroll
     for (int db = 0; db < D / 8; ++db) {
-      row[db * 8] = acc[db][2 * r];
-      row[db * 8 + 1] = acc[db][2 * r + 1];
+      row[db * 8] = narrow<__nv_bfloat16>(acc[db][2 * r]);
+      row[db * 8 + 1] = narrow<__nv_bfloat16>(acc[db][2 * r + 1]);
     }
   }
 }
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                                 const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
                                 const __nv_bfloat16* __restrict__ dy,
                                 const float* __restrict__ stats, AttentionShape s, float scale,
-                                float* __restrict__ dk, float* __restrict__ dv) {
+                                __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
   const GradTiles<D> tiles(smem);
   // The query tile: q and dy as rows (for S^T and dP^T) and transposed (for dk and dv).
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                               const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                               const int32_t* __restrict__ slots,
                               const __nv_bfloat16* __restrict__ dy, const float* __restrict__ stats,
-                              AttentionShape s, float scale, float* __restrict__ dq) {
+                              AttentionShape s, float scale, __nv_bfloat16* __restrict__ dq) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
   const GradTiles<D> tiles(smem);
   // The key tile: keys and values as rows (for S and dP), keys transposed (for dq).

@@ -36,13 +36,17 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
 }
 
 Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
+  if (n.dtype != DType::bf16) {
+    throw Error("[cuda attention_grad] flash-style writes bf16 gradients (bf16 q and dy), not " +
+                std::string(dtype_name(n.dtype)));
+  }
   const AttentionShape shape = attention_shape(graph, n);
   const float scale = n.scale;
   std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   return [=](StepContext& c) {
     flash_attention_grad(c.ptrs[args[0]], c.ptrs[args[1]], c.ptrs[args[2]], i32_at(c, args[3]),
-                         i32_at(c, args[4]), c.ptrs[args[5]], shape, scale, f32_at(c, out),
-                         c.scratch, c.stream);
+                         i32_at(c, args[4]), c.ptrs[args[5]], shape, scale, c.ptrs[out], c.scratch,
+                         c.stream);
   };
 }
 

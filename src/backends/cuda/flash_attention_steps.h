@@ -18,7 +18,7 @@ bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n);
 bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n);
 // kAttention: writes f32 out. No scratch.
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out);
-// kAttentionGrad with bf16 dy: writes f32 [dq | dk | dv]; scratch holds
+// kAttentionGrad with bf16 dy: writes bf16 [dq | dk | dv]; scratch holds
 // flash_attention_grad_scratch_bytes().
 Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out);
 

@@ -150,12 +150,12 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
                      cudaStream_t stream);
 // The backward pass of flash_attention with bf16 q and dy (attention's output gradient under
-// autocast): grads = f32 [dq | dk | dv]. `scratch` holds flash_attention_grad_scratch_bytes()
-// (each query row's log-sum-exp and dy · out).
+// autocast): grads = bf16 [dq | dk | dv], as torch's. `scratch` holds
+// flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out).
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, float* grads, void* scratch, cudaStream_t stream);
+                          float scale, void* grads, void* scratch, cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

@@ -18,6 +18,14 @@ namespace {
 using graph::Node;
 using graph::Op;
 
+// A norm gradient's dy outside the fused step (which RoPE's bf16 gradient may enter) is f32.
+void require_f32_dy(const Node& n, DType dy_dtype) {
+  if (dy_dtype != DType::f32) {
+    throw Error("[cuda " + std::string(graph::op_name(n.op)) + "] dy must be f32 here, got " +
+                std::string(dtype_name(dy_dtype)));
+  }
+}
+
 // Are the weights bf16 while dy is f32? Then they are widened into scratch for an f32 product.
 // (Under autocast dy is bf16 too, and the product is bf16 accumulated in f32, on the tensor cores.)
 bool widens_weights(const graph::Graph& graph, const Node& n) {
@@ -192,7 +200,8 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kRmsNormGradInput: {
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
-      const DType dtype = n.dtype, x_dtype = in(0).dtype;
+      // dy bf16 only where RoPE's gradient runs inside (attention's gradients under autocast).
+      const DType dtype = n.dtype, x_dtype = in(0).dtype, dy_dtype = in(2).dtype;
       const bool residual = n.residual;
       if (n.adds_weight_grad) {
         // Where RoPE's gradient runs inside (graph::fuse_rope_grads_into_norm_grads), its
@@ -212,7 +221,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
                               s[1],
                               s.size() == 4 ? s[2] : 1,
                               scaling};
-          rms_norm_grads(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
+          rms_norm_grads(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), c.ptrs[args[2]], dy_dtype,
                          residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
                          dtype, f32_at(c, args.back()), c.scratch, c.stream,
                          rotated ? &rope : nullptr,
@@ -224,6 +233,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
             "[cuda rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, "
             "only where the weight's gradient is added");
       }
+      require_f32_dy(n, dy_dtype);
       return [=](StepContext& c) {
         rms_norm_grad_input(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), f32_at(c, args[2]),
                             residual ? f32_at(c, args[3]) : nullptr, rows, hidden, eps, c.ptrs[out],
@@ -237,6 +247,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const float eps = n.eps;
       const bool in_place = n.in_place;
       const DType x_dtype = in(first).dtype;
+      require_f32_dy(n, in(first + 1).dtype);
       return [=](StepContext& c) {
         if (in_place) c.ptrs[out] = c.ptrs[args[0]];
         rms_norm_grad_weight(c.ptrs[args[first]], x_dtype, f32_at(c, args[first + 1]), rows, hidden,
@@ -246,9 +257,10 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kRopeGrad: {
       const Shape s = n.shape;
       const float scaling = n.scale;
+      const DType dy_dtype = in(0).dtype;
       return [=](StepContext& c) {
-        rope_grad(f32_at(c, args[0]), i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2],
-                  s[3], scaling, f32_at(c, out), c.scratch, c.stream);
+        rope_grad(c.ptrs[args[0]], dy_dtype, i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1],
+                  s[2], s[3], scaling, f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kAttentionGrad: {
