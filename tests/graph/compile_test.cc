@@ -533,21 +533,31 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   testing::expect_close(sums.to_f32_vector(), want, 1e-5f, "start + 3 dw");
 }
 
+// Inputs x, dy and residual ([2, 3, kNormHidden] each) and state acc: RMSNorm's input gradient
+// plus the residual, the weight's gradient added into acc; the weight's values from `seed`.
+constexpr int kNormHidden = 8;
+constexpr float kNormEps = 1e-6f;
+graph::ValueId norm_gradient_with_residual(graph::Builder& b, uint64_t seed) {
+  const Shape rows{2, 3, kNormHidden};
+  const auto x = b.input("x", rows, DType::f32);
+  const auto dy = b.input("dy", rows, DType::f32);
+  const auto residual = b.input("residual", rows, DType::f32);
+  const auto acc = b.state("acc", {kNormHidden}, DType::f32);
+  const auto w =
+      b.weight("w", Tensor::from_vector<float>(
+                        testing::random_values(kNormHidden, seed, 0.5f, 1.5f), {kNormHidden}));
+  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, kNormEps));
+  return b.add(b.rms_norm_grad_input(x, w, dy, kNormEps), residual);
+}
+
 // Where the norm's input gradient is taken too, that step adds the weight's gradient as it goes
 // (one pass over x and dy), after the residual and the bf16 cast have folded into it as well:
 // compiled == eager bit for bit, the accumulator against the closed form.
 TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
-  constexpr int kRows = 6, kHidden = 8;
-  constexpr float kEps = 1e-6f;
+  constexpr int kRows = 6, kHidden = kNormHidden;
+  constexpr float kEps = kNormEps;
   graph::Builder b;
-  const auto x = b.input("x", {2, 3, kHidden}, DType::f32);
-  const auto dy = b.input("dy", {2, 3, kHidden}, DType::f32);
-  const auto residual = b.input("residual", {2, 3, kHidden}, DType::f32);
-  const auto acc = b.state("acc", {kHidden}, DType::f32);
-  const auto w = b.weight(
-      "w", Tensor::from_vector<float>(testing::random_values(kHidden, 17, 0.5f, 1.5f), {kHidden}));
-  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, kEps));
-  b.output(b.cast(b.add(b.rms_norm_grad_input(x, w, dy, kEps), residual), DType::bf16));
+  b.output(b.cast(norm_gradient_with_residual(b, 17), DType::bf16));
   const graph::Graph g = b.finish();
 
   const graph::Plan plan = graph::plan_graph(g);
@@ -587,17 +597,9 @@ TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
 // it) writes its bf16 copy for the cast's readers beside its f32 result, in the same step
 // (fold_narrow_copies): no cast step, the copy the f32 result rounded once, as eager's cast.
 TEST(Compile, ANormGradientReadInF32AndBf16WritesItsBf16CopyAsItRuns) {
-  constexpr int kRows = 6, kHidden = 8;
-  constexpr float kEps = 1e-6f;
+  constexpr int kRows = 6, kHidden = kNormHidden;
   graph::Builder b;
-  const auto x = b.input("x", {2, 3, kHidden}, DType::f32);
-  const auto dy = b.input("dy", {2, 3, kHidden}, DType::f32);
-  const auto residual = b.input("residual", {2, 3, kHidden}, DType::f32);
-  const auto acc = b.state("acc", {kHidden}, DType::f32);
-  const auto w = b.weight(
-      "w", Tensor::from_vector<float>(testing::random_values(kHidden, 22, 0.5f, 1.5f), {kHidden}));
-  b.accumulate(acc, b.rms_norm_grad_weight(x, dy, kEps));
-  const auto dx = b.add(b.rms_norm_grad_input(x, w, dy, kEps), residual);
+  const auto dx = norm_gradient_with_residual(b, 22);
   b.output(dx);
   b.output(b.cast(dx, DType::bf16));
   const graph::Graph g = b.finish();
