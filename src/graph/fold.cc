@@ -261,8 +261,7 @@ void fold_narrow_copies(Graph& graph) {
     }
     grad.narrow_copy = true;
     cast.op = Op::kView;
-    cast.start = second_result_offset(grad) * static_cast<int64_t>(dtype_size(grad.dtype)) /
-                 static_cast<int64_t>(dtype_size(cast.dtype));
+    cast.start = second_result_bytes(grad) / static_cast<int64_t>(dtype_size(cast.dtype));
   }
 }
 

@@ -154,7 +154,7 @@ void pair_elementwise_siblings(Graph& graph) {
       view.inputs = {static_cast<ValueId>(a)};
       view.shape = second.shape;
       view.dtype = second.dtype;
-      view.start = second_result_offset(both);
+      view.start = second_result_bytes(both) / static_cast<int64_t>(dtype_size(both.dtype));
       view.name = second.name;
       first = std::move(both);
       second = std::move(view);

@@ -111,7 +111,7 @@ struct ElementwiseProgram {
   std::vector<EwInstr> instrs;
   // Values the program leaves on the stack, bottom first, each a result: 2 for a step computing
   // two siblings' values (graph::pair_elementwise_siblings), the second written after the first
-  // in the node's buffer (graph::second_result_offset).
+  // in the node's buffer (graph::second_result_bytes).
   int results = 1;
 };
 int program_depth(const ElementwiseProgram& program);

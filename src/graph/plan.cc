@@ -28,16 +28,15 @@ size_t aligned(size_t bytes) {
 
 }  // namespace
 
-int64_t second_result_offset(const Node& node) {
-  const size_t element = dtype_size(node.dtype);
-  return static_cast<int64_t>(aligned(static_cast<size_t>(shape_numel(node.shape)) * element) /
-                              element);
+int64_t second_result_bytes(const Node& node) {
+  return static_cast<int64_t>(
+      aligned(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype)));
 }
 
 size_t output_bytes(const Node& node) {
   const auto numel = static_cast<size_t>(shape_numel(node.shape));
   const size_t bytes = numel * dtype_size(node.dtype),
-               second = static_cast<size_t>(second_result_offset(node)) * dtype_size(node.dtype);
+               second = static_cast<size_t>(second_result_bytes(node));
   if (node.op == Op::kElementwise && node.program.results == 2) return second + bytes;
   if (node.narrow_copy) return second + numel * dtype_size(DType::bf16);
   return bytes;

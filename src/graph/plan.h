@@ -14,9 +14,9 @@ namespace tfm::graph {
 inline constexpr size_t kArenaAlignment = 256;
 
 // Where the second result of a paired elementwise step (pair_elementwise_siblings) or a norm
-// gradient's bf16 copy (fold_narrow_copies) starts in the node's buffer, in elements of the
-// node's dtype: after the first, at the next multiple of kArenaAlignment bytes.
-int64_t second_result_offset(const Node& node);
+// gradient's bf16 copy (fold_narrow_copies) starts in the node's buffer, in bytes: after the
+// first, at the next multiple of kArenaAlignment.
+int64_t second_result_bytes(const Node& node);
 // Bytes a node writes: its shape's elements, and its second result where it has one.
 size_t output_bytes(const Node& node);
 

@@ -64,11 +64,11 @@ std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>
   const int64_t units = shape_numel(n.shape) / unit;
   const DType dtype = n.dtype;
   const bool paired = n.op == Op::kElementwise && n.program.results == 2;
-  const int64_t second = paired ? graph::second_result_offset(n) : 0;
+  const int64_t second = paired ? graph::second_result_bytes(n) : 0;
   // Element `element` of result `r` in the node's buffer.
   const auto at = [=, &ptrs](int r, int64_t element) {
-    return static_cast<char*>(ptrs[out]) +
-           (r * second + element) * static_cast<int64_t>(dtype_size(dtype));
+    return static_cast<char*>(ptrs[out]) + r * second +
+           element * static_cast<int64_t>(dtype_size(dtype));
   };
   if (dtype == DType::f32) {
     return [=]() mutable {
@@ -499,9 +499,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
-        const int64_t copy_at =
-            n.narrow_copy ? graph::second_result_offset(n) * static_cast<int64_t>(dtype_size(dtype))
-                          : -1;
+        const int64_t copy_at = n.narrow_copy ? graph::second_result_bytes(n) : -1;
         return [=, &ptrs] {
           std::vector<float> widened, widened_dy;
           const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,

@@ -561,7 +561,9 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     }
     case Op::kElementwise: {
       EwKernelProgram program = to_kernel_program(n.program, args.size());
-      if (program.results == 2) program.second = graph::second_result_offset(n);
+      if (program.results == 2) {
+        program.second = graph::second_result_bytes(n) / static_cast<int64_t>(dtype_size(n.dtype));
+      }
       for (size_t i = 0; i < args.size(); ++i) {
         check_float_kind(in(i).dtype, "elementwise");
         if (in(i).dtype == DType::bf16) program.bf16_inputs |= 1u << i;

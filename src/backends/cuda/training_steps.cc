@@ -211,9 +211,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result.
-        const int64_t copy_at =
-            n.narrow_copy ? graph::second_result_offset(n) * static_cast<int64_t>(dtype_size(dtype))
-                          : -1;
+        const int64_t copy_at = n.narrow_copy ? graph::second_result_bytes(n) : -1;
         return [=](StepContext& c) {
           const RopeRows rope{rotated ? i32_at(c, args[rope_args]) : nullptr,
                               rotated ? f32_at(c, args[rope_args + 1]) : nullptr,
