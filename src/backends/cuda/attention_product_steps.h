@@ -10,9 +10,10 @@
 namespace tfm::cuda {
 
 size_t attention_products_scratch_bytes(const AttentionShape& shape, bool backward);
-// kAttention with bf16 q, k and v (written f32).
+// kAttention with bf16 q, k and v (written in the node's dtype: f32, or bf16 under autocast).
 Step attention_products_step(const graph::Graph& graph, const graph::Node& n, size_t out);
-// kAttentionGrad with bf16 q, k and v and f32 dy: writes f32 [dq | dk | dv].
+// kAttentionGrad with bf16 q, k and v and f32 or bf16 dy: writes [dq | dk | dv] in the node's
+// dtype (bf16 with bf16 dy, graph::Builder::attention_grad).
 Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& n, size_t out);
 
 }  // namespace tfm::cuda
