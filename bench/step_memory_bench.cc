@@ -5,7 +5,10 @@
 // beyond the weights' descriptions. With --traffic, also a line per kind of step the plan runs
 // (op and output dtype): how many, the bytes they read and write (each input and output whole),
 // and the products' floating-point operations: what the plan asks of memory, device independent.
+// --loss-chunk-rows N plans the output layer and loss over N token rows at a time (0, the default:
+// the Trainer's automatic chunks).
 //   step_memory_bench CONFIG_JSON [--batch 8] [--seq 1024] [--bf16] [--traffic]
+//                     [--loss-chunk-rows N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -89,10 +92,10 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: step_memory_bench CONFIG_JSON [--batch N] [--seq N] [--bf16] "
-                 "[--traffic]\n");
+                 "[--traffic] [--loss-chunk-rows N]\n");
     return 2;
   }
-  int64_t batch = 8, seq = 1024;
+  int64_t batch = 8, seq = 1024, loss_chunk_rows = 0;
   tfm::DType autocast = tfm::DType::f32;
   bool traffic = false;
   for (int i = 2; i < argc; ++i) {
@@ -103,6 +106,8 @@ int main(int argc, char** argv) {
       traffic = true;
     } else if ((flag == "--batch" || flag == "--seq") && i + 1 < argc) {
       (flag == "--batch" ? batch : seq) = std::atoll(argv[++i]);
+    } else if (flag == "--loss-chunk-rows" && i + 1 < argc) {
+      loss_chunk_rows = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr, "unknown argument '%s'\n", argv[i]);
       return 2;
@@ -121,7 +126,7 @@ int main(int argc, char** argv) {
         });
     const tfm::graph::Plan plan = tfm::graph::plan_graph(tfm::models::build_decoder_training_graph(
         config, features, weights, tfm::models::rope_tables(config, seq), batch, seq, true,
-        autocast));
+        autocast, {}, loss_chunk_rows));
     const double arena = static_cast<double>(plan.arena_bytes);
     std::printf(
         "{\"batch\": %lld, \"seq\": %lld, \"bf16\": %s, \"nodes\": %zu, \"arena_mib\": %.1f, "

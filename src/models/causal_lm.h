@@ -75,8 +75,9 @@ class CausalLMImpl {
                           DType autocast = DType::f32);
   // The weights in for_each_weight order: what an optimizer updates in place.
   void for_each_weight(const models::WeightVisitor& visit);
-  // Token rows the training step's output layer and loss take at a time (0, the default: as many
-  // as make models::kLossChunkBytes of logits). The result is the same either way.
+  // Token rows the training step's output layer and loss take at a time (0, the default: the
+  // fewest even chunks whose logits stay within models::kLossChunkBytes). The result is the same
+  // either way.
   void set_loss_chunk_rows(int64_t rows) { loss_chunk_rows_ = rows; }
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }

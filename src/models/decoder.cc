@@ -206,6 +206,15 @@ LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets,
   return {loss, b.reshape(dx.size() == 1 ? dx[0] : b.concat_rows(dx), shape), dw};
 }
 
+// As few chunks as keep each chunk's logits within kLossChunkBytes, of rows as even as they go:
+// each chunk adds into the output layer's weight gradient, a full pass over it, and the largest
+// chunk sets the memory the logits take.
+int64_t automatic_loss_chunk_rows(int64_t rows, int64_t row_bytes) {
+  const int64_t most = std::max<int64_t>(1, kLossChunkBytes / row_bytes);
+  const int64_t chunks = (rows + most - 1) / most;
+  return (rows + chunks - 1) / chunks;
+}
+
 Inputs common_inputs(Builder& b, const RopeTables& rope, int64_t batch, int64_t seq, int64_t len) {
   Inputs in;
   in.positions = b.input("position_ids", {batch, seq}, DType::i32);
@@ -263,10 +272,11 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const int64_t vocab = b.shape(head)[0];
   // The logits come out in the autocast dtype (Builder::autocast_linear).
   const auto logit_bytes = static_cast<int64_t>(dtype_size(autocast));
-  const int64_t rows = loss_chunk_rows > 0
-                           ? loss_chunk_rows
-                           : std::max<int64_t>(1, kLossChunkBytes / (vocab * logit_bytes));
-  const LossHead loss = chunked_loss_head(b, x, head, targets, loss_scale, rows, tp);
+  const LossHead loss = chunked_loss_head(
+      b, x, head, targets, loss_scale,
+      loss_chunk_rows > 0 ? loss_chunk_rows
+                          : automatic_loss_chunk_rows(batch * seq, vocab * logit_bytes),
+      tp);
   b.output(loss.loss);
 
   std::map<std::string, ValueId> by_name;

@@ -74,11 +74,12 @@ graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeature
 // targets). Output: the summed cross-entropy [1]. With grads, the gradient of each weight is
 // added into the state input "grad.NAME" that follows those six (one per weight, for_each_weight
 // order, f32 of the weight's shape), where the caller keeps it, and the output layer and the loss
-// run over `loss_chunk_rows` token rows at a time (0: as many as make kLossChunkBytes of logits).
+// run over `loss_chunk_rows` token rows at a time (0: the fewest chunks whose logits each stay
+// within kLossChunkBytes, rows split evenly).
 // `autocast` bf16: matrix products read bf16 copies of the f32 weights and of their inputs
 // (Builder::autocast). Under tensor parallelism (`config` the rank's local one) the gradients are
 // of this rank's shards, and every rank gets the whole loss.
-inline constexpr int64_t kLossChunkBytes = int64_t{1} << 30;
+inline constexpr int64_t kLossChunkBytes = int64_t{3} << 30;
 graph::Graph build_decoder_training_graph(const ModelConfig& config,
                                           const DecoderFeatures& features, DecoderWeights& weights,
                                           const RopeTables& rope, int64_t batch, int64_t seq,
