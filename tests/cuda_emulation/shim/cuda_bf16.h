@@ -10,7 +10,7 @@
 struct __nv_bfloat16 {
   uint16_t bits;
 };
-struct __nv_bfloat162 {
+struct alignas(4) __nv_bfloat162 {
   __nv_bfloat16 x, y;
 };
 

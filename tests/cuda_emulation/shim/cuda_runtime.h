@@ -38,13 +38,15 @@ struct uint3 {
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
-struct float2 {
+// Aligned as CUDA's, so that UBSan (the sanitizer build) reports a vector load or store from an
+// address a GPU would fault on.
+struct alignas(8) float2 {
   float x, y;
 };
-struct float4 {
+struct alignas(16) float4 {
   float x, y, z, w;
 };
-struct uint4 {
+struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
 
