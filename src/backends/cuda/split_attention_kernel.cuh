@@ -62,13 +62,14 @@ __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShap
   }
 }
 
+// q, k, v and out are not __restrict__: the fused form writes the fresh token's k and v into the
+// caches it reads, and its out may be the buffer its fresh q came in.
 template <typename KV, int E>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_partial_kernel(const float* __restrict__ q, const KV* __restrict__ k,
-                             const KV* __restrict__ v, const int32_t* __restrict__ mask,
-                             const int32_t* __restrict__ slots, AttentionShape s, float scale,
-                             float* __restrict__ partials, unsigned* __restrict__ arrivals,
-                             float* __restrict__ out, const FreshToken fresh) {
+    attention_partial_kernel(const float* q, const KV* k, const KV* v,
+                             const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
+                             AttentionShape s, float scale, float* __restrict__ partials,
+                             unsigned* __restrict__ arrivals, float* out, const FreshToken fresh) {
   await_previous_kernels();
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
@@ -158,8 +159,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (d < D) dst[2 + d] = chunk_out[e];
   }
   // Every lane's part of this chunk is visible device-wide before lane 0 counts it (the fence,
-  // then the warp barrier that orders the lanes' writes before lane 0's atomic); the row's last
-  // block merges, and leaves its counter at zero for the next launch.
+  // then the warp barrier that orders the lanes' writes before lane 0's atomic), and the second
+  // barrier orders lane 0's atomic before the other lanes' reads of the row's chunks; the row's
+  // last block merges, and leaves its counter at zero for the next launch.
   __threadfence();
   __syncwarp();
   unsigned arrived = 0;
@@ -167,6 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     __threadfence();
     arrived = atomicAdd(arrivals + row, 1u);
   }
+  __syncwarp();
   if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
   __threadfence();
   merge_chunks<E>(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
