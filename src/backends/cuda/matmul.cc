@@ -31,31 +31,37 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
   // cuBLASLt is column-major, where a row-major [r, c] matrix reads as its transpose [c, r]: the
   // row-major y = op(a) · op(b) is the column-major y^T [n, m] = op(b)^T · op(a)^T, so b goes
   // first and each keeps its own transpose flag.
-  const auto layout = [batch](cublasLtMatrixLayout_t* out, cudaDataType_t type, int64_t rows,
-                              int64_t cols, const MatmulOperand& operand) {
-    TFM_CUDA(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(cols),
+  const auto layout = [batch](cudaDataType_t type, int64_t rows, int64_t cols,
+                              const MatmulOperand& operand) {
+    cublasLtMatrixLayout_t created = nullptr;
+    TFM_CUDA(cublasLtMatrixLayoutCreate(&created, type, static_cast<uint64_t>(cols),
                                         static_cast<uint64_t>(rows),
                                         operand.ld > 0 ? operand.ld : cols));
-    if (batch == 1) return;
+    MatrixLayout owned(created);
+    if (batch == 1) return owned;
     const auto count = static_cast<int32_t>(batch);
-    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(created, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                               sizeof count));
-    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+    TFM_CUDA(cublasLtMatrixLayoutSetAttribute(created, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                               &operand.stride, sizeof operand.stride));
+    return owned;
   };
   const int64_t a_rows = a.transposed ? k : m, a_cols = a.transposed ? m : k;
   const int64_t b_rows = b.transposed ? n : k, b_cols = b.transposed ? k : n;
-  TFM_CUDA(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtMatmulDesc_t op = nullptr;
+  TFM_CUDA(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  op_.reset(op);
   const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
-  TFM_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-  layout(&b_layout_, in, b_rows, b_cols, b);
-  layout(&a_layout_, in, a_rows, a_cols, a);
-  layout(&y_layout_, cuda_type(y.dtype), m, n, y);
+  TFM_CUDA(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+  TFM_CUDA(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+  b_layout_ = layout(in, b_rows, b_cols, b);
+  a_layout_ = layout(in, a_rows, a_cols, a);
+  y_layout_ = layout(cuda_type(y.dtype), m, n, y);
 
   cublasLtMatmulPreference_t preference = nullptr;
   TFM_CUDA(cublasLtMatmulPreferenceCreate(&preference));
+  const MatmulPreference owned_preference(preference);
   const size_t workspace = kMatmulWorkspaceBytes;
   TFM_CUDA(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
@@ -71,10 +77,11 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle(), op_, b_layout_, a_layout_, y_layout_, y_layout_, preference, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  TFM_CUDA(status);
-  if (found == 0) {
+      handle(), op, b_layout_.get(), a_layout_.get(), y_layout_.get(), y_layout_.get(), preference,
+      1, &result, &found);
+  // cuBLASLt says "not supported" when it finds nothing for these layouts.
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) TFM_CUDA(status);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
     throw Error("[cuda linear] cuBLASLt has no algorithm for a " + std::to_string(a_rows) + "x" +
                 std::to_string(a_cols) + " by " + std::to_string(b_rows) + "x" +
                 std::to_string(b_cols) + " " + std::string(dtype_name(dtype)) + " product");
@@ -82,19 +89,13 @@ Matmul::Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, Ma
   algo_ = result.algo;
 }
 
-Matmul::~Matmul() {
-  cublasLtMatrixLayoutDestroy(y_layout_);
-  cublasLtMatrixLayoutDestroy(a_layout_);
-  cublasLtMatrixLayoutDestroy(b_layout_);
-  cublasLtMatmulDescDestroy(op_);
-}
-
 void Matmul::run(const void* a, const void* b, void* y, void* workspace, cudaStream_t stream,
                  const float* addend) const {
   const float one = 1.f, beta = addend != nullptr ? 1.f : 0.f;
   const void* c = addend != nullptr ? addend : y;
-  TFM_CUDA(cublasLtMatmul(handle(), op_, &one, b, b_layout_, a, a_layout_, &beta, c, y_layout_, y,
-                          y_layout_, &algo_, workspace, kMatmulWorkspaceBytes, stream));
+  TFM_CUDA(cublasLtMatmul(handle(), op_.get(), &one, b, b_layout_.get(), a, a_layout_.get(), &beta,
+                          c, y_layout_.get(), y, y_layout_.get(), &algo_, workspace,
+                          kMatmulWorkspaceBytes, stream));
 }
 
 }  // namespace tfm::cuda

@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 
 #include "tfm/dtype.h"
 
@@ -28,6 +30,20 @@ struct MatmulOperand {
   DType dtype = DType::f32;
 };
 
+// Owns a cuBLASLt descriptor, so that one made before a later call throws is still destroyed.
+template <auto destroy>
+struct LtDestroyer {
+  template <typename T>
+  void operator()(T* descriptor) const {
+    destroy(descriptor);
+  }
+};
+template <typename Handle, auto destroy>
+using LtOwned = std::unique_ptr<std::remove_pointer_t<Handle>, LtDestroyer<destroy>>;
+using MatmulDesc = LtOwned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using MatrixLayout = LtOwned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using MatmulPreference = LtOwned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
 class Matmul {
  public:
   // run(a, b, y) gives y[m, n] = op(a) · op(b), with op(a) [m, k] and op(b) [k, n]; a linear layer
@@ -35,9 +51,6 @@ class Matmul {
   // products run at once over the operands' strides.
   Matmul(int64_t m, int64_t n, int64_t k, DType dtype, MatmulOperand a, MatmulOperand b,
          MatmulOperand y = {}, int64_t batch = 1);
-  ~Matmul();
-  Matmul(const Matmul&) = delete;
-  Matmul& operator=(const Matmul&) = delete;
 
   // With an `addend` (laid out as y, and aligned as the y operand says; f32 y only), y =
   // op(a) · op(b) + addend.
@@ -45,8 +58,8 @@ class Matmul {
            const float* addend = nullptr) const;
 
  private:
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t b_layout_ = nullptr, a_layout_ = nullptr, y_layout_ = nullptr;
+  MatmulDesc op_;
+  MatrixLayout b_layout_, a_layout_, y_layout_;
   cublasLtMatmulAlgo_t algo_{};
 };
 
