@@ -11,7 +11,7 @@ DEMO_TRAIN_ARGS = --model demo/qwen3-shakespeare.json --tokenizer demo/tokenizer
 	--logging_steps 25 --eval_steps 100 --save_steps 0 --seed 42 --init_seed 0 \
 	--output_dir models/shakespeare
 
-.PHONY: setup build run test test-asan fuzz bench clean demo-model
+.PHONY: setup build run test test-asan test-races fuzz bench clean demo-model
 
 setup:
 	@tools/setup.sh
@@ -36,8 +36,17 @@ test-asan: setup
 	@cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
 
+# The CUDA kernels' emulation (tests/cuda_emulation: a block's threads are real threads) under
+# ThreadSanitizer: a kernel whose threads touch the same memory with no barrier between fails.
+# One OpenMP thread for the CPU references, which libgomp's uninstrumented threads would make
+# report races that are not there.
+test-races: setup
+	@cmake -S . -B build-races -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFM_RACES=ON -DTFM_BENCH=OFF >/dev/null
+	@cmake --build build-races -j$(JOBS) --target tfm_cuda_emulation_tests
+	cd build-races && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ./tests/tfm_cuda_emulation_tests
+
 fuzz: setup
 	tools/fuzz.sh 60
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-races build-fuzz
