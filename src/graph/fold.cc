@@ -14,7 +14,7 @@ bool writes_bf16(const Graph& graph, const Node& n) {
   if (n.op == Op::kAttention)
     return graph.nodes[static_cast<size_t>(n.inputs[0])].dtype == DType::bf16;
   return n.op == Op::kRmsNorm || n.op == Op::kElementwise || n.op == Op::kRope ||
-         n.op == Op::kCrossEntropyGrad || n.op == Op::kRmsNormGradInput;
+         n.op == Op::kRopeGrad || n.op == Op::kCrossEntropyGrad || n.op == Op::kRmsNormGradInput;
 }
 
 // Does the elementwise node add its inputs and nothing else?

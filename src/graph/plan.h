@@ -48,11 +48,11 @@ std::vector<bool> free_effects(const Graph& graph);
 void fold_widening_casts(Graph& graph);
 // Merges chains of elementwise nodes whose intermediate has a single consumer into one node.
 void fuse_elementwise(Graph& graph);
-// A bf16 cast of a norm, RoPE, elementwise, norm-gradient, loss-gradient or autocast attention
-// (bf16 q) result that nothing else
-// reads (directly or through reshapes) becomes that op writing bf16 itself: one pass over the rows
-// instead of two (bf16 products' operands under autocast). The result is the same bits: the op
-// rounds its f32 value once, as the cast did.
+// A bf16 cast of a norm, RoPE, RoPE-gradient (Llama's q and k), elementwise, norm-gradient,
+// loss-gradient or autocast attention (bf16 q) result that nothing else reads (directly or
+// through reshapes) becomes that op writing bf16 itself: one pass over the rows instead of two
+// (bf16 products' operands under autocast). The result is the same bits: the op rounds its f32
+// value once, as the cast did.
 void fold_casts(Graph& graph);
 // RoPE of a per-head RMSNorm that nothing else reads (Qwen3's q_norm and k_norm) becomes one
 // normed RoPE: the heads are normed and rotated in one pass, the normed values never stored.

@@ -285,15 +285,18 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
 }
 
 // The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
-// no longer over the f32 logits), and casts that read a norm or a norm's input gradient through a
-// reshape (heads merged) fold too; a reshape something else reads keeps its cast.
+// no longer over the f32 logits), and casts that read a norm, a norm's input gradient or RoPE's
+// gradient (Llama's dq) through a reshape (heads merged) fold too; a reshape something else reads
+// keeps its cast.
 TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   graph::Builder b;
   b.autocast(DType::bf16);
   const auto x = b.input("x", {2, 3, 2, 4}, DType::f32);
   const auto targets = b.input("targets", {6}, DType::i32);
   const auto d_loss = b.input("d_loss", {1}, DType::f32);
+  const auto positions = b.input("positions", {2, 3}, DType::i32);
   const auto w = b.weight("w", Tensor::from_vector<float>(testing::random_values(80, 3), {10, 8}));
+  const auto inv_freq = b.weight("inv_freq", Tensor::from_vector<float>({1.f, 0.01f}, {2}));
   const auto norm = b.weight("norm", Tensor::from_vector<float>(testing::random_values(4, 4), {4}));
   const auto rows = b.reshape(b.rms_norm(x, norm, 1e-6f), {6, 8});
   const auto logits = b.linear(rows, w);
@@ -301,6 +304,7 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   const auto d_logits = b.cross_entropy_grad(logits, targets, d_loss, true);
   b.output(b.linear_grad_input(b.cast(d_logits, DType::bf16), w));
   b.output(b.linear(b.reshape(b.rms_norm_grad_input(x, norm, b.mul(x, x), 1e-6f), {6, 8}), w));
+  b.output(b.linear(b.reshape(b.rope_grad(b.mul(x, x), positions, inv_freq, 1.f), {6, 8}), w));
   const auto shared = b.reshape(b.rms_norm(b.add(x, x), norm, 1e-6f), {6, 8});
   b.output(b.linear(shared, w));
   b.output(shared);  // read as f32 too: its cast stays
@@ -311,7 +315,7 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
       steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast) && n.shape[0] == 6; }),
       1)
       << "only the shared reshape's cast remains";
-  for (Op op : {Op::kRmsNorm, Op::kRmsNormGradInput, Op::kCrossEntropyGrad}) {
+  for (Op op : {Op::kRmsNorm, Op::kRmsNormGradInput, Op::kRopeGrad, Op::kCrossEntropyGrad}) {
     EXPECT_EQ(steps_where(plan, [op](const graph::Node& n) { return is(n, op) && bf16(n); }), 1)
         << graph::op_name(op) << " writing bf16";
   }
@@ -323,7 +327,8 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {2, 3, 2, 4});
   const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
   const Tensor scale = Tensor::from_vector<float>({0.2f}, {1});
-  expect_same_as_eager(g, plan, {in, ids, scale});
+  const Tensor pos = Tensor::from_vector<int32_t>({0, 1, 2, 7, 8, 9}, {2, 3});
+  expect_same_as_eager(g, plan, {in, ids, scale, pos});
 }
 
 // Under autocast a lookup reads the f32 table, as torch.autocast leaves embeddings alone, while

@@ -555,11 +555,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Shape s = n.shape;
       const float scaling = n.scale;
       const DType dy_dtype = in(0).dtype;
-      return [=, &ptrs] {
-        std::vector<float> widened;
-        rope_grad(f32_operand(ptrs[args[0]], dy_dtype, shape_numel(s), widened), i32(args[1]),
-                  f(args[2]), s[0], s[1], s[2], s[3], scaling, f(out));
-      };
+      // Tokens are the rows, as kRope's.
+      const int64_t row = s[2] * s[3];
+      return with_output(
+          n, out, ptrs, row,
+          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
+                                                     float* dst) mutable {
+            const float* dy = f32_range(ptrs[args[0]], dy_dtype, first * row, count * row, widened);
+            rope_grad(dy, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
+          });
     }
     case Op::kAttentionGrad: {
       const Shape q = in(0).shape, k = in(1).shape;

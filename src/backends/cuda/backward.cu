@@ -146,7 +146,8 @@ void rms_norm_grads(const void* x, DType x_dtype, const float* w, const void* dy
   if (const size_t skip = rotated_dy_bytes(rows, hidden, rope != nullptr); skip > 0) {
     auto* rotated = static_cast<float*>(scratch);
     rope_grad(dy, dy_dtype, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads,
-              hidden, rope->attention_scaling, rotated, rotated + rows * hidden, stream);
+              hidden, rope->attention_scaling, rotated, DType::f32, rotated + rows * hidden,
+              stream);
     dy = rotated;
     dy_dtype = DType::f32;
     rotation = {};
@@ -208,14 +209,14 @@ size_t rope_grad_scratch_bytes(int64_t head_dim) {
 // frequency, and negation is exact): the forward kernel runs on a negated copy of inv_freq.
 void rope_grad(const void* dy, DType dy_dtype, const int32_t* positions, const float* inv_freq,
                int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
-               float* dx, void* scratch, cudaStream_t stream) {
+               void* dx, DType dx_dtype, void* scratch, cudaStream_t stream) {
   auto* negated = static_cast<float*>(scratch);
   const int64_t half = head_dim / 2;
   if (batch * seq * heads * half == 0) return;  // nothing to rotate; no grid may be empty
   negate_kernel<<<blocks_for(half, kThreads), kThreads, 0, stream>>>(inv_freq, half, negated);
   check_launch("rope_grad_negate");
   rope(dy, dy_dtype, positions, negated, batch, seq, heads, head_dim, attention_scaling, dx,
-       DType::f32, stream);
+       dx_dtype, stream);
 }
 
 }  // namespace tfm::cuda

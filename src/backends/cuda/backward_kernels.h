@@ -68,10 +68,11 @@ void rms_norm_grads(const void* x, DType x_dtype, const float* w, const void* dy
                     const RopeRows* rope = nullptr, void* bf16_copy = nullptr);
 
 size_t rope_grad_scratch_bytes(int64_t head_dim);
-// dy: f32 or bf16 (attention's gradients under autocast).
+// dy: f32 or bf16 (attention's gradients under autocast); dx: f32, or bf16 where the products
+// read it so (graph::fold_casts).
 void rope_grad(const void* dy, DType dy_dtype, const int32_t* positions, const float* inv_freq,
                int64_t batch, int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling,
-               float* dx, void* scratch, cudaStream_t stream);
+               void* dx, DType dx_dtype, void* scratch, cudaStream_t stream);
 
 // Attention's backward over f32 q [B, S, Hq, D], k and v [B, L, Hkv, D] (L is the shape's
 // cache_len): writes [dq | dk | dv] to `out` without atomics, each output row summed by one block

@@ -255,10 +255,10 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kRopeGrad: {
       const Shape s = n.shape;
       const float scaling = n.scale;
-      const DType dy_dtype = in(0).dtype;
+      const DType dy_dtype = in(0).dtype, dx_dtype = n.dtype;
       return [=](StepContext& c) {
         rope_grad(c.ptrs[args[0]], dy_dtype, i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1],
-                  s[2], s[3], scaling, f32_at(c, out), c.scratch, c.stream);
+                  s[2], s[3], scaling, c.ptrs[out], dx_dtype, c.scratch, c.stream);
       };
     }
     case Op::kAttentionGrad: {
