@@ -66,9 +66,12 @@ void print_traffic(const tfm::graph::Plan& plan) {
     for (tfm::graph::ValueId in : n.inputs) {
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
     }
-    // A norm gradient that adds its weight's gradient into an accumulator writes that too.
+    // A norm gradient that adds its weight's gradient into an accumulator writes that too, and a
+    // loss its gradient over the logits.
     if (n.adds_weight_grad)
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs.back())]);
+    if (n.op == Op::kCrossEntropy && n.in_place)
+      step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs[0])]);
     step.flops = product_flops(plan.graph, n);
     for (Kind* k : {&kinds[std::string(tfm::graph::op_name(n.op)) + " " +
                            std::string(tfm::dtype_name(n.dtype))],

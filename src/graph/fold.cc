@@ -247,6 +247,33 @@ void fold_norm_weight_grads(Graph& graph) {
   }
 }
 
+void fold_losses_into_gradients(Graph& graph) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  for (size_t g = 0; g < graph.nodes.size(); ++g) {
+    Node& grad = graph.nodes[g];
+    if (grad.op != Op::kCrossEntropyGrad || !grad.in_place || grad.shard) continue;
+    const ValueId logits = grad.inputs[0], targets = grad.inputs[1], d_loss = grad.inputs[2];
+    if (uses[static_cast<size_t>(logits)] != 2) continue;
+    for (auto l = static_cast<size_t>(logits) + 1; l < g; ++l) {
+      Node& loss = graph.nodes[l];
+      if (loss.op != Op::kCrossEntropy || loss.shard || loss.in_place ||
+          loss.inputs != std::vector<ValueId>{logits, targets}) {
+        continue;
+      }
+      // The loss step reads d_loss where it runs, earlier than the gradient did.
+      if (written_between(graph, l, g, {d_loss})) break;
+      loss.inputs.push_back(d_loss);
+      loss.in_place = true;
+      // The gradient is then the logits' buffer, read only after the loss step has written it.
+      grad.op = Op::kView;
+      grad.start = 0;
+      grad.in_place = false;
+      grad.inputs = {logits, static_cast<ValueId>(l)};
+      break;
+    }
+  }
+}
+
 void fold_narrow_copies(Graph& graph) {
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
     Node& cast = graph.nodes[c];

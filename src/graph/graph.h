@@ -48,14 +48,18 @@ enum class Op : uint8_t {
   kSliceSeq,       // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
   kReshape,        // same data, new shape (an alias of its input)
   kElementwise,    // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
-  kView,           // (x) -> `shape` elements of x's buffer starting at element `start` (an alias)
+  kView,           // (x) -> `shape` elements of x's buffer starting at element `start` (an alias);
+                   //   a second input only orders the view after the step that wrote x's values
+                   //   (graph::fold_losses_into_gradients)
   kPad,            // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
                    //   (the gradient of a view)
   kConcatRows,     // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
   kReduceRows,     // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,   // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                    //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
-                   //   columns [start, start + V) of a vocabulary split over `group`
+                   //   columns [start, start + V) of a vocabulary split over `group`; with
+                   //   in_place, (logits, targets, d_loss [1]) -> the loss, and kCrossEntropyGrad's
+                   //   gradient written over the logits (graph::fold_losses_into_gradients)
   kCast,           // (x) -> the same values in the node's dtype (rounded to nearest even)
   kArgmax,         // (x [..., N]) -> [...] i32: the index of the largest value (the first of
                    //   equals), so greedy decoding returns token ids instead of whole logits
@@ -130,6 +134,7 @@ struct Node {
                                // attention_scaling
   int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
   bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
+                               // kCrossEntropy: writes its gradient over input 0 too;
                                // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight,
                                // kEmbeddingGrad: added into input 0
   bool residual = false;       // kLinear, kRmsNormGradInput: the input after its operands is the

@@ -204,6 +204,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_norm_weight_grads(graph);
     fuse_rope_grads_into_norm_grads(graph);
     fold_narrow_copies(graph);
+    fold_losses_into_gradients(graph);
     pair_elementwise_siblings(graph);
   }
   Plan plan;

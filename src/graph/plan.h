@@ -98,6 +98,12 @@ void fuse_rope_grads_into_norm_grads(Graph& graph);
 // The cast becomes a view of that copy. Only steps that add their weight's gradient
 // (fold_norm_weight_grads) write copies; runs after it.
 void fold_narrow_copies(Graph& graph);
+// A loss gradient written over its logits (in place), which only the loss read before it, is
+// written by the loss step itself as it computes the loss: each row's softmax statistics computed
+// once, the logits read once instead of twice. The gradient becomes a view of the logits that
+// also reads the loss, so that what reads the gradient runs after the loss step. Not for a
+// vocabulary split over ranks (`shard`), whose loss combines the ranks' statistics.
+void fold_losses_into_gradients(Graph& graph);
 // Two elementwise steps a few nodes apart that read some of the same inputs (the MLP gating's
 // two gradients: dy silu(gate) and dy up silu'(gate)) become one step computing both, which
 // reads each input once. The first keeps its place and its value, its buffer holding the second's

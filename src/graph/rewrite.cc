@@ -56,6 +56,7 @@ bool written_between(const Graph& graph, size_t from, size_t to,
       return true;
     }
     if (n.op == Op::kPrepareAttention && (read(n.inputs[6]) || read(n.inputs[7]))) return true;
+    if (n.op == Op::kCrossEntropy && n.in_place && read(n.inputs[0])) return true;
   }
   return false;
 }

@@ -1,7 +1,8 @@
 // The CUDA cross-entropy kernels, their own source run on the CPU through the emulation in shim/
 // (no GPU needed), launched as loss.cu launches them: each row's loss and their sum against
 // ops::reference::cross_entropy, and the gradient against its closed form (softmax - one-hot)
-// times d_loss, written apart and in place; rows longer than the block, targets at either end of
+// times d_loss, written apart and in place, alone and in the launch that writes the loss too;
+// rows longer than the block, targets at either end of
 // the vocabulary, ignored targets (graph::kIgnoreIndex: no loss, zero gradient), targets
 // outside the vocabulary (NaN), and logits that rise along the row or are infinite.
 #include "backends/cuda/loss_kernels.cuh"
@@ -29,24 +30,28 @@ std::vector<float> logits_for(int64_t rows) {
   return random_values(static_cast<size_t>(rows * kVocab), 21, -8.f, 8.f);
 }
 
-// row_loss_kernel's launch as loss.cu makes it: a block per row of f32 or bf16 logits.
+// cross_entropy_rows_kernel's launches as loss.cu makes them, a block per row of f32 or bf16
+// logits: the rows' losses alone (cross_entropy), the gradient alone into `out` (f32 or bf16)
+// apart from the logits or over them (cross_entropy_grad), or both, the gradient over the logits
+// (cross_entropy_and_grad).
+template <typename L, typename Out>
+void rows_kernel(const L* logits, const std::vector<int32_t>& targets, const float* d_loss,
+                 double* per_row, Out* out) {
+  cuda_emulation::launch(one_block_per(static_cast<int64_t>(targets.size())), kThreads, 0, [&] {
+    cross_entropy_rows_kernel(logits, targets.data(), kIgnore, d_loss, kVocab, per_row, out);
+  });
+}
+
 template <typename L>
 std::vector<double> row_losses(const std::vector<L>& logits, const std::vector<int32_t>& targets) {
-  const auto rows = static_cast<int64_t>(targets.size());
-  std::vector<double> per_row(static_cast<size_t>(rows), -7.0);
-  cuda_emulation::launch(one_block_per(rows), kThreads, 0, [&] {
-    row_loss_kernel(logits.data(), targets.data(), kIgnore, kVocab, per_row.data());
-  });
+  std::vector<double> per_row(targets.size(), -7.0);
+  rows_kernel(logits.data(), targets, nullptr, per_row.data(), static_cast<float*>(nullptr));
   return per_row;
 }
 
-// cross_entropy_grad_kernel's launch as loss.cu makes it: a block per row, out (f32 or bf16) apart
-// from the logits or over them.
 template <typename L, typename Out>
 void gradient(const L* logits, const std::vector<int32_t>& targets, float d_loss, Out* out) {
-  cuda_emulation::launch(one_block_per(static_cast<int64_t>(targets.size())), kThreads, 0, [&] {
-    cross_entropy_grad_kernel(logits, targets.data(), kIgnore, &d_loss, kVocab, out);
-  });
+  rows_kernel(logits, targets, &d_loss, nullptr, out);
 }
 
 // Rows [0, rows) of per_row against ops::reference::cross_entropy of the f32 values the kernel
@@ -202,6 +207,50 @@ TEST(LossKernels, GradientOfATargetOutsideTheVocabularyIsNan) {
   const std::vector<float> want = closed_form_grad(logits, targets, d_loss);
   const std::vector<float> middle(d_logits.begin() + kVocab, d_logits.begin() + 2 * kVocab);
   expect_close(middle, {want.begin() + kVocab, want.begin() + 2 * kVocab}, 1e-5f, "row 1");
+}
+
+// The loss and the gradient over the logits in one launch (graph::fold_losses_into_gradients):
+// the same bits as the two launches apart, in f32 and bf16, with ignored and out-of-vocabulary
+// targets among the rows.
+TEST(LossKernels, LossAndGradientInOneLaunch) {
+  const std::vector<int32_t> targets = {17, kIgnore, 0, kVocab - 1, 1234, kVocab, 600};
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  const float d_loss = 1.f / 5;
+  const auto check = [&](const auto& logits, const std::string& dtype) {
+    using L = typename std::decay_t<decltype(logits)>::value_type;
+    const std::vector<double> want_losses = row_losses(logits, targets);
+    std::vector<L> want_grad(logits.size());
+    gradient(logits.data(), targets, d_loss, want_grad.data());
+
+    std::vector<L> both = logits;
+    std::vector<double> per_row(targets.size(), -7.0);
+    rows_kernel(both.data(), targets, &d_loss, per_row.data(), both.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      if (std::isnan(want_losses[r])) {
+        EXPECT_TRUE(std::isnan(per_row[r])) << dtype << " row " << r;
+      } else {
+        EXPECT_EQ(per_row[r], want_losses[r]) << dtype << " row " << r;
+      }
+    }
+    const std::vector<float> got = testing::widened(both), expected = testing::widened(want_grad);
+    for (size_t i = 0; i < got.size(); ++i) {
+      // (The row whose target is outside the vocabulary is NaN in both.)
+      if (!(std::isnan(got[i]) && std::isnan(expected[i]))) {
+        ASSERT_EQ(got[i], expected[i]) << dtype << " d logits at " << i;
+      }
+    }
+  };
+  const std::vector<float> logits = logits_for(rows);
+  // The separate launches are themselves checked against the references above; the gradient's
+  // closed form once more here, for the rows with a target in the vocabulary.
+  std::vector<float> both = logits;
+  std::vector<double> per_row(targets.size());
+  rows_kernel(both.data(), targets, &d_loss, per_row.data(), both.data());
+  const std::vector<float> want = closed_form_grad(logits, targets, d_loss);
+  const std::vector<float> row0(both.begin(), both.begin() + kVocab);
+  expect_close(row0, {want.begin(), want.begin() + kVocab}, 1e-5f, "row 0");
+  check(logits, "f32");
+  check(testing::to_bf16(logits), "bf16");
 }
 
 }  // namespace

@@ -70,10 +70,15 @@ struct Logits {
 };
 void cross_entropy(const Logits& logits, const int32_t* targets, int64_t rows, float* loss_sum,
                    const VocabShard* shard = nullptr);
-// d_logits: f32 (which may be f32 logits themselves) or bf16 (graph::fold_casts) of its own.
+// d_logits: the logits themselves (in their dtype), or f32 or bf16 (graph::fold_casts) of its own.
 void cross_entropy_grad(const Logits& logits, const int32_t* targets, const float* d_loss,
                         int64_t rows, void* d_logits, DType out_dtype,
                         const VocabShard* shard = nullptr);
+// Both, each row's statistics computed once: the loss, then the gradient written over the logits
+// (graph::fold_losses_into_gradients).
+void cross_entropy_and_grad(void* logits, DType dtype, int64_t vocab, const int32_t* targets,
+                            const float* d_loss, int64_t rows, float* loss_sum,
+                            const VocabShard* shard = nullptr);
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out);
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
 void cast(const void* x, DType from, void* out, DType to, size_t count);

@@ -106,28 +106,29 @@ float Logits::at(int64_t r, int64_t column) const {
   return value;
 }
 
-void cross_entropy(const Logits& logits, const int32_t* targets, int64_t rows, float* loss_sum,
-                   const VocabShard* shard) {
-  const int64_t vocab = logits.vocab;
-  check_targets(targets, rows, full_vocab(vocab, shard));
-  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
-  // Each row's loss counts once: on the rank that holds its target.
+namespace {
+
+// The sum of the rows' losses, each counted once: on the rank that holds its target.
+double loss_total(const Logits& logits, const int32_t* targets, const std::vector<float>& lse,
+                  int64_t rows, const VocabShard* shard) {
   double total = 0;  // in row order, so the sum does not depend on the thread count
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == graph::kIgnoreIndex) continue;
-    const int64_t column = local_column(targets[r], vocab, shard);
+    const int64_t column = local_column(targets[r], logits.vocab, shard);
     if (column >= 0) total += double{lse[static_cast<size_t>(r)]} - logits.at(r, column);
   }
+  return total;
+}
+
+void write_loss(double total, float* loss_sum, const VocabShard* shard) {
   *loss_sum = static_cast<float>(total);
   if (shard) shard->group->all_reduce_sum(loss_sum, 1);
 }
 
-void cross_entropy_grad(const Logits& logits, const int32_t* targets, const float* d_loss,
-                        int64_t rows, void* d_logits, DType out_dtype, const VocabShard* shard) {
+void write_gradient(const Logits& logits, const int32_t* targets, float scale,
+                    const std::vector<float>& lse, int64_t rows, void* d_logits, DType out_dtype,
+                    const VocabShard* shard) {
   const int64_t vocab = logits.vocab;
-  check_targets(targets, rows, full_vocab(vocab, shard));
-  const float scale = *d_loss;
-  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
   const bool narrowed = out_dtype != DType::f32;
   const size_t out_row_bytes = static_cast<size_t>(vocab) * dtype_size(out_dtype);
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
@@ -151,6 +152,34 @@ void cross_entropy_grad(const Logits& logits, const int32_t* targets, const floa
     }
     if (narrowed) cast(out, DType::f32, dst, out_dtype, static_cast<size_t>(vocab));
   }
+}
+
+}  // namespace
+
+void cross_entropy(const Logits& logits, const int32_t* targets, int64_t rows, float* loss_sum,
+                   const VocabShard* shard) {
+  check_targets(targets, rows, full_vocab(logits.vocab, shard));
+  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
+  write_loss(loss_total(logits, targets, lse, rows, shard), loss_sum, shard);
+}
+
+void cross_entropy_grad(const Logits& logits, const int32_t* targets, const float* d_loss,
+                        int64_t rows, void* d_logits, DType out_dtype, const VocabShard* shard) {
+  check_targets(targets, rows, full_vocab(logits.vocab, shard));
+  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
+  write_gradient(logits, targets, *d_loss, lse, rows, d_logits, out_dtype, shard);
+}
+
+void cross_entropy_and_grad(void* logits_data, DType dtype, int64_t vocab, const int32_t* targets,
+                            const float* d_loss, int64_t rows, float* loss_sum,
+                            const VocabShard* shard) {
+  const Logits logits{logits_data, dtype, vocab};
+  check_targets(targets, rows, full_vocab(vocab, shard));
+  const std::vector<float> lse = log_sum_exp(logits, rows, shard);
+  // The targets' logits are read before the gradient is written over them.
+  const double total = loss_total(logits, targets, lse, rows, shard);
+  write_gradient(logits, targets, *d_loss, lse, rows, logits_data, dtype, shard);
+  write_loss(total, loss_sum, shard);
 }
 
 }  // namespace tfm::cpu

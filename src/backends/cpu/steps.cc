@@ -399,6 +399,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const DType logits_dtype = in(0).dtype;
+      if (n.in_place) {  // and the gradient over the logits (graph::fold_losses_into_gradients)
+        return [=, &ptrs] {
+          cross_entropy_and_grad(ptrs[args[0]], logits_dtype, vocab, i32(args[1]), f(args[2]), rows,
+                                 f(out), shard.get());
+        };
+      }
       return [=, &ptrs] {
         cross_entropy({ptrs[args[0]], logits_dtype, vocab}, i32(args[1]), rows, f(out),
                       shard.get());

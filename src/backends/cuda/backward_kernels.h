@@ -26,11 +26,16 @@ void cross_entropy(const void* logits, DType logits_dtype, const int32_t* target
                    int64_t rows, int64_t vocab, float* loss_sum, void* scratch,
                    cudaStream_t stream);
 // d_logits = d_loss[0] * (softmax(logits) - one_hot(target)); zero rows for ignored targets.
-// d_logits: f32 (which may be f32 `logits` themselves), or bf16 for the backward products'
-// operand (graph::fold_casts), in a buffer of its own.
+// d_logits: the logits themselves (in their dtype), or a buffer of its own in f32 or bf16 (the
+// backward products' operand: graph::fold_casts).
 void cross_entropy_grad(const void* logits, DType logits_dtype, const int32_t* targets,
                         int32_t ignore, const float* d_loss, int64_t rows, int64_t vocab,
                         void* d_logits, DType out_dtype, cudaStream_t stream);
+// Both: the loss, then the gradient written over the logits, each row read once for the two
+// (graph::fold_losses_into_gradients). Scratch as cross_entropy's.
+void cross_entropy_and_grad(void* logits, DType logits_dtype, const int32_t* targets,
+                            int32_t ignore, const float* d_loss, int64_t rows, int64_t vocab,
+                            float* loss_sum, void* scratch, cudaStream_t stream);
 
 // d_table [vocab, hidden] = the sum of dy's rows by token id, added in token order; `accumulate`:
 // added into d_table's values (graph::fold_summed_accumulations).

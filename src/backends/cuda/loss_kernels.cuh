@@ -39,21 +39,40 @@ __device__ __forceinline__ bool in_vocab(int32_t target, int64_t vocab) {
   return target >= 0 && target < vocab;
 }
 
-// Each row's loss into `per_row` (0 for an ignored target), summed by sum_kernel.
-template <typename L>
+// Row r's loss into `per_row` (0 for an ignored target, NaN for one outside the vocabulary;
+// summed by sum_kernel) and its gradient, softmax - one-hot times *d_loss, into `d_logits`: either
+// may be null, and one launch writing both reads each row once for the two.
+// `d_logits` may be `logits` itself, in the logits' dtype: every thread reads the target's logit
+// and its elements before writing them, and the reductions that read the whole row finish
+// (block_reduce synchronizes) before any write. Another dtype (bf16 for the backward products:
+// graph::fold_casts) has a buffer of its own.
+template <typename L, typename Out>
 __global__ void __launch_bounds__(kThreads)
-    row_loss_kernel(const L* __restrict__ logits, const int32_t* __restrict__ targets,
-                    int32_t ignore, int64_t vocab, double* __restrict__ per_row) {
+    cross_entropy_rows_kernel(const L* logits, const int32_t* __restrict__ targets, int32_t ignore,
+                              const float* __restrict__ d_loss, int64_t vocab,
+                              double* __restrict__ per_row, Out* d_logits) {
   const int64_t r = blockIdx.x;
   const int32_t target = targets[r];
   // The branch is the same for the whole block, so it may skip the block-wide reductions.
   if (target == ignore || !in_vocab(target, vocab)) {
-    if (threadIdx.x == 0) per_row[r] = target == ignore ? 0.0 : nan("");
+    if (per_row != nullptr && threadIdx.x == 0) per_row[r] = target == ignore ? 0.0 : nan("");
+    if (d_logits == nullptr) return;
+    const Out fill = narrow<Out>(target == ignore ? 0.f : nanf(""));
+    Out* out = d_logits + r * vocab;
+    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[v] = fill;
     return;
   }
   const L* row = logits + r * vocab;
+  const float target_logit = widen(row[target]);
   const float lse = row_log_sum_exp(row, vocab);
-  if (threadIdx.x == 0) per_row[r] = static_cast<double>(lse) - widen(row[target]);
+  if (per_row != nullptr && threadIdx.x == 0) per_row[r] = static_cast<double>(lse) - target_logit;
+  if (d_logits == nullptr) return;
+  const float scale = *d_loss;
+  Out* out = d_logits + r * vocab;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const float p = expf(widen(row[v]) - lse) * scale;
+    out[v] = narrow<Out>(v == target ? p - scale : p);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -62,30 +81,6 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += per_row[r];
   sum = block_reduce(sum, Sum{});
   if (threadIdx.x == 0) *out = static_cast<float>(sum);
-}
-
-// `d_logits` may be `logits` itself (f32): each thread reads an element before writing it, and
-// the reductions that read the whole row finish (block_reduce synchronizes) before any write. A
-// bf16 `d_logits` (graph::fold_casts: the backward products' operand) has a buffer of its own.
-template <typename L, typename Out>
-__global__ void __launch_bounds__(kThreads)
-    cross_entropy_grad_kernel(const L* logits, const int32_t* __restrict__ targets, int32_t ignore,
-                              const float* __restrict__ d_loss, int64_t vocab, Out* d_logits) {
-  const int64_t r = blockIdx.x;
-  const int32_t target = targets[r];
-  Out* out = d_logits + r * vocab;
-  if (target == ignore || !in_vocab(target, vocab)) {
-    const Out fill = narrow<Out>(target == ignore ? 0.f : nanf(""));
-    for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) out[v] = fill;
-    return;
-  }
-  const L* row = logits + r * vocab;
-  const float lse = row_log_sum_exp(row, vocab);
-  const float scale = *d_loss;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float p = expf(widen(row[v]) - lse) * scale;
-    out[v] = narrow<Out>(v == target ? p - scale : p);
-  }
 }
 
 }  // namespace

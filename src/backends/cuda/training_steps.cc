@@ -166,6 +166,13 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
     case Op::kCrossEntropy: {
       const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
       const DType logits_dtype = in(0).dtype;
+      if (n.in_place) {  // and the gradient over the logits (graph::fold_losses_into_gradients)
+        return [=](StepContext& c) {
+          cross_entropy_and_grad(c.ptrs[args[0]], logits_dtype, i32_at(c, args[1]),
+                                 graph::kIgnoreIndex, f32_at(c, args[2]), rows, vocab,
+                                 f32_at(c, out), c.scratch, c.stream);
+        };
+      }
       return [=](StepContext& c) {
         cross_entropy(c.ptrs[args[0]], logits_dtype, i32_at(c, args[1]), graph::kIgnoreIndex, rows,
                       vocab, f32_at(c, out), c.scratch, c.stream);
