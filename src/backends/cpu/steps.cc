@@ -252,13 +252,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                      f(args[1]), count, hidden, eps, dst);
           });
     }
-    case Op::kRope: {
+    case Op::kRope:
+    case Op::kRopeGrad: {
       const Shape s = n.shape;
       const float scaling = n.scale, eps = n.eps;
       const bool normed = n.normed;
+      const auto rotate = n.op == Op::kRope ? rope : rope_grad;
       // Tokens are the rows: one position each, so a block of them is a batch of one. Each head
       // is normed first where graph::fuse_norms_into_rope folded its norm in; RoPE rotates the
-      // normed rows where they are (in place).
+      // normed rows where they are (in place), and its gradient rotates dy back.
       const int64_t row = s[2] * s[3];
       const DType x_dtype = in(0).dtype;
       return with_output(
@@ -270,7 +272,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
               rms_norm(x, f(args[3]), count * s[2], s[3], eps, dst);
               x = dst;
             }
-            rope(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
+            rotate(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
           });
     }
     case Op::kAccumulate: {
@@ -556,20 +558,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             f32_operand(ptrs[args[first + 1]], dy_dtype, rows * hidden, widened_dy), rows, hidden,
             eps, f(out), in_place);
       };
-    }
-    case Op::kRopeGrad: {
-      const Shape s = n.shape;
-      const float scaling = n.scale;
-      const DType dy_dtype = in(0).dtype;
-      // Tokens are the rows, as kRope's.
-      const int64_t row = s[2] * s[3];
-      return with_output(
-          n, out, ptrs, row,
-          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
-                                                     float* dst) mutable {
-            const float* dy = f32_range(ptrs[args[0]], dy_dtype, first * row, count * row, widened);
-            rope_grad(dy, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
-          });
     }
     case Op::kAttentionGrad: {
       const Shape q = in(0).shape, k = in(1).shape;
