@@ -260,8 +260,12 @@ void fold_losses_into_gradients(Graph& graph) {
           loss.inputs != std::vector<ValueId>{logits, targets}) {
         continue;
       }
-      // The loss step reads d_loss where it runs, earlier than the gradient did.
-      if (written_between(graph, l, g, {d_loss})) break;
+      // The loss step reads d_loss and the targets where it runs, earlier than the gradient did:
+      // d_loss must exist by then (not a value made from the loss, as a mean's gradient is).
+      const Op d_loss_op = graph.nodes[static_cast<size_t>(d_loss)].op;
+      const bool d_loss_ready =
+          static_cast<size_t>(d_loss) < l || d_loss_op == Op::kInput || d_loss_op == Op::kWeight;
+      if (!d_loss_ready || written_between(graph, l, g, {d_loss, targets})) break;
       loss.inputs.push_back(d_loss);
       loss.in_place = true;
       // The gradient is then the logits' buffer, read only after the loss step has written it.

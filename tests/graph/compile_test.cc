@@ -334,33 +334,39 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
 
 // A loss gradient written over its logits is written by the loss step itself (each row read once
 // for both): no gradient step is left, and the loss and the gradient flowing back are the same
-// bits as eager, in f32 and under autocast (bf16 logits and gradient).
+// bits as eager, in f32 and under autocast (bf16 logits and gradient). A loss whose d_loss is a
+// value made after it (a mean's: the scale's gradient) keeps its gradient step, which runs once
+// that value exists.
 TEST(Compile, LossStepsWriteTheirGradients) {
   for (const bool autocast : {false, true}) {
-    graph::Builder b;
-    if (autocast) b.autocast(DType::bf16);
-    const auto x = b.input("x", {6, 8}, DType::f32);
-    const auto targets = b.input("targets", {6}, DType::i32);
-    const auto d_loss = b.input("d_loss", {1}, DType::f32);
-    const auto w =
-        b.weight("w", Tensor::from_vector<float>(testing::random_values(80, 3), {10, 8}));
-    const auto loss = b.cross_entropy(b.autocast_linear(x, w), targets);
-    b.output(loss);
-    graph::Graph g = b.finish();
-    g.outputs.push_back(graph::append_backward(g, loss, d_loss, {x})[0]);
+    for (const bool mean : {false, true}) {
+      graph::Builder b;
+      if (autocast) b.autocast(DType::bf16);
+      const auto x = b.input("x", {6, 8}, DType::f32);
+      const auto targets = b.input("targets", {6}, DType::i32);
+      const auto d_loss = b.input("d_loss", {1}, DType::f32);
+      const auto w =
+          b.weight("w", Tensor::from_vector<float>(testing::random_values(80, 3), {10, 8}));
+      const auto sum = b.cross_entropy(b.autocast_linear(x, w), targets);
+      const auto loss = mean ? b.scale(sum, 1.f / 5) : sum;
+      b.output(loss);
+      graph::Graph g = b.finish();
+      g.outputs.push_back(graph::append_backward(g, loss, d_loss, {x})[0]);
 
-    const graph::Plan plan = graph::plan_graph(g);
-    EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCrossEntropyGrad); }),
-              0)
-        << (autocast ? "bf16" : "f32");
-    EXPECT_EQ(
-        steps_where(plan,
-                    [](const graph::Node& n) { return is(n, Op::kCrossEntropy) && n.in_place; }),
-        1);
-    const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {6, 8});
-    const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
-    const Tensor scale = Tensor::from_vector<float>({0.2f}, {1});
-    expect_same_as_eager(g, plan, {in, ids, scale});
+      const graph::Plan plan = graph::plan_graph(g);
+      EXPECT_EQ(
+          steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCrossEntropyGrad); }),
+          mean ? 1 : 0)
+          << (autocast ? "bf16" : "f32") << (mean ? " mean" : " sum");
+      EXPECT_EQ(
+          steps_where(plan,
+                      [](const graph::Node& n) { return is(n, Op::kCrossEntropy) && n.in_place; }),
+          mean ? 0 : 1);
+      const Tensor in = Tensor::from_vector<float>(testing::random_values(48, 5), {6, 8});
+      const Tensor ids = Tensor::from_vector<int32_t>({3, 0, graph::kIgnoreIndex, 9, 4, 4}, {6});
+      const Tensor scale = Tensor::from_vector<float>({0.2f}, {1});
+      expect_same_as_eager(g, plan, {in, ids, scale});
+    }
   }
 }
 
