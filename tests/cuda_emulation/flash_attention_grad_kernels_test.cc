@@ -87,6 +87,7 @@ void check(const Case& c) {
   expect_close(out, want_out, 1e-2f, "forward");
 
   std::vector<float> stats(static_cast<size_t>(2 * c.batch * c.seq * c.q_heads), -7.f);
+  std::vector<int32_t> tile_key_ends(query_tiles.x, -7);
   // The gradients in bf16, as torch's of autocast's attention.
   std::vector<__nv_bfloat16> narrow_grads = to_bf16(std::vector<float>(want_grads.size(), -7.f));
   __nv_bfloat16* dq = narrow_grads.data();
@@ -95,15 +96,17 @@ void check(const Case& c) {
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
-        static_cast<float*>(nullptr), {dy.data(), stats.data()}, {});
+        static_cast<float*>(nullptr), {dy.data(), stats.data(), tile_key_ends.data()}, {});
   });
   cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
     flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                   slots.data(), dy.data(), stats.data(), s, scale, dk, dv);
+                                   slots.data(), dy.data(), stats.data(), tile_key_ends.data(), s,
+                                   scale, dk, dv);
   });
   cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
     flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                 slots.data(), dy.data(), stats.data(), s, scale, dq);
+                                 slots.data(), dy.data(), stats.data(), tile_key_ends.data(), s,
+                                 scale, dq);
   });
   const std::vector<float> grads = widened(narrow_grads);
   const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {

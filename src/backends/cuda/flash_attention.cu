@@ -1,8 +1,9 @@
 // Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
 // autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
 // and walks the keys in tiles of 64, each tile's products on tensor cores (bf16 in, f32
-// accumulation; mma.sync on fragments in registers) and the softmax kept online per query row:
-// scores never reach global memory.
+// accumulation; mma.sync on fragments in registers, the tile's read from shared memory by
+// ldmatrix) and the softmax kept online per query row: scores never reach global memory. The next
+// tile is copied into shared memory (cp.async) while the warps compute on this one.
 #include <algorithm>
 #include <initializer_list>
 #include <utility>
@@ -58,10 +59,11 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
 template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
-                     float scale, __nv_bfloat16* grads, float* stats, cudaStream_t stream) {
-  launch_forward<D, __nv_bfloat16, true>(q, k, v, mask, slots, s, scale,
-                                         static_cast<float*>(nullptr), RowStatsTarget{dy, stats},
-                                         KeySplits{}, stream);
+                     float scale, __nv_bfloat16* grads, float* stats, int32_t* tile_key_ends,
+                     cudaStream_t stream) {
+  launch_forward<D, __nv_bfloat16, true>(
+      q, k, v, mask, slots, s, scale, static_cast<float*>(nullptr),
+      RowStatsTarget{dy, stats, tile_key_ends}, KeySplits{}, stream);
   constexpr size_t bytes = GradLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
@@ -72,10 +74,11 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
   const dim3 key_tiles(static_cast<unsigned>((s.cache_len + kTileKeys - 1) / kTileKeys),
                        static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(s.batch));
   flash_attention_dkdv_kernel<D><<<key_tiles, kWarps * 32, bytes, stream>>>(
-      q16, k16, v16, mask, slots, dy, stats, s, scale, grads + q_total, grads + q_total + kv_total);
+      q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads + q_total,
+      grads + q_total + kv_total);
   allow_shared_memory(flash_attention_dq_kernel<D>, bytes);
   flash_attention_dq_kernel<D><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
-      q16, k16, v16, mask, slots, dy, stats, s, scale, grads);
+      q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads);
 }
 
 template <typename F>
@@ -93,6 +96,11 @@ void check_aligned(std::initializer_list<const void*> operands) {
       throw Error("[cuda attention] the tiles' operands must be 16-byte aligned");
     }
   }
+}
+
+// The scratch of the backward pass: the rows' statistics, then each query tile's end of keys.
+size_t row_stats_count(const AttentionShape& shape) {
+  return static_cast<size_t>(2 * shape.batch * shape.seq * shape.q_heads);
 }
 
 }  // namespace
@@ -138,7 +146,7 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
 }
 
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
-  return static_cast<size_t>(2 * shape.batch * shape.seq * shape.q_heads) * sizeof(float);
+  return row_stats_count(shape) * sizeof(float) + query_tiles(shape).x * sizeof(int32_t);
 }
 
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
@@ -151,9 +159,10 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
   }
   check_aligned({q, k, v, dy});
   with_head_dim(shape.head_dim, [&](auto d) {
-    launch_backward<decltype(d)::value>(q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy),
-                                        shape, scale, static_cast<__nv_bfloat16*>(grads),
-                                        static_cast<float*>(scratch), stream);
+    launch_backward<decltype(d)::value>(
+        q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale,
+        static_cast<__nv_bfloat16*>(grads), static_cast<float*>(scratch),
+        reinterpret_cast<int32_t*>(static_cast<float*>(scratch) + row_stats_count(shape)), stream);
   });
   check_launch("flash_attention_grad");
 }

@@ -15,49 +15,64 @@
 namespace tfm::cuda {
 namespace {
 
-// The backward blocks' shared memory: two tiles as rows and two transposed (TileLayout), then an
-// int per row of the tile (the queries' slots, or whether the keys are kept) and the queries'
-// (lse, delta).
+// The backward blocks' shared memory: two stages (the tiles being read, and the next being
+// copied), each two tiles and, per row of the tiles, an int (the queries' slots, or the keys' mask
+// values) and two floats (the queries' lse and delta).
 template <int D>
 struct GradLayout {
-  using T = TileLayout<D>;
-  static constexpr size_t rows_a = 0, rows_b = T::rows_bytes;
-  static constexpr size_t cols_a = 2 * T::rows_bytes, cols_b = cols_a + T::cols_bytes;
-  static constexpr size_t ints = cols_b + T::cols_bytes;
+  static constexpr size_t rows_a = 0, rows_b = TileLayout<D>::bytes;
+  static constexpr size_t ints = 2 * TileLayout<D>::bytes;
   static constexpr size_t row_stats = ints + kTileKeys * sizeof(int32_t);
-  static constexpr size_t total = row_stats + kTileKeys * 2 * sizeof(float);
+  static constexpr size_t stage = row_stats + kTileKeys * 2 * sizeof(float);
+  static constexpr size_t total = 2 * stage;
 };
 // An sm_90 block may have 227 KB of shared memory.
 static_assert(GradLayout<128>::total <= 227 * 1024 && ForwardLayout<128>::total <= 227 * 1024);
 
+// One stage of GradLayout.
 template <int D>
 struct GradTiles {
-  __nv_bfloat16 *rows_a, *rows_b, *cols_a, *cols_b;
+  __nv_bfloat16 *rows_a, *rows_b;
   int32_t* ints;
   float* row_stats;
 
-  __device__ explicit GradTiles(unsigned char* smem)
-      : rows_a(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::rows_a)),
-        rows_b(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::rows_b)),
-        cols_a(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::cols_a)),
-        cols_b(reinterpret_cast<__nv_bfloat16*>(smem + GradLayout<D>::cols_b)),
-        ints(reinterpret_cast<int32_t*>(smem + GradLayout<D>::ints)),
-        row_stats(reinterpret_cast<float*>(smem + GradLayout<D>::row_stats)) {}
+  __device__ GradTiles(unsigned char* smem, int buffer)
+      : rows_a(reinterpret_cast<__nv_bfloat16*>(smem + buffer * GradLayout<D>::stage +
+                                                GradLayout<D>::rows_a)),
+        rows_b(reinterpret_cast<__nv_bfloat16*>(smem + buffer * GradLayout<D>::stage +
+                                                GradLayout<D>::rows_b)),
+        ints(
+            reinterpret_cast<int32_t*>(smem + buffer * GradLayout<D>::stage + GradLayout<D>::ints)),
+        row_stats(reinterpret_cast<float*>(smem + buffer * GradLayout<D>::stage +
+                                           GradLayout<D>::row_stats)) {}
 };
 
 // A warp's 16 rows of two [B, n, heads, D] tensors (rows first .. first + 15 of the block's tile)
-// as left-hand fragments, through two rows tiles: the block's first use of them.
-template <int D, typename A, typename B>
-__device__ void warp_fragments(const A* a_src, const B* b_src, int64_t b, int64_t n, int64_t heads,
-                               int64_t head, int64_t first, const int32_t* mask,
-                               const GradTiles<D>& tiles, uint32_t (&a)[D / 16][4],
-                               uint32_t (&b_frag)[D / 16][4]) {
-  load_tile<D>(a_src, b, n, heads, head, first, mask, tiles.rows_a, nullptr);
-  load_tile<D>(b_src, b, n, heads, head, first, mask, tiles.rows_b, nullptr);
+// as left-hand fragments, through the tiles of a stage: the block's first use of them.
+template <int D>
+__device__ void warp_fragments(const __nv_bfloat16* a_src, const __nv_bfloat16* b_src, int64_t b,
+                               int64_t n, int64_t heads, int64_t head, int64_t first,
+                               const int32_t* mask, const GradTiles<D>& tiles,
+                               uint32_t (&a)[D / 16][4], uint32_t (&b_frag)[D / 16][4]) {
+  load_tile<D>(a_src, b, n, heads, head, first, mask, tiles.rows_a);
+  load_tile<D>(b_src, b, n, heads, head, first, mask, tiles.rows_b);
   __syncthreads();
   const int warp_first = static_cast<int>(threadIdx.x / 32) * kWarpRows;
   row_fragments<D>(tiles.rows_a, warp_first, a);
   row_fragments<D>(tiles.rows_b, warp_first, b_frag);
+}
+
+// The first query tile from `from` on whose queries see a key before key_end (tile_key_ends:
+// keys_seen_by's, written by the statistics pass), or -1: a warp checks 32 tiles a load.
+__device__ inline int64_t first_tile_seeing(const int32_t* tile_key_ends, int64_t tiles,
+                                            int64_t from, int64_t key0) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t base = from; base < tiles; base += 32) {
+    const bool sees = base + lane < tiles && tile_key_ends[base + lane] > key0;
+    const unsigned hits = __ballot_sync(0xffffffffu, sees);
+    if (hits != 0) return base + __ffs(static_cast<int>(hits)) - 1;
+  }
+  return -1;
 }
 
 // Writes a warp's accumulated [16, D] rows (rows g and g + 8 of the lane's fragments) to rows
@@ -80,7 +95,7 @@ __device__ void store_fragments(const float (&acc)[D / 8][4], __nv_bfloat16* dst
   }
 }
 
-// A warp's 16 rows against 16 others (rows first .. first + 15 of two rows tiles): the scores
+// A warp's 16 rows against 16 others (rows first .. first + 15 of two tiles): the scores
 // s = a · a_rows^T and the probabilities' gradients d = b · b_rows^T, each as two [16, 8]
 // accumulator blocks side by side.
 template <int D>
@@ -93,9 +108,9 @@ __device__ __forceinline__ void scores_and_grads(const uint32_t (&a)[D / 16][4],
   for (int nb = 0; nb < 2; ++nb) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) scores[nb][e] = grads[nb][e] = 0.f;
-    times_rows_t<D>(a, a_rows, first + nb * 8, scores[nb]);
-    times_rows_t<D>(b, b_rows, first + nb * 8, grads[nb]);
   }
+  times_rows_t<D>(a, a_rows, first, scores[0], scores[1]);
+  times_rows_t<D>(b, b_rows, first, grads[0], grads[1]);
 }
 
 // f(block, element, r, c) for each of the lane's elements of two [16, 8] blocks side by side:
@@ -111,29 +126,25 @@ __device__ __forceinline__ void for_each_element(int first, F f) {
 }
 
 // dk and dv for a tile of 64 keys of one KV head (16 per warp): over every query head of its
-// group and every query tile that sees one of the keys. Per 16 queries, S^T = k q^T and
+// group and every query tile that sees one of the keys, the next (query tile, head)'s q, dy, slots
+// and statistics copied in while this one's are used. Per 16 queries, S^T = k q^T and
 // dP^T = v dy^T give P^T and dS^T, then dv += P^T dy and dk += dS^T q.
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_dkdv_kernel(const __nv_bfloat16* __restrict__ q,
-                                const __nv_bfloat16* __restrict__ k,
-                                const __nv_bfloat16* __restrict__ v,
-                                const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
-                                const __nv_bfloat16* __restrict__ dy,
-                                const float* __restrict__ stats, AttentionShape s, float scale,
-                                __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv) {
+__global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
+    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+    const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
+    const int32_t* __restrict__ slots, const __nv_bfloat16* __restrict__ dy,
+    const float* __restrict__ stats, const int32_t* __restrict__ tile_key_ends, AttentionShape s,
+    float scale, __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const GradTiles<D> tiles(smem);
-  // The query tile: q and dy as rows (for S^T and dP^T) and transposed (for dk and dv).
-  __nv_bfloat16 *q_rows = tiles.rows_a, *dy_rows = tiles.rows_b;
-  __nv_bfloat16 *q_cols = tiles.cols_a, *dy_cols = tiles.cols_b;
-  int32_t* query_slots = tiles.ints;
   const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y, b = blockIdx.z;
   const int64_t group = s.q_heads / s.kv_heads;
+  const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 
   uint32_t ka[D / 16][4], va[D / 16][4];
-  warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, tiles, ka, va);
+  warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, GradTiles<D>(smem, 0), ka,
+                    va);
   int64_t key[2];
   bool kept[2];
 #pragma unroll
@@ -142,68 +153,76 @@ __global__ void __launch_bounds__(kWarps * 32)
     kept[r] = key[r] < s.cache_len && mask[b * s.cache_len + key[r]] != 0;
   }
 
+  // Items: query tile * group + (head - kvh * group), over the query tiles that see a key of the
+  // tile (causal: a tile whose queries all sit before the keys sees none).
+  const auto next = [&](int64_t item) -> int64_t {
+    if ((item + 1) % group != 0) return item + 1;
+    const int64_t tile = first_tile_seeing(tile_key_ends, query_tiles, item / group + 1, key0);
+    return tile < 0 ? -1 : tile * group;
+  };
+  const int64_t first_tile = first_tile_seeing(tile_key_ends, query_tiles, 0, key0);
   float dk_acc[D / 8][4] = {}, dv_acc[D / 8][4] = {};
-  for (int64_t first_query = 0; first_query < s.seq; first_query += kBlockRows) {
-    // Causal: a tile whose queries all sit before the keys sees none of them.
-    if (keys_seen_by(slots, s, first_query) <= key0) continue;
-    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-      __syncthreads();  // the previous tile (or the keys' and values' rows) is no longer read
-      load_tile<D>(q, b, s.seq, s.q_heads, h, first_query, nullptr, q_rows, q_cols);
-      load_tile<D>(dy, b, s.seq, s.q_heads, h, first_query, nullptr, dy_rows, dy_cols);
-      for (int r = threadIdx.x; r < kBlockRows; r += blockDim.x) {
-        const int64_t i = first_query + r;
-        const bool exists = i < s.seq;
-        const int64_t at = 2 * ((b * s.seq + i) * s.q_heads + h);
-        query_slots[r] = exists ? slots[i] : -1;
-        tiles.row_stats[2 * r] = exists ? stats[at] : 0.f;
-        tiles.row_stats[2 * r + 1] = exists ? stats[at + 1] : 0.f;
-      }
-      __syncthreads();
-
+  double_buffered(
+      first_tile < 0 ? -1 : first_tile * group, next,
+      [&](int64_t item, int buffer) {
+        const GradTiles<D> tiles(smem, buffer);
+        const int64_t first_query = item / group * kBlockRows, h = kvh * group + item % group;
+        stage_rows<D>(q, b, s.seq, s.q_heads, h, first_query, tiles.rows_a);
+        stage_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, tiles.rows_b);
+        stage_ints(slots + first_query, s.seq - first_query, tiles.ints);
+        const int c = static_cast<int>(threadIdx.x);
+        if (c < kBlockRows) {
+          const bool exists = first_query + c < s.seq;
+          const float* row = stats + 2 * ((b * s.seq + first_query + c) * s.q_heads + h);
+          copy_async<8>(tiles.row_stats + 2 * c, exists ? row : stats, exists);
+        }
+      },
+      [&](int64_t item, int buffer) {
+        __syncthreads();  // every thread's copies of the item have landed
+        const GradTiles<D> tiles(smem, buffer);
+        const int64_t first_query = item / group * kBlockRows;
 #pragma unroll 1
-      for (int first = 0; first < kBlockRows; first += 16) {
-        float p[2][4], ds[2][4];  // S^T, dP^T, then P^T, dS^T: the warp's keys by 16 queries
-        scores_and_grads<D>(ka, q_rows, va, dy_rows, first, p, ds);
-        for_each_element(first, [&](int nb, int e, int r, int c) {
-          const bool visible = kept[r] && key[r] <= query_slots[c];
-          const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
-          p[nb][e] = prob;
-          ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
-        });
-        uint32_t pa[4], dsa[4];
-        as_left_fragment(p[0], p[1], pa);
-        as_left_fragment(ds[0], ds[1], dsa);
-        times_rows<D>(pa, dy_cols, first, dv_acc);
-        times_rows<D>(dsa, q_cols, first, dk_acc);
-      }
-    }
-  }
+        for (int first = 0; first < kBlockRows; first += 16) {
+          float p[2][4], ds[2][4];  // S^T, dP^T, then P^T, dS^T: the warp's keys by 16 queries
+          scores_and_grads<D>(ka, tiles.rows_a, va, tiles.rows_b, first, p, ds);
+          for_each_element(first, [&](int nb, int e, int r, int c) {
+            const bool visible = kept[r] && first_query + c < s.seq && key[r] <= tiles.ints[c];
+            const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
+            p[nb][e] = prob;
+            ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
+          });
+          uint32_t pa[4], dsa[4];
+          as_left_fragment(p[0], p[1], pa);
+          as_left_fragment(ds[0], ds[1], dsa);
+          times_rows<D>(pa, tiles.rows_b, first, dv_acc);
+          times_rows<D>(dsa, tiles.rows_a, first, dk_acc);
+        }
+      });
   const int64_t first_key = key0 + warp * kWarpRows;
   store_fragments<D>(dk_acc, dk, b, s.cache_len, s.kv_heads, kvh, first_key);
   store_fragments<D>(dv_acc, dv, b, s.cache_len, s.kv_heads, kvh, first_key);
 }
 
-// dq for a tile of 64 queries of one head (16 per warp): over the key tiles they see. Per 16
-// keys, S = q k^T and dP = dy v^T give dS, then dq += dS k.
+// dq for a tile of 64 queries of one head (16 per warp): over the key tiles they see, the next
+// tile's keys and values copied in while this one's are used. Per 16 keys, S = q k^T and
+// dP = dy v^T give dS, then dq += dS k.
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kThreads)
     flash_attention_dq_kernel(const __nv_bfloat16* __restrict__ q,
                               const __nv_bfloat16* __restrict__ k,
                               const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                               const int32_t* __restrict__ slots,
                               const __nv_bfloat16* __restrict__ dy, const float* __restrict__ stats,
-                              AttentionShape s, float scale, __nv_bfloat16* __restrict__ dq) {
+                              const int32_t* __restrict__ tile_key_ends, AttentionShape s,
+                              float scale, __nv_bfloat16* __restrict__ dq) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const GradTiles<D> tiles(smem);
-  // The key tile: keys and values as rows (for S and dP), keys transposed (for dq).
-  __nv_bfloat16 *k_rows = tiles.rows_a, *v_rows = tiles.rows_b, *k_cols = tiles.cols_a;
-  int32_t* keys_kept = tiles.ints;
   const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 
   uint32_t qa[D / 16][4], dya[D / 16][4];
-  warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, tiles, qa, dya);
+  warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, GradTiles<D>(smem, 0), qa,
+                    dya);
   int64_t row_end[2];  // the keys each row sees end here (0 past the sequence)
   float lse[2], delta[2];
 #pragma unroll
@@ -214,30 +233,35 @@ __global__ void __launch_bounds__(kWarps * 32)
     lse[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
     delta[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
   }
-  const int64_t keys_end = keys_seen_by(slots, s, first_query);
+  const int64_t keys_end = tile_key_ends[blockIdx.x];
 
   float dq_acc[D / 8][4] = {};
-  for (int64_t key0 = 0; key0 < keys_end; key0 += kTileKeys) {
-    __syncthreads();  // the previous tile (or the queries' rows) is no longer read
-    load_tile<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, mask, k_rows, k_cols);
-    load_tile<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, mask, v_rows, nullptr);
-    load_kept(mask, s, b, key0, keys_kept);
-    __syncthreads();
-
+  double_buffered(
+      keys_end > 0 ? 0 : -1,
+      [&](int64_t key0) { return key0 + kTileKeys < keys_end ? key0 + kTileKeys : -1; },
+      [&](int64_t key0, int buffer) {
+        const GradTiles<D> tiles(smem, buffer);
+        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
+        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_b);
+        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
+      },
+      [&](int64_t key0, int buffer) {
+        const GradTiles<D> tiles(smem, buffer);
+        clear_masked_rows<D>(tiles.ints, tiles.rows_a, tiles.rows_b);
 #pragma unroll 1
-    for (int first = 0; first < kTileKeys; first += 16) {
-      float sc[2][4], ds[2][4];  // S and dP, then dS: the warp's queries by 16 keys
-      scores_and_grads<D>(qa, k_rows, dya, v_rows, first, sc, ds);
-      for_each_element(first, [&](int nb, int e, int r, int c) {
-        const bool visible = keys_kept[c] != 0 && key0 + c < row_end[r];
-        const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
-        ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
+        for (int first = 0; first < kTileKeys; first += 16) {
+          float sc[2][4], ds[2][4];  // S and dP, then dS: the warp's queries by 16 keys
+          scores_and_grads<D>(qa, tiles.rows_a, dya, tiles.rows_b, first, sc, ds);
+          for_each_element(first, [&](int nb, int e, int r, int c) {
+            const bool visible = tiles.ints[c] != 0 && key0 + c < row_end[r];
+            const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
+            ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
+          });
+          uint32_t dsa[4];
+          as_left_fragment(ds[0], ds[1], dsa);
+          times_rows<D>(dsa, tiles.rows_a, first, dq_acc);
+        }
       });
-      uint32_t dsa[4];
-      as_left_fragment(ds[0], ds[1], dsa);
-      times_rows<D>(dsa, k_cols, first, dq_acc);
-    }
-  }
   store_fragments<D>(dq_acc, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);
 }
 

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backends/cuda/async_copy.cuh"
 #include "backends/cuda/chunk_merge.cuh"
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
@@ -30,91 +31,128 @@ bool dispatch_head_dim(int64_t head_dim, F launch) {
 }
 
 constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = 16;  // an mma fragment's rows: the queries (or keys) one warp owns
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kTileKeys = 64;
-// Shared rows padded by 16 bytes so a fragment's 8 rows start on different banks.
+static_assert(kTileKeys == kBlockRows, "the tiles below hold a block's queries or keys alike");
+// Shared rows padded by 16 bytes so that the 8 rows an ldmatrix phase reads start on different
+// banks.
 constexpr int kPad = 8;
 
-// A tile of 64 rows of one head in shared memory, bf16, as rows [64, D] or transposed [D, 64].
-// The products read their fragments from either as bf16 pairs of a row: rows for a right-hand
-// side whose columns are the tile's rows (q k^T), transposed for one whose rows are (P v).
+// A tile of 64 rows of one head in shared memory, bf16. The products read their right-hand
+// fragments from it by ldmatrix, straight for one whose columns are the tile's rows (q k^T),
+// transposed for one whose rows are (P v).
 template <int D>
 struct TileLayout {
-  static constexpr int rows_ld = D + kPad;
-  static constexpr int cols_ld = kTileKeys + kPad;
-  static constexpr size_t rows_bytes = size_t{kTileKeys} * rows_ld * 2;
-  static constexpr size_t cols_bytes = size_t{D} * cols_ld * 2;
+  static constexpr int ld = D + kPad;
+  static constexpr size_t bytes = size_t{kTileKeys} * ld * 2;
 };
 
-// The forward kernel's shared memory: the key tile as rows, the value tile transposed, then
-// whether each of the tile's keys is there.
+// The forward kernel's shared memory: two stages (the tile being read, and the next being
+// copied), each the key tile, the value tile and the keys' mask values.
 template <int D>
 struct ForwardLayout {
-  static constexpr size_t k_bytes = TileLayout<D>::rows_bytes;
-  static constexpr size_t v_bytes = TileLayout<D>::cols_bytes;
-  static constexpr size_t total = k_bytes + v_bytes + kTileKeys * sizeof(int32_t);
+  static constexpr size_t k = 0, v = TileLayout<D>::bytes, kept = 2 * TileLayout<D>::bytes;
+  static constexpr size_t stage = kept + kTileKeys * sizeof(int32_t);
+  static constexpr size_t total = 2 * stage;
 };
 
-// Eight consecutive elements as bf16, 16 bytes.
-__device__ __forceinline__ uint4 eight_bf16(const __nv_bfloat16* src) {
-  return *reinterpret_cast<const uint4*>(src);
-}
-__device__ __forceinline__ uint4 eight_bf16(const float* src) {
-  const float4 low = reinterpret_cast<const float4*>(src)[0];
-  const float4 high = reinterpret_cast<const float4*>(src)[1];
-  return uint4{bf16_pair(low.x, low.y), bf16_pair(low.z, low.w), bf16_pair(high.x, high.y),
-               bf16_pair(high.z, high.w)};
-}
-
-// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile as rows and/or
-// transposed (either may be null). Rows past n, and with a mask (the batch row's [n] mask) the
-// rows it leaves out, are zeros, so a stale or non-finite value there cannot reach a result
-// through a zero probability. (Slots a query may not see for causality hold the sequence's own
-// later tokens.)
-template <int D, typename T>
-__device__ void load_tile(const T* src, int64_t b, int64_t n, int64_t heads, int64_t head,
-                          int64_t first, const int32_t* mask, __nv_bfloat16* rows,
-                          __nv_bfloat16* cols) {
-  using L = TileLayout<D>;
-  constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
-  const bool transposing = cols != nullptr;
+// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile, waited for:
+// rows past n, and with a mask (the batch row's [n] mask) the rows it leaves out, are zeros.
+template <int D>
+__device__ void load_tile(const __nv_bfloat16* src, int64_t b, int64_t n, int64_t heads,
+                          int64_t head, int64_t first, const int32_t* mask, __nv_bfloat16* tile) {
+  constexpr int kPieces = D / 8;  // 16-byte pieces of a row
   for (int e = threadIdx.x; e < kTileKeys * kPieces; e += blockDim.x) {
-    // Rows only: neighbouring threads take a row's neighbouring pieces. Transposed: neighbouring
-    // rows, so that the transposed stores land in different banks.
-    const int r = transposing ? e % kTileKeys : e / kPieces;
-    const int part = transposing ? e / kTileKeys : e % kPieces;
+    const int r = e / kPieces, part = e % kPieces;
     const int64_t j = first + r;
     const bool present = j < n && (mask == nullptr || mask[b * n + j] != 0);
-    const uint4 piece =
-        present ? eight_bf16(src + ((b * n + j) * heads + head) * D + part * 8) : uint4{0, 0, 0, 0};
-    if (rows != nullptr) *reinterpret_cast<uint4*>(rows + r * L::rows_ld + part * 8) = piece;
-    if (transposing) {
-      const auto* values = reinterpret_cast<const __nv_bfloat16*>(&piece);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) cols[(part * 8 + i) * L::cols_ld + r] = values[i];
-    }
+    *reinterpret_cast<uint4*>(tile + r * TileLayout<D>::ld + part * 8) =
+        present ? *reinterpret_cast<const uint4*>(src + ((b * n + j) * heads + head) * D + part * 8)
+                : uint4{0, 0, 0, 0};
   }
 }
 
-// kept[c]: whether key key0 + c is in the cache and not masked out.
-__device__ inline void load_kept(const int32_t* mask, const AttentionShape& s, int64_t b,
-                                 int64_t key0, int32_t* kept) {
-  for (int c = threadIdx.x; c < kTileKeys; c += blockDim.x) {
-    const int64_t j = key0 + c;
-    kept[c] = j < s.cache_len && mask[b * s.cache_len + j] != 0;
+// The same rows staged by asynchronous copies (async_copy.cuh), rows past n zeros; a mask is
+// applied after they land (clear_masked_rows).
+template <int D>
+__device__ __forceinline__ void stage_rows(const __nv_bfloat16* src, int64_t b, int64_t n,
+                                           int64_t heads, int64_t head, int64_t first,
+                                           __nv_bfloat16* tile) {
+  constexpr int kPieces = D / 8;
+  static_assert(kTileKeys * kPieces % kThreads == 0);
+#pragma unroll
+  for (int i = 0; i < kTileKeys * kPieces / kThreads; ++i) {
+    const int e = i * kThreads + static_cast<int>(threadIdx.x);
+    const int r = e / kPieces, part = e % kPieces;
+    const int64_t j = first + r;
+    const bool present = j < n;
+    copy_async<16>(tile + r * TileLayout<D>::ld + part * 8,
+                   present ? src + ((b * n + j) * heads + head) * D + part * 8 : src, present);
+  }
+}
+
+// Values src[0 .. 63] into dst, zeros from src[count] on; thread c stages value c.
+__device__ __forceinline__ void stage_ints(const int32_t* src, int64_t count, int32_t* dst) {
+  const int c = static_cast<int>(threadIdx.x);
+  if (c < kTileKeys) copy_async<4>(dst + c, c < count ? src + c : src, c < count);
+}
+
+// Once a key tile and its keys' mask values (kept, stage_ints) have landed: a barrier of the
+// block, then zeros over the rows of masked-out keys in the tiles, for a cache may hold
+// non-finite values there and a zero probability times those is not zero. Thread c staged kept[c],
+// so it may read it before the barrier, which is the block's vote on whether any key is masked.
+template <int D>
+__device__ __forceinline__ void clear_masked_rows(const int32_t* kept, __nv_bfloat16* a,
+                                                  __nv_bfloat16* b) {
+  const bool masked = threadIdx.x < kTileKeys && kept[threadIdx.x] == 0;
+  if (!__syncthreads_or(masked)) return;
+  constexpr int kPieces = D / 8;
+  for (int e = threadIdx.x; e < kTileKeys * kPieces; e += kThreads) {
+    const int r = e / kPieces, at = r * TileLayout<D>::ld + e % kPieces * 8;
+    if (kept[r] != 0) continue;
+    *reinterpret_cast<uint4*>(a + at) = uint4{0, 0, 0, 0};
+    *reinterpret_cast<uint4*>(b + at) = uint4{0, 0, 0, 0};
+  }
+  __syncthreads();
+}
+
+// Runs compute(item, buffer) for each item from first on (next(item) gives the one after, or
+// -1; first -1: none), while stage(item after, other buffer) copies the next item's tiles into
+// the other of two buffers, so that the copies overlap the products. compute runs once the
+// calling thread's copies of its item have landed, and must start with a barrier of the block,
+// after which every thread's have.
+template <typename Next, typename Stage, typename Compute>
+__device__ __forceinline__ void double_buffered(int64_t first, Next next, Stage stage,
+                                                Compute compute) {
+  if (first < 0) return;
+  __syncthreads();  // the block's earlier reads of the buffers are over
+  stage(first, 0);
+  commit_copies();
+  int buffer = 0;
+  for (int64_t item = first; item >= 0; buffer ^= 1) {
+    const int64_t following = next(item);
+    __syncthreads();  // no thread still reads the other buffer (the item before)
+    if (following >= 0) stage(following, buffer ^ 1);
+    commit_copies();  // past the last item an empty group, so that one wait serves every item
+    wait_copies<1>();
+    compute(item, buffer);
+    item = following;
   }
 }
 
 // The keys a block's queries first_query .. first_query + 63 may see end at their largest slot
-// (causal: later key tiles are skipped).
+// (causal: later key tiles are skipped). Each lane of a warp reads two slots; all get the end.
 __device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShape& s,
                                        int64_t first_query) {
-  int64_t end = 0;
-  for (int64_t i = first_query; i < min(first_query + kBlockRows, s.seq); ++i) {
-    end = max(end, static_cast<int64_t>(slots[i]) + 1);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  int end = 0;
+  for (int i = lane; i < kBlockRows; i += 32) {
+    if (first_query + i < s.seq) end = max(end, slots[first_query + i] + 1);
   }
-  return min(end, s.cache_len);
+  end = warp_reduce(end, [](int a, int b) { return max(a, b); });
+  return min(static_cast<int64_t>(end), s.cache_len);
 }
 
 // A bf16 pair of a row in shared memory, as one fragment register.
@@ -122,13 +160,13 @@ __device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-// A warp's 16 rows first .. first + 15 of a rows tile as the left-hand fragments of a product
-// over d (warp_mma.cuh's layout).
+// A warp's 16 rows first .. first + 15 of a tile as the left-hand fragments of a product over d
+// (warp_mma.cuh's layout).
 template <int D>
-__device__ void row_fragments(const __nv_bfloat16* rows, int first, uint32_t (&a)[D / 16][4]) {
+__device__ void row_fragments(const __nv_bfloat16* tile, int first, uint32_t (&a)[D / 16][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* upper = rows + (first + g) * TileLayout<D>::rows_ld + 2 * t;
-  const __nv_bfloat16* lower = upper + 8 * TileLayout<D>::rows_ld;
+  const __nv_bfloat16* upper = tile + (first + g) * TileLayout<D>::ld + 2 * t;
+  const __nv_bfloat16* lower = upper + 8 * TileLayout<D>::ld;
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
     a[kc][0] = shared_pair(upper + kc * 16), a[kc][1] = shared_pair(lower + kc * 16);
@@ -136,31 +174,42 @@ __device__ void row_fragments(const __nv_bfloat16* rows, int first, uint32_t (&a
   }
 }
 
-// acc [16, 8] += a [16, D] times rows first .. first + 7 of a rows tile, transposed (q k^T).
+// low, high [16, 8] += a [16, D] times rows first .. first + 7 and first + 8 .. first + 15 of a
+// tile, transposed (q k^T). Lane l points ldmatrix at row l % 8 + 8 (l / 16), columns from
+// 8 ((l / 8) % 2): matrices 0 and 1 are low's right-hand fragment, 2 and 3 high's.
 template <int D>
 __device__ __forceinline__ void times_rows_t(const uint32_t (&a)[D / 16][4],
-                                             const __nv_bfloat16* rows, int first,
-                                             float (&acc)[4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* row = rows + (first + g) * TileLayout<D>::rows_ld + 2 * t;
+                                             const __nv_bfloat16* tile, int first, float (&low)[4],
+                                             float (&high)[4]) {
+  const int lane = threadIdx.x % 32;
+  const __nv_bfloat16* row =
+      tile + (first + lane % 8 + 8 * (lane / 16)) * TileLayout<D>::ld + 8 * (lane / 8 % 2);
 #pragma unroll
   for (int kc = 0; kc < D / 16; ++kc) {
-    const uint32_t b[2] = {shared_pair(row + kc * 16), shared_pair(row + kc * 16 + 8)};
-    mma_16x8x16(acc, a[kc], b);
+    uint32_t m[4];
+    load_matrices_x4<false>(m, row + kc * 16);
+    const uint32_t b_low[2] = {m[0], m[1]}, b_high[2] = {m[2], m[3]};
+    mma_16x8x16(low, a[kc], b_low);
+    mma_16x8x16(high, a[kc], b_high);
   }
 }
 
-// acc [16, D] += a [16, 16] times rows first .. first + 15 of the tile whose transpose is cols
-// (P v).
+// acc [16, D] += a [16, 16] times rows first .. first + 15 of a tile (P v). Lane l points
+// ldmatrix at row l % 8 + 8 ((l / 8) % 2), columns from 8 (l / 16), transposed: matrices 0 and 1
+// are the right-hand fragment of d block db, 2 and 3 of db + 1.
 template <int D>
-__device__ __forceinline__ void times_rows(const uint32_t (&a)[4], const __nv_bfloat16* cols,
+__device__ __forceinline__ void times_rows(const uint32_t (&a)[4], const __nv_bfloat16* tile,
                                            int first, float (&acc)[D / 8][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int lane = threadIdx.x % 32;
+  const __nv_bfloat16* row =
+      tile + (first + lane % 8 + 8 * (lane / 8 % 2)) * TileLayout<D>::ld + 8 * (lane / 16);
 #pragma unroll
-  for (int db = 0; db < D / 8; ++db) {
-    const __nv_bfloat16* col = cols + (db * 8 + g) * TileLayout<D>::cols_ld + first + 2 * t;
-    const uint32_t b[2] = {shared_pair(col), shared_pair(col + 8)};
-    mma_16x8x16(acc[db], a, b);
+  for (int db = 0; db < D / 8; db += 2) {
+    uint32_t m[4];
+    load_matrices_x4<true>(m, row + db * 8);
+    const uint32_t b_low[2] = {m[0], m[1]}, b_high[2] = {m[2], m[3]};
+    mma_16x8x16(acc[db], a, b_low);
+    mma_16x8x16(acc[db + 1], a, b_high);
   }
 }
 
@@ -174,10 +223,12 @@ __device__ __forceinline__ void as_left_fragment(const float (&low)[4], const fl
 
 // What the backward pass needs of each query row (row = (b * seq + i) * q_heads + h):
 // stats[2 * row] = log-sum-exp of its scaled scores, stats[2 * row + 1] = delta = dy · out
-// (zeros for a query that sees no key).
+// (zeros for a query that sees no key); and of each query tile, where the keys it sees end
+// (tile_key_ends, keys_seen_by).
 struct RowStatsTarget {
   const __nv_bfloat16* dy;
   float* stats;
+  int32_t* tile_key_ends;
 };
 
 // A launch's key splits (count 1: none). Block x = query tile * count + split takes its share of
@@ -244,9 +295,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   using L = ForwardLayout<D>;
   constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  auto* ks = reinterpret_cast<__nv_bfloat16*>(smem);
-  auto* vt = reinterpret_cast<__nv_bfloat16*>(smem + L::k_bytes);
-  auto* kept = reinterpret_cast<int32_t*>(smem + L::k_bytes + L::v_bytes);
 
   const int tile = static_cast<int>(blockIdx.x) / splits.count;
   const int split = static_cast<int>(blockIdx.x) % splits.count;
@@ -274,71 +322,91 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   // This split's key tiles, of those the block's queries see.
   const int64_t keys_end = keys_seen_by(slots, s, first_query);
+  if constexpr (kStats) {
+    if (h == 0 && b == 0 && threadIdx.x == 0) {
+      stats.tile_key_ends[tile] = static_cast<int32_t>(keys_end);
+    }
+  }
   const int64_t tiles_per_split =
       ((keys_end + kTileKeys - 1) / kTileKeys + splits.count - 1) / splits.count;
   const int64_t keys_first = split * tiles_per_split * kTileKeys;
   const int64_t keys_stop = min(keys_end, keys_first + tiles_per_split * kTileKeys);
 
+  const auto key_tile = [&](int buffer) { return smem + buffer * L::stage + L::k; };
+  const auto value_tile = [&](int buffer) { return smem + buffer * L::stage + L::v; };
+  const auto kept_of = [&](int buffer) { return smem + buffer * L::stage + L::kept; };
   float o[kDimBlocks][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
-  for (int64_t key0 = keys_first; key0 < keys_stop; key0 += kTileKeys) {
-    __syncthreads();  // the previous tile is no longer read
-    load_tile<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, mask, ks, nullptr);
-    load_tile<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, mask, nullptr, vt);
-    load_kept(mask, s, b, key0, kept);
-    __syncthreads();
+  double_buffered(
+      keys_first < keys_stop ? keys_first : -1,
+      [&](int64_t key0) { return key0 + kTileKeys < keys_stop ? key0 + kTileKeys : -1; },
+      [&](int64_t key0, int buffer) {
+        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0,
+                      reinterpret_cast<__nv_bfloat16*>(key_tile(buffer)));
+        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0,
+                      reinterpret_cast<__nv_bfloat16*>(value_tile(buffer)));
+        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0,
+                   reinterpret_cast<int32_t*>(kept_of(buffer)));
+      },
+      [&](int64_t key0, int buffer) {
+        auto* ks = reinterpret_cast<__nv_bfloat16*>(key_tile(buffer));
+        auto* vs = reinterpret_cast<__nv_bfloat16*>(value_tile(buffer));
+        const auto* kept = reinterpret_cast<const int32_t*>(kept_of(buffer));
+        clear_masked_rows<D>(kept, ks, vs);
 
-    float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
+        float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
 #pragma unroll
-    for (int nb = 0; nb < kKeyBlocks; ++nb) {
-      p[nb][0] = p[nb][1] = p[nb][2] = p[nb][3] = 0.f;
-      times_rows_t<D>(qa, ks, nb * 8, p[nb]);
-    }
-    // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
-    // gathers nothing.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+        for (int nb = 0; nb < kKeyBlocks; nb += 2) {
 #pragma unroll
-    for (int nb = 0; nb < kKeyBlocks; ++nb) {
+          for (int e = 0; e < 4; ++e) p[nb][e] = p[nb + 1][e] = 0.f;
+          times_rows_t<D>(qa, ks, nb * 8, p[nb], p[nb + 1]);
+        }
+        // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
+        // gathers nothing.
+        float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
-        const bool visible = key0 + c < row_end[r] && kept[c] != 0;
-        p[nb][e] = visible ? p[nb][e] * scale : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
-      }
-    }
-    float correction[2];
+        for (int nb = 0; nb < kKeyBlocks; ++nb) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float max_new = fmaxf(row_max[r], tile_max[r]);
-      correction[r] = max_new != -INFINITY ? expf(row_max[r] - max_new) : 1.f;
-      row_max[r] = max_new;
-      row_sum[r] *= correction[r];
-    }
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
+            const bool visible = key0 + c < row_end[r] && kept[c] != 0;
+            p[nb][e] = visible ? p[nb][e] * scale : -INFINITY;
+            tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
+          }
+        }
+        float correction[2];
 #pragma unroll
-    for (int nb = 0; nb < kKeyBlocks; ++nb) {
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+          const float max_new = fmaxf(row_max[r], tile_max[r]);
+          correction[r] = max_new != -INFINITY ? expf(row_max[r] - max_new) : 1.f;
+          row_max[r] = max_new;
+          row_sum[r] *= correction[r];
+        }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        p[nb][e] = row_max[r] != -INFINITY ? expf(p[nb][e] - row_max[r]) : 0.f;
-        row_sum[r] += p[nb][e];
-      }
-    }
+        for (int nb = 0; nb < kKeyBlocks; ++nb) {
 #pragma unroll
-    for (int db = 0; db < kDimBlocks; ++db) {
-      o[db][0] *= correction[0], o[db][1] *= correction[0];
-      o[db][2] *= correction[1], o[db][3] *= correction[1];
-    }
-    // O += P v: P's fragments for keys 16 kc .. 16 kc + 15 are the scores' blocks 2 kc, 2 kc + 1.
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            p[nb][e] = row_max[r] != -INFINITY ? expf(p[nb][e] - row_max[r]) : 0.f;
+            row_sum[r] += p[nb][e];
+          }
+        }
 #pragma unroll
-    for (int kc = 0; kc < kTileKeys / 16; ++kc) {
-      uint32_t pa[4];
-      as_left_fragment(p[2 * kc], p[2 * kc + 1], pa);
-      times_rows<D>(pa, vt, kc * 16, o);
-    }
-  }
+        for (int db = 0; db < kDimBlocks; ++db) {
+          o[db][0] *= correction[0], o[db][1] *= correction[0];
+          o[db][2] *= correction[1], o[db][3] *= correction[1];
+        }
+    // O += P v: P's fragments for keys 16 kc .. 16 kc + 15 are the scores' blocks 2 kc and
+    // 2 kc + 1.
+#pragma unroll
+        for (int kc = 0; kc < kTileKeys / 16; ++kc) {
+          uint32_t pa[4];
+          as_left_fragment(p[2 * kc], p[2 * kc + 1], pa);
+          times_rows<D>(pa, vs, kc * 16, o);
+        }
+      });
 
   float inv[2];
 #pragma unroll

@@ -57,3 +57,23 @@ inline void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&
     d[i] = sum;
   }
 }
+
+// ldmatrix .x4 (see warp_mma.cuh): the lanes put their rows' addresses in a table, and each
+// gathers its own four registers from the rows of all.
+template <bool kTransposed>
+void load_matrices_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  static const __nv_bfloat16* table[32][32];
+  using tfm::cuda_emulation::linear_thread;
+  tfm::cuda_emulation::check_shared(row, 16, "ldmatrix");
+  const unsigned warp = linear_thread() / 32, lane = linear_thread() % 32;
+  table[warp][lane] = row;
+  __syncwarp();
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned j = 0; j < 4; ++j) {
+    const __nv_bfloat16* const* rows = table[warp] + 8 * j;  // matrix j's eight rows
+    const __nv_bfloat16 low = kTransposed ? rows[2 * t][g] : rows[g][2 * t];
+    const __nv_bfloat16 high = kTransposed ? rows[2 * t + 1][g] : rows[g][2 * t + 1];
+    r[j] = uint32_t{low.bits} | uint32_t{high.bits} << 16;
+  }
+  __syncwarp();  // every lane has read the table before any writes it again
+}

@@ -92,6 +92,34 @@ inline unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
+// Asynchronous copies into shared memory (cp.async, see src/backends/cuda/async_copy.cuh): a
+// thread's copies wait in its queue, grouped by commit_copies, until wait_copies<n> does all but
+// its n newest groups, so a kernel that reads a tile before waiting for it reads the poison (or
+// the tile before) here too.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  bool present;  // false: zeros, src not read
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> copies;
+  std::vector<size_t> group_ends;  // committed groups, each as the end of its copies
+};
+inline thread_local AsyncCopies async_copies;
+
+// Aborts unless [p, p + bytes) lies in the launch's dynamic shared memory, aligned to its size
+// (what cp.async and ldmatrix ask).
+inline void check_shared(const void* p, size_t bytes, const char* what) {
+  const auto* begin = running()->shared.get();
+  const auto* at = static_cast<const unsigned char*>(p);
+  if (at < begin || at + bytes > begin + running()->shared_bytes ||
+      reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+    std::fprintf(stderr, "%s: %zu bytes at %p, not aligned shared memory\n", what, bytes, p);
+    std::abort();
+  }
+}
+
 // Runs kernel() as a grid of blocks of block.x * block.y * block.z threads (a multiple of 32), one
 // block at a time, in a shuffled (but fixed) order, as a GPU gives no order: blocks that count
 // their arrivals to find the last one must not depend on it. A thread that returns waits for its
@@ -120,6 +148,11 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel) {
         state.block.arrive_and_wait();
         blockIdx = index;
         kernel();
+        if (!async_copies.copies.empty()) {
+          std::fprintf(stderr, "a block ended with asynchronous copies not waited for\n");
+          std::abort();
+        }
+        async_copies.group_ends.clear();
         state.block.arrive_and_wait();
       }
     });
@@ -167,6 +200,63 @@ template <typename T>
 T __shfl_sync(unsigned, T value, int source_lane) {
   return tfm::cuda_emulation::exchange(value, source_lane);
 }
+// A vote of the block's threads: a parity per call alternates between two tallies, so the one a
+// call counts in was reset (by thread 0) before the call before it returned.
+inline int __syncthreads_or(int predicate) {
+  static std::atomic<int> tallies[2];
+  thread_local int parity = 0;
+  auto* launch = tfm::cuda_emulation::running();
+  if (predicate != 0) tallies[parity].fetch_or(1);
+  launch->block.arrive_and_wait();
+  const int any = tallies[parity].load();
+  launch->block.arrive_and_wait();
+  if (tfm::cuda_emulation::linear_thread() == 0) tallies[parity].store(0);
+  parity ^= 1;
+  return any;
+}
+inline unsigned __ballot_sync(unsigned, int predicate) {
+  unsigned bits = 0;
+  const unsigned mine = predicate != 0 ? 1u << tfm::cuda_emulation::linear_thread() % 32 : 0u;
+  for (int lane = 0; lane < 32; ++lane) bits |= tfm::cuda_emulation::exchange(mine, lane);
+  return bits;
+}
+inline int __ffs(unsigned bits) { return bits == 0 ? 0 : __builtin_ctz(bits) + 1; }
+
+// cp.async (src/backends/cuda/async_copy.cuh leaves these to the emulation).
+#define TFM_EMULATED_ASYNC_COPY
+template <int kBytes>
+void copy_async(void* shared_dst, const void* src, bool present) {
+  tfm::cuda_emulation::check_shared(shared_dst, kBytes, "cp.async");
+  if (present && reinterpret_cast<uintptr_t>(src) % kBytes != 0) {
+    std::fprintf(stderr, "cp.async: source %p not aligned to %d bytes\n", src, kBytes);
+    std::abort();
+  }
+  tfm::cuda_emulation::async_copies.copies.push_back({shared_dst, src, kBytes, present});
+}
+inline void commit_copies() {
+  auto& queue = tfm::cuda_emulation::async_copies;
+  queue.group_ends.push_back(queue.copies.size());
+}
+template <int kPending>
+void wait_copies() {
+  auto& queue = tfm::cuda_emulation::async_copies;
+  const size_t groups = queue.group_ends.size();
+  if (groups <= static_cast<size_t>(kPending)) return;
+  const size_t done = queue.group_ends[groups - kPending - 1];
+  for (size_t i = 0; i < done; ++i) {
+    const auto& c = queue.copies[i];
+    if (c.present) {
+      std::memcpy(c.dst, c.src, c.bytes);
+    } else {
+      std::memset(c.dst, 0, c.bytes);
+    }
+  }
+  queue.copies.erase(queue.copies.begin(), queue.copies.begin() + static_cast<ptrdiff_t>(done));
+  queue.group_ends.erase(queue.group_ends.begin(),
+                         queue.group_ends.begin() + static_cast<ptrdiff_t>(groups - kPending));
+  for (size_t& end : queue.group_ends) end -= done;
+}
+
 inline unsigned atomicAdd(unsigned* address, unsigned value) {
   return std::atomic_ref<unsigned>(*address).fetch_add(value);
 }
