@@ -16,14 +16,15 @@ template <int kBytes>
 __device__ __forceinline__ void copy_async(void* shared_dst, const void* src, bool present) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16);
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  const size_t global_src = __cvta_generic_to_global(src);
   const int src_bytes = present ? kBytes : 0;
   if constexpr (kBytes == 16) {
     // .cg: the tile is read once by this block, so it skips L1.
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src),
                  "r"(src_bytes)
                  : "memory");
   } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src),
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src),
                  "n"(kBytes), "r"(src_bytes)
                  : "memory");
   }

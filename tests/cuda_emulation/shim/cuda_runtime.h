@@ -92,10 +92,12 @@ inline unsigned linear_thread() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 
-// Asynchronous copies into shared memory (cp.async, see src/backends/cuda/async_copy.cuh): a
-// thread's copies wait in its queue, grouped by commit_copies, until wait_copies<n> does all but
+// Asynchronous copies into shared memory (cp.async, see src/backends/cuda/async_copy.cuh), which
+// a GPU may land any time from their issue to the wait for them: in every other block of a launch
+// a thread's copies wait in its queue, grouped by commit_copies, until wait_copies<n> does all but
 // its n newest groups, so a kernel that reads a tile before waiting for it reads the poison (or
-// the tile before) here too.
+// the tile before) here too; in the others they land as they are issued, so one that copies over a
+// tile other threads may still read (no barrier between) races with them.
 struct AsyncCopy {
   void* dst;
   const void* src;
@@ -107,6 +109,15 @@ struct AsyncCopies {
   std::vector<size_t> group_ends;  // committed groups, each as the end of its copies
 };
 inline thread_local AsyncCopies async_copies;
+inline thread_local bool copies_land_at_issue = false;
+
+inline void land(const AsyncCopy& c) {
+  if (c.present) {
+    std::memcpy(c.dst, c.src, c.bytes);
+  } else {
+    std::memset(c.dst, 0, c.bytes);
+  }
+}
 
 // Aborts unless [p, p + bytes) lies in the launch's dynamic shared memory, aligned to its size
 // (what cp.async and ldmatrix ask).
@@ -143,10 +154,11 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, Kernel kernel) {
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-      for (const uint3& index : order) {
+      for (size_t o = 0; o < order.size(); ++o) {
         if (t == 0) state.poison_shared();
         state.block.arrive_and_wait();
-        blockIdx = index;
+        blockIdx = order[o];
+        copies_land_at_issue = o % 2 == 1;
         kernel();
         if (!async_copies.copies.empty()) {
           std::fprintf(stderr, "a block ended with asynchronous copies not waited for\n");
@@ -231,7 +243,12 @@ void copy_async(void* shared_dst, const void* src, bool present) {
     std::fprintf(stderr, "cp.async: source %p not aligned to %d bytes\n", src, kBytes);
     std::abort();
   }
-  tfm::cuda_emulation::async_copies.copies.push_back({shared_dst, src, kBytes, present});
+  const tfm::cuda_emulation::AsyncCopy copy{shared_dst, src, kBytes, present};
+  if (tfm::cuda_emulation::copies_land_at_issue) {
+    tfm::cuda_emulation::land(copy);
+  } else {
+    tfm::cuda_emulation::async_copies.copies.push_back(copy);
+  }
 }
 inline void commit_copies() {
   auto& queue = tfm::cuda_emulation::async_copies;
@@ -243,14 +260,7 @@ void wait_copies() {
   const size_t groups = queue.group_ends.size();
   if (groups <= static_cast<size_t>(kPending)) return;
   const size_t done = queue.group_ends[groups - kPending - 1];
-  for (size_t i = 0; i < done; ++i) {
-    const auto& c = queue.copies[i];
-    if (c.present) {
-      std::memcpy(c.dst, c.src, c.bytes);
-    } else {
-      std::memset(c.dst, 0, c.bytes);
-    }
-  }
+  for (size_t i = 0; i < done; ++i) tfm::cuda_emulation::land(queue.copies[i]);
   queue.copies.erase(queue.copies.begin(), queue.copies.begin() + static_cast<ptrdiff_t>(done));
   queue.group_ends.erase(queue.group_ends.begin(),
                          queue.group_ends.begin() + static_cast<ptrdiff_t>(groups - kPending));
