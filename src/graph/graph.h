@@ -95,7 +95,8 @@ enum class Op : uint8_t {
   kRmsNormGradWeight,  // (x [..., H], dy [..., H]) -> dw [H]; with in_place, (acc, x, dy) -> acc +
                        //   dw written into acc (a folded kAccumulate: graph::fold_accumulations)
   kRopeGrad,           // (dy, positions, inv_freq) -> dx: the rotation by minus the angle
-  kAttentionGrad,      // (q, k, v, mask, slots, dy) -> [dq | dk | dv] flat, split by kView
+  kAttentionGrad,      // (q, k, v, mask, slots, dy[, the forward attention]) -> [dq | dk | dv]
+                       // flat, split by kView
   kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits (of a `shard` as above)
 };
 
@@ -144,6 +145,10 @@ struct Node {
   bool rotated = false;           // kRmsNormGradInput: dy enters rotated back by RoPE
   bool narrow_copy = false;       // kRmsNormGradInput: also writes its result in bf16 after it
                                   //   in its buffer (graph::fold_narrow_copies)
+  bool saves_row_stats = false;   // kAttention: room after its output in its buffer for each
+                                  //   query row's log-sum-exp, f32 [B, S, Hq], which a backend
+                                  //   may leave for the gradient that reads the output
+                                  //   (graph::save_attention_statistics)
   bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
                                // with the last input as the norm's weight
   bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice

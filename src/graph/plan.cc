@@ -39,6 +39,7 @@ size_t output_bytes(const Node& node) {
                second = static_cast<size_t>(second_result_bytes(node));
   if (node.op == Op::kElementwise && node.program.results == 2) return second + bytes;
   if (node.narrow_copy) return second + numel * dtype_size(DType::bf16);
+  if (node.saves_row_stats) return second + numel / static_cast<size_t>(node.shape.back()) * 4;
   return bytes;
 }
 
@@ -206,6 +207,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     fold_narrow_copies(graph);
     fold_losses_into_gradients(graph);
     pair_elementwise_siblings(graph);
+    save_attention_statistics(graph);
   }
   Plan plan;
   plan.schedule = live_schedule(graph);

@@ -13,9 +13,10 @@ namespace tfm::graph {
 // libraries (cuBLASLt) assume of an operand by default.
 inline constexpr size_t kArenaAlignment = 256;
 
-// Where the second result of a paired elementwise step (pair_elementwise_siblings) or a norm
-// gradient's bf16 copy (fold_narrow_copies) starts in the node's buffer, in bytes: after the
-// first, at the next multiple of kArenaAlignment.
+// Where the second result of a paired elementwise step (pair_elementwise_siblings), a norm
+// gradient's bf16 copy (fold_narrow_copies) or an attention's rows' statistics
+// (save_attention_statistics) starts in the node's buffer, in bytes: after the first, at the
+// next multiple of kArenaAlignment.
 int64_t second_result_bytes(const Node& node);
 // Bytes a node writes: its shape's elements, and its second result where it has one.
 size_t output_bytes(const Node& node);
@@ -111,5 +112,12 @@ void fold_losses_into_gradients(Graph& graph);
 // pairs only where the second's inputs exist by then and nothing writes them in between. Runs
 // last: the passes before it take an elementwise step for one value (a sum, a cast's source).
 void pair_elementwise_siblings(Graph& graph);
+// An attention gradient also reads its forward attention (the node over the same q, k, v, mask
+// and slots), which keeps room after its output for each query row's log-sum-exp
+// (Node::saves_row_stats): a backend whose forward step leaves them there takes them and the
+// output (delta = dy · out) instead of running the forward products again in the backward pass;
+// others ignore both. Runs after fold_casts, so that the extra read does not keep the output from
+// being written in bf16; the gradient reads it in whatever dtype it has, as torch's does.
+void save_attention_statistics(Graph& graph);
 
 }  // namespace tfm::graph

@@ -2,7 +2,8 @@
 // sequence's own), its own source run on the CPU through the emulation in shim/: the forward
 // pass against the scalar reference in src/ops, and the backward pass (row statistics, then dk
 // and dv per key tile, then dq per query tile) against the CPU backend's attention_grad, which
-// tests/graph checks against finite differences. dy and the gradients are bf16, as attention's
+// tests/graph checks against finite differences; the statistics either by a pass of their own or
+// from what the forward pass saved. dy and the gradients are bf16, as attention's
 // are under autocast. The kernels round the probabilities and the scores' gradient to bf16 for
 // their products, so the tolerance is bf16's. Cases cover grouped KV heads, several query and key
 // tiles, a sequence that is not a multiple of the tile, and a left-padded row whose first queries
@@ -78,44 +79,92 @@ void check(const Case& c) {
                          static_cast<unsigned>(c.q_heads), static_cast<unsigned>(c.batch)};
   const dim3 key_tiles{static_cast<unsigned>((c.seq + kTileKeys - 1) / kTileKeys),
                        static_cast<unsigned>(c.kv_heads), static_cast<unsigned>(c.batch)};
-  std::vector<float> out(static_cast<size_t>(q_count), -7.f);
+  // The forward pass, in bf16 as under autocast, leaving its rows' log-sum-exp (for the
+  // gradient that takes them instead of a statistics pass).
+  std::vector<__nv_bfloat16> out = to_bf16(std::vector<float>(static_cast<size_t>(q_count), -7.f));
+  std::vector<float> row_lse(static_cast<size_t>(c.batch * c.seq * c.q_heads), -7.f);
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
-    flash_attention_kernel<D, __nv_bfloat16, false>(q.data(), k_stored.data(), v_stored.data(),
-                                                    mask.data(), slots.data(), s, scale, out.data(),
-                                                    {}, {});
+    flash_attention_kernel<D, __nv_bfloat16, false, __nv_bfloat16>(
+        q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale, out.data(),
+        {.row_lse = row_lse.data()}, {});
   });
-  expect_close(out, want_out, 1e-2f, "forward");
+  expect_close(widened(out), want_out, 1e-2f, "forward");
 
+  // The rows' statistics (lse, delta) and the query tiles' key ends: by the statistics pass (the
+  // forward products again), or from the forward pass's output and log-sum-exp.
   std::vector<float> stats(static_cast<size_t>(2 * c.batch * c.seq * c.q_heads), -7.f);
   std::vector<int32_t> tile_key_ends(query_tiles.x, -7);
-  // The gradients in bf16, as torch's of autocast's attention.
-  std::vector<__nv_bfloat16> narrow_grads = to_bf16(std::vector<float>(want_grads.size(), -7.f));
-  __nv_bfloat16* dq = narrow_grads.data();
-  __nv_bfloat16* dk = dq + q_count;
-  __nv_bfloat16* dv = dk + kv_count;
+  std::vector<float> saved_stats = stats;
+  std::vector<int32_t> saved_key_ends = tile_key_ends;
   cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
         static_cast<float*>(nullptr), {dy.data(), stats.data(), tile_key_ends.data()}, {});
   });
-  cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
-    flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                   slots.data(), dy.data(), stats.data(), tile_key_ends.data(), s,
-                                   scale, dk, dv);
+  cuda_emulation::launch(query_tiles, kWarps * 32, 0, [&] {
+    flash_attention_delta_kernel<D, __nv_bfloat16>(dy.data(), out.data(), row_lse.data(),
+                                                   slots.data(), s, saved_stats.data(),
+                                                   saved_key_ends.data());
   });
-  cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
-    flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                 slots.data(), dy.data(), stats.data(), tile_key_ends.data(), s,
-                                 scale, dq);
-  });
-  const std::vector<float> grads = widened(narrow_grads);
-  const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
-    return std::vector<float>(all.begin() + first, all.begin() + first + count);
+  // The same log-sum-exp bits (one online softmax), the same key ends; delta within bf16's
+  // tolerance (from the bf16 output, as torch's flash backward takes it).
+  for (size_t row = 0; row < row_lse.size(); ++row) {
+    ASSERT_EQ(saved_stats[2 * row], stats[2 * row]) << "lse of row " << row;
+  }
+  EXPECT_EQ(saved_key_ends, tile_key_ends);
+  const auto every_other = [](const std::vector<float>& all, size_t first) {
+    std::vector<float> some;
+    for (size_t i = first; i < all.size(); i += 2) some.push_back(all[i]);
+    return some;
   };
-  expect_close(part(grads, 0, q_count), part(want_grads, 0, q_count), 1e-2f, "dq");
-  expect_close(part(grads, q_count, kv_count), part(want_grads, q_count, kv_count), 1e-2f, "dk");
-  expect_close(part(grads, q_count + kv_count, kv_count),
-               part(want_grads, q_count + kv_count, kv_count), 1e-2f, "dv");
+  expect_close(every_other(saved_stats, 1), every_other(stats, 1), 1e-2f, "delta");
+
+  for (const std::vector<float>* row_stats : {&stats, &saved_stats}) {
+    const std::string path = row_stats == &stats ? "statistics pass" : "saved forward";
+    // The gradients in bf16, as torch's of autocast's attention.
+    std::vector<__nv_bfloat16> narrow_grads = to_bf16(std::vector<float>(want_grads.size(), -7.f));
+    __nv_bfloat16* dq = narrow_grads.data();
+    __nv_bfloat16* dk = dq + q_count;
+    __nv_bfloat16* dv = dk + kv_count;
+    cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+      flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                     slots.data(), dy.data(), row_stats->data(),
+                                     tile_key_ends.data(), s, scale, dk, dv);
+    });
+    cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+      flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                   slots.data(), dy.data(), row_stats->data(), tile_key_ends.data(),
+                                   s, scale, dq);
+    });
+    const std::vector<float> grads = widened(narrow_grads);
+    const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
+      return std::vector<float>(all.begin() + first, all.begin() + first + count);
+    };
+    expect_close(part(grads, 0, q_count), part(want_grads, 0, q_count), 1e-2f, path + ": dq");
+    expect_close(part(grads, q_count, kv_count), part(want_grads, q_count, kv_count), 1e-2f,
+                 path + ": dk");
+    expect_close(part(grads, q_count + kv_count, kv_count),
+                 part(want_grads, q_count + kv_count, kv_count), 1e-2f, path + ": dv");
+  }
+}
+
+// The dk/dv blocks find the next query tile whose queries see their keys 32 tiles a load: over
+// more than 32 tiles whose key ends rise and fall (slots in no order), against a scan.
+TEST(FirstTileSeeing, FindsTheNextTileThatSeesTheKeys) {
+  std::vector<int32_t> ends(70);
+  for (size_t i = 0; i < ends.size(); ++i) ends[i] = static_cast<int32_t>(i * 37 % 101);
+  for (const int64_t key0 : {0, 50, 64, 99, 100}) {
+    for (const int64_t from : {0, 1, 31, 32, 33, 68, 69, 70}) {
+      int64_t want = -1;
+      for (int64_t t = from; t < 70 && want < 0; ++t) want = ends[t] > key0 ? t : -1;
+      std::vector<int64_t> got(32, -7);
+      cuda_emulation::launch(dim3{1, 1, 1}, 32, 0, [&] {
+        got[threadIdx.x] = first_tile_seeing(ends.data(), 70, from, key0);
+      });
+      EXPECT_EQ(got, std::vector<int64_t>(32, want))
+          << "keys from " << key0 << ", tiles from " << from;
+    }
+  }
 }
 
 class FlashAttentionGradKernelTest : public ::testing::TestWithParam<Case> {};

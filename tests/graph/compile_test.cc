@@ -370,6 +370,56 @@ TEST(Compile, LossStepsWriteTheirGradients) {
   }
 }
 
+// An attention gradient reads the forward attention over the same q, k, v, mask and slots (q, k
+// and v reached through reshapes that the backward pass makes again), which keeps room for its
+// rows' log-sum-exp after its output; the output, which besides only the output product's cast
+// reads, is still written in bf16. Compiled == eager on the CPU, whose steps take neither.
+TEST(Compile, AttentionGradientsReadTheirForwardAttention) {
+  graph::Builder b;
+  b.autocast(DType::bf16);
+  const auto xq = b.input("xq", {2, 3, 16}, DType::bf16);
+  const auto xk = b.input("xk", {2, 3, 8}, DType::bf16);
+  const auto xv = b.input("xv", {2, 3, 8}, DType::bf16);
+  const auto mask = b.input("mask", {2, 3}, DType::i32);
+  const auto slots = b.input("slots", {3}, DType::i32);
+  const auto dy = b.input("dy", {2, 3, 16}, DType::f32);
+  const auto wo =
+      b.weight("wo", Tensor::from_vector<float>(testing::random_values(256, 3), {16, 16}));
+  const auto y = b.attention(b.reshape(xq, {2, 3, 2, 8}), b.reshape(xk, {2, 3, 1, 8}),
+                             b.reshape(xv, {2, 3, 1, 8}), mask, slots, 0.35f);
+  const auto out = b.autocast_linear(b.reshape(y, {2, 3, 16}), wo);
+  b.output(out);
+  graph::Graph g = b.finish();
+  for (const auto grad : graph::append_backward(g, out, dy, {xq, xk, xv}))
+    g.outputs.push_back(grad);
+
+  const graph::Plan plan = graph::plan_graph(g);
+  int gradients = 0;
+  for (const graph::Node& n : plan.graph.nodes) {
+    if (n.op != Op::kAttentionGrad) continue;
+    ++gradients;
+    ASSERT_EQ(n.inputs.size(), 7u);
+    const graph::Node& forward = plan.graph.nodes[static_cast<size_t>(n.inputs[6])];
+    EXPECT_EQ(forward.op, Op::kAttention);
+    EXPECT_TRUE(forward.saves_row_stats);
+    EXPECT_EQ(forward.dtype, DType::bf16) << "the output's cast still folds into attention";
+    EXPECT_EQ(graph::output_bytes(forward),
+              static_cast<size_t>(graph::second_result_bytes(forward)) + 2 * 3 * 2 * 4)
+        << "an f32 log-sum-exp per query row after the output";
+  }
+  EXPECT_EQ(gradients, 1);
+
+  std::mt19937 rng(7);
+  const auto bf16_input = [&](Shape shape) {
+    return testing::random_tensor(shape, rng).to(DType::bf16);
+  };
+  expect_same_as_eager(
+      g, plan,
+      {bf16_input({2, 3, 16}), bf16_input({2, 3, 8}), bf16_input({2, 3, 8}),
+       Tensor::from_vector<int32_t>({1, 1, 1, 0, 1, 1}, {2, 3}),
+       Tensor::from_vector<int32_t>({0, 1, 2}, {3}), testing::random_tensor({2, 3, 16}, rng)});
+}
+
 // Under autocast a lookup reads the f32 table, as torch.autocast leaves embeddings alone, while
 // the tied output layer's product reads its bf16 copy.
 TEST(Compile, AutocastLooksUpRowsInTheF32Table) {

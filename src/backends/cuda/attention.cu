@@ -69,8 +69,8 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   }
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   if (flash_attention_applies(shape, kv_dtype)) {
-    flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, DType::f32, scratch,
-                    arrivals, stream);
+    flash_attention(q, DType::f32, k, v, mask, slots, shape, scale, out, DType::f32, nullptr,
+                    scratch, arrivals, stream);
     return;
   }
   const Split split = split_of(shape);

@@ -44,8 +44,8 @@ template <int D, typename Q, bool kStats, typename Out = float>
 void launch_forward(const void* q, const void* k, const void* v, const int32_t* mask,
                     const int32_t* slots, const AttentionShape& s, float scale, Out* out,
                     RowStatsTarget stats, KeySplits splits, cudaStream_t stream) {
-  if (kStats && splits.count != 1) {
-    throw Error("[cuda attention_grad] the backward statistics need the keys in one split");
+  if ((kStats || stats.row_lse != nullptr) && splits.count != 1) {
+    throw Error("[cuda attention] the rows' statistics need the keys in one split");
   }
   constexpr size_t bytes = ForwardLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats, Out>, bytes);
@@ -56,14 +56,32 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
       static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats, splits);
 }
 
+// The rows' backward statistics and the query tiles' key ends: from what the forward pass saved
+// where it did, else by its products run again.
+template <int D>
+void launch_row_stats(const void* q, const void* k, const void* v, const int32_t* mask,
+                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
+                      float scale, const SavedForward& saved, float* stats, int32_t* tile_key_ends,
+                      cudaStream_t stream) {
+  if (saved.out == nullptr) {
+    launch_forward<D, __nv_bfloat16, true>(
+        q, k, v, mask, slots, s, scale, static_cast<float*>(nullptr),
+        RowStatsTarget{dy, stats, tile_key_ends, nullptr}, KeySplits{}, stream);
+    return;
+  }
+  with_float_type(saved.out_dtype, "flash_attention_grad", [&](auto out_type) {
+    using Out = typename decltype(out_type)::type;
+    flash_attention_delta_kernel<D, Out><<<query_tiles(s), kThreads, 0, stream>>>(
+        dy, static_cast<const Out*>(saved.out), saved.row_lse, slots, s, stats, tile_key_ends);
+  });
+}
+
 template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
-                     float scale, __nv_bfloat16* grads, float* stats, int32_t* tile_key_ends,
-                     cudaStream_t stream) {
-  launch_forward<D, __nv_bfloat16, true>(
-      q, k, v, mask, slots, s, scale, static_cast<float*>(nullptr),
-      RowStatsTarget{dy, stats, tile_key_ends}, KeySplits{}, stream);
+                     float scale, const SavedForward& saved, __nv_bfloat16* grads, float* stats,
+                     int32_t* tile_key_ends, cudaStream_t stream) {
+  launch_row_stats<D>(q, k, v, mask, slots, dy, s, scale, saved, stats, tile_key_ends, stream);
   constexpr size_t bytes = GradLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
@@ -119,8 +137,8 @@ size_t flash_attention_scratch_bytes(const AttentionShape& shape) {
 
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
-                     cudaStream_t stream) {
+                     float scale, void* out, DType out_dtype, float* row_lse, void* scratch,
+                     unsigned* arrivals, cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
   check_aligned({k, v});
   KeySplits splits;
@@ -132,14 +150,16 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
       // A cache's prefill (f32 q) writes f32; autocast's attention (bf16 q) either.
       if (out_dtype != DType::f32) throw Error("[cuda attention] f32 q writes an f32 output");
       launch_forward<decltype(d)::value, float, false>(
-          q, k, v, mask, slots, shape, scale, static_cast<float*>(out), {}, splits, stream);
+          q, k, v, mask, slots, shape, scale, static_cast<float*>(out),
+          RowStatsTarget{.row_lse = row_lse}, splits, stream);
       return;
     }
     if (q_dtype != DType::bf16) throw Error("[cuda attention] q must be f32 or bf16");
     with_float_type(out_dtype, "flash_attention", [&](auto out_type) {
       using Out = typename decltype(out_type)::type;
       launch_forward<decltype(d)::value, __nv_bfloat16, false, Out>(
-          q, k, v, mask, slots, shape, scale, static_cast<Out*>(out), {}, splits, stream);
+          q, k, v, mask, slots, shape, scale, static_cast<Out*>(out),
+          RowStatsTarget{.row_lse = row_lse}, splits, stream);
     });
   });
   check_launch("flash_attention");
@@ -151,7 +171,8 @@ size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
 
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, void* grads, void* scratch, cudaStream_t stream) {
+                          float scale, const SavedForward& saved, void* grads, void* scratch,
+                          cudaStream_t stream) {
   if (shape.batch * shape.q_heads == 0) return;  // no gradient to write
   if (shape.seq == 0 || shape.cache_len == 0) {
     throw Error("[cuda attention_grad] flash-style needs queries and keys (seq " +
@@ -160,7 +181,7 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
   check_aligned({q, k, v, dy});
   with_head_dim(shape.head_dim, [&](auto d) {
     launch_backward<decltype(d)::value>(
-        q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale,
+        q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale, saved,
         static_cast<__nv_bfloat16*>(grads), static_cast<float*>(scratch),
         reinterpret_cast<int32_t*>(static_cast<float*>(scratch) + row_stats_count(shape)), stream);
   });

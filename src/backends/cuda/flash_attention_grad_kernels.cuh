@@ -1,6 +1,7 @@
 // The flash-style attention backward kernels (see flash_attention.cu), in a header of their own
-// so tests/cuda_emulation can run them on the CPU. After flash_attention_kernel<.., kStats> has
-// written each query row's log-sum-exp and delta = dy · out, the probabilities of any tile are
+// so tests/cuda_emulation can run them on the CPU. After flash_attention_kernel<.., kStats> (or,
+// from what the forward pass saved, flash_attention_delta_kernel) has written each query row's
+// log-sum-exp and delta = dy · out, the probabilities of any tile are
 // P = exp(scale * q·k - lse) with no pass over the row, and dS = scale * P * (dy·v - delta).
 // One kernel walks the query tiles for a tile of keys (dk = dS^T q, dv = P^T dy, summed over the
 // group's query heads), the other the key tiles for a tile of queries (dq = dS k), so that each
@@ -122,6 +123,33 @@ __device__ __forceinline__ void for_each_element(int first, F f) {
   for (int nb = 0; nb < 2; ++nb) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) f(nb, e, e / 2, first + nb * 8 + 2 * t + e % 2);
+  }
+}
+
+// The backward statistics (RowStatsTarget) from what the forward pass left (its output, and each
+// row's log-sum-exp in row_lse) instead of its products run again: delta = dy · out beside each
+// row's lse, a warp per 16 rows, and each query tile's end of keys. Rows past seq are left alone.
+template <int D, typename Out>
+__global__ void __launch_bounds__(kThreads)
+    flash_attention_delta_kernel(const __nv_bfloat16* __restrict__ dy, const Out* __restrict__ out,
+                                 const float* __restrict__ row_lse,
+                                 const int32_t* __restrict__ slots, AttentionShape s,
+                                 float* __restrict__ stats, int32_t* __restrict__ tile_key_ends) {
+  const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (h == 0 && b == 0) {
+    const int64_t keys_end = keys_seen_by(slots, s, first_query);
+    if (threadIdx.x == 0) tile_key_ends[blockIdx.x] = static_cast<int32_t>(keys_end);
+  }
+  for (int r = 0; r < kWarpRows; ++r) {
+    const int64_t i = first_query + warp * kWarpRows + r;
+    if (i >= s.seq) break;
+    const int64_t row = (b * s.seq + i) * s.q_heads + h;
+    float dot = 0.f;
+#pragma unroll
+    for (int d = lane; d < D; d += 32) dot += widen(dy[row * D + d]) * widen(out[row * D + d]);
+    dot = warp_sum(dot);
+    if (lane == 0) stats[2 * row] = row_lse[row], stats[2 * row + 1] = dot;
   }
 }
 

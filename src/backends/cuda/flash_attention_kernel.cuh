@@ -224,12 +224,20 @@ __device__ __forceinline__ void as_left_fragment(const float (&low)[4], const fl
 // What the backward pass needs of each query row (row = (b * seq + i) * q_heads + h):
 // stats[2 * row] = log-sum-exp of its scaled scores, stats[2 * row + 1] = delta = dy · out
 // (zeros for a query that sees no key); and of each query tile, where the keys it sees end
-// (tile_key_ends, keys_seen_by).
+// (tile_key_ends, keys_seen_by). Written by the kernel with kStats; without, where row_lse is
+// set, the forward pass leaves each row's log-sum-exp there beside its output (for a gradient
+// that then needs no statistics pass: flash_attention_delta_kernel).
 struct RowStatsTarget {
-  const __nv_bfloat16* dy;
-  float* stats;
-  int32_t* tile_key_ends;
+  const __nv_bfloat16* dy = nullptr;
+  float* stats = nullptr;
+  int32_t* tile_key_ends = nullptr;
+  float* row_lse = nullptr;
 };
+
+// A row's log-sum-exp from its running max and sum of exponentials (0 where it saw no key).
+__device__ __forceinline__ float log_sum_exp(float row_max, float row_sum) {
+  return row_sum > 0.f ? row_max + logf(row_sum) : 0.f;
+}
 
 // A launch's key splits (count 1: none). Block x = query tile * count + split takes its share of
 // the key tiles its queries see, so a short prefill chunk still fills the GPU; with more than one,
@@ -280,12 +288,12 @@ __device__ void merge_key_splits(const float (&o)[D / 8][4], const float (&row_m
 }
 
 // The forward pass (q f32, or bf16 under autocast) writes out [B, S, Hq, D] (f32, or bf16 under
-// autocast: graph::fold_casts), each value rounded once from f32; with kStats it
-// writes the rows' backward statistics instead. Flash-style on mma.sync (warp_mma.cuh): each warp
-// keeps its 16 queries (rounded to bf16), a tile's scores and its share of the output in
-// registers, and the probabilities go from the scores' fragments straight into the P·V product.
-// A lane holds rows g = lane / 4 and g + 8 of the warp's queries, columns 2t, 2t + 1 (t = lane %
-// 4) of every 8; a row's max and sum are gathered over the 4 lanes that share it.
+// autocast: graph::fold_casts), each value rounded once from f32, and where asked its rows'
+// log-sum-exp; with kStats it writes the rows' backward statistics instead. Flash-style on mma.sync
+// (warp_mma.cuh): each warp keeps its 16 queries (rounded to bf16), a tile's scores and its share
+// of the output in registers, and the probabilities go from the scores' fragments straight into the
+// P·V product. A lane holds rows g = lane / 4 and g + 8 of the warp's queries, columns 2t, 2t + 1
+// (t = lane % 4) of every 8; a row's max and sum are gathered over the 4 lanes that share it.
 template <int D, typename Q, bool kStats, typename Out = float>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(const Q* __restrict__ q, const __nv_bfloat16* __restrict__ k,
@@ -437,7 +445,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       dot += __shfl_xor_sync(0xffffffffu, dot, 2);
       if (query[r] < s.seq && t == 0) {
         float* row_stats = stats.stats + 2 * ((b * s.seq + query[r]) * s.q_heads + h);
-        row_stats[0] = row_sum[r] > 0.f ? row_max[r] + logf(row_sum[r]) : 0.f;
+        row_stats[0] = log_sum_exp(row_max[r], row_sum[r]);
         row_stats[1] = dot;
       }
     } else if (query[r] < s.seq) {
@@ -445,6 +453,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int db = 0; db < kDimBlocks; ++db) {
         out[at + db * 8] = narrow<Out>(o[db][2 * r] * inv[r]);
         out[at + db * 8 + 1] = narrow<Out>(o[db][2 * r + 1] * inv[r]);
+      }
+      if (stats.row_lse != nullptr && t == 0) {
+        stats.row_lse[(b * s.seq + query[r]) * s.q_heads + h] = log_sum_exp(row_max[r], row_sum[r]);
       }
     }
   }

@@ -144,11 +144,21 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
 // q f32, or bf16 (training under autocast, where k and v are the sequence's own, cache_len =
 // seq); k and v bf16. With `scratch` (flash_attention_scratch_bytes()) and `arrivals` (as
 // attention()'s) the keys may be split over blocks; without (null), never.
+// With row_lse (never with key splits), each query row's log-sum-exp also goes there, [B, S, Hq]
+// f32, for the gradient (SavedForward).
 size_t flash_attention_scratch_bytes(const AttentionShape& shape);
 void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      const int32_t* mask, const int32_t* slots, const AttentionShape& shape,
-                     float scale, void* out, DType out_dtype, void* scratch, unsigned* arrivals,
-                     cudaStream_t stream);
+                     float scale, void* out, DType out_dtype, float* row_lse, void* scratch,
+                     unsigned* arrivals, cudaStream_t stream);
+// What a flash_attention forward pass left for its gradient (graph::save_attention_statistics):
+// its output and each query row's log-sum-exp. None (out null): the gradient runs the forward
+// products again for them.
+struct SavedForward {
+  const void* out = nullptr;
+  DType out_dtype = DType::bf16;
+  const float* row_lse = nullptr;
+};
 // The backward pass of flash_attention with bf16 q and dy (attention's output gradient under
 // autocast): grads = bf16 [dq | dk | dv], as torch's. `scratch` holds
 // flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out, each query
@@ -156,7 +166,8 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, void* grads, void* scratch, cudaStream_t stream);
+                          float scale, const SavedForward& saved, void* grads, void* scratch,
+                          cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

@@ -1,0 +1,57 @@
+// save_attention_statistics (plan.h): an attention gradient reads its forward attention.
+#include <cstddef>
+#include <vector>
+
+#include "graph/plan.h"
+#include "graph/rewrite.h"
+
+namespace tfm::graph {
+namespace {
+
+// Are a and b the same value: one node, or reshapes (or views) of the same value alike? The
+// backward pass reads a forward reshape through its own copy of it (graph/autodiff recomputes
+// views rather than keep them).
+bool same_value(const Graph& graph, ValueId a, ValueId b) {
+  if (a == b) return true;
+  const Node& x = graph.nodes[static_cast<size_t>(a)];
+  const Node& y = graph.nodes[static_cast<size_t>(b)];
+  const bool alias = x.op == Op::kReshape || x.op == Op::kView;
+  if (!alias || x.op != y.op || x.shape != y.shape || x.dtype != y.dtype || x.start != y.start ||
+      x.inputs.size() != y.inputs.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < x.inputs.size(); ++i) {
+    if (!same_value(graph, x.inputs[i], y.inputs[i])) return false;
+  }
+  return true;
+}
+
+// The forward attention created before the gradient at `g` over the same operands, or -1.
+ValueId forward_of(const Graph& graph, size_t g) {
+  const Node& grad = graph.nodes[g];
+  for (size_t f = g; f-- > 0;) {
+    const Node& attention = graph.nodes[f];
+    if (attention.op != Op::kAttention || attention.scale != grad.scale) continue;
+    bool same = true;
+    for (size_t i = 0; i < 5 && same; ++i) {
+      same = same_value(graph, attention.inputs[i], grad.inputs[i]);
+    }
+    if (same) return static_cast<ValueId>(f);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void save_attention_statistics(Graph& graph) {
+  for (size_t g = 0; g < graph.nodes.size(); ++g) {
+    if (graph.nodes[g].op != Op::kAttentionGrad || graph.nodes[g].inputs.size() != 6) continue;
+    const ValueId f = forward_of(graph, g);
+    // The gradient reads the output where it runs: nothing may write over it in between.
+    if (f < 0 || written_between(graph, static_cast<size_t>(f), g, {f})) continue;
+    graph.nodes[static_cast<size_t>(f)].saves_row_stats = true;
+    graph.nodes[g].inputs.push_back(f);
+  }
+}
+
+}  // namespace tfm::graph
