@@ -244,7 +244,9 @@ __global__ void __launch_bounds__(kThreads)
                               const int32_t* __restrict__ tile_key_ends, AttentionShape s,
                               float scale, __nv_bfloat16* __restrict__ dq) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const int64_t first_query = int64_t{blockIdx.x} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  const int tile =
+      latest_first(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));  // as forward
+  const int64_t first_query = int64_t{tile} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
 
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
     lse[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
     delta[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
   }
-  const int64_t keys_end = tile_key_ends[blockIdx.x];
+  const int64_t keys_end = tile_key_ends[tile];
 
   float dq_acc[D / 8][4] = {};
   double_buffered(

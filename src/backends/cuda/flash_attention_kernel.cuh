@@ -155,6 +155,9 @@ __device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShap
   return min(static_cast<int64_t>(end), s.cache_len);
 }
 
+// Block i of n takes query tile n - 1 - i (causal: the later a tile, the more keys it sees).
+__device__ __forceinline__ int latest_first(int i, int n) { return n - 1 - i; }
+
 // A bf16 pair of a row in shared memory, as one fragment register.
 __device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -304,7 +307,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
 
-  const int tile = static_cast<int>(blockIdx.x) / splits.count;
+  // The last query tiles, which see the most keys, first: blocks start in index order, so the
+  // launch ends on short ones.
+  const int tile = latest_first(static_cast<int>(blockIdx.x) / splits.count,
+                                static_cast<int>(gridDim.x) / splits.count);
   const int split = static_cast<int>(blockIdx.x) % splits.count;
   const int64_t first_query = int64_t{tile} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
