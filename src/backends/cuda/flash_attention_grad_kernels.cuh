@@ -169,6 +169,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const float scale_log2 = scale * kLog2e;  // the scores in base 2, as the forward pass takes them
 
   uint32_t ka[D / 16][4], va[D / 16][4];
   warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, GradTiles<D>(smem, 0), ka,
@@ -215,7 +216,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
           scores_and_grads<D>(ka, tiles.rows_a, va, tiles.rows_b, first, p, ds);
           for_each_element(first, [&](int nb, int e, int r, int c) {
             const bool visible = kept[r] && first_query + c < s.seq && key[r] <= tiles.ints[c];
-            const float prob = visible ? expf(p[nb][e] * scale - tiles.row_stats[2 * c]) : 0.f;
+            const float prob =
+                visible ? exp2f(p[nb][e] * scale_log2 - tiles.row_stats[2 * c] * kLog2e) : 0.f;
             p[nb][e] = prob;
             ds[nb][e] = scale * prob * (ds[nb][e] - tiles.row_stats[2 * c + 1]);
           });
@@ -249,18 +251,19 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first_query = int64_t{tile} * kBlockRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const float scale_log2 = scale * kLog2e;  // the scores in base 2, as the forward pass takes them
 
   uint32_t qa[D / 16][4], dya[D / 16][4];
   warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, GradTiles<D>(smem, 0), qa,
                     dya);
   int64_t row_end[2];  // the keys each row sees end here (0 past the sequence)
-  float lse[2], delta[2];
+  float lse_log2[2], delta[2];  // the rows' log-sum-exp in base 2, as the scores are taken
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t i = first_query + warp * kWarpRows + g + 8 * r;
     const bool exists = i < s.seq;
     row_end[r] = exists ? min(static_cast<int64_t>(slots[i]) + 1, s.cache_len) : 0;
-    lse[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] : 0.f;
+    lse_log2[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h)] * kLog2e : 0.f;
     delta[r] = exists ? stats[2 * ((b * s.seq + i) * s.q_heads + h) + 1] : 0.f;
   }
   const int64_t keys_end = tile_key_ends[tile];
@@ -284,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
           scores_and_grads<D>(qa, tiles.rows_a, dya, tiles.rows_b, first, sc, ds);
           for_each_element(first, [&](int nb, int e, int r, int c) {
             const bool visible = tiles.ints[c] != 0 && key0 + c < row_end[r];
-            const float prob = visible ? expf(sc[nb][e] * scale - lse[r]) : 0.f;
+            const float prob = visible ? exp2f(sc[nb][e] * scale_log2 - lse_log2[r]) : 0.f;
             ds[nb][e] = scale * prob * (ds[nb][e] - delta[r]);
           });
           uint32_t dsa[4];

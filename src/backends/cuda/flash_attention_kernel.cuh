@@ -237,9 +237,15 @@ struct RowStatsTarget {
   float* row_lse = nullptr;
 };
 
-// A row's log-sum-exp from its running max and sum of exponentials (0 where it saw no key).
+// The softmax runs in base 2, as exp2f is one special-function instruction and expf several: the
+// scores scaled by scale * log2(e), a row's running max in those units.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// A row's (natural) log-sum-exp from its running max in base-2 units and its sum of exponentials
+// (0 where it saw no key).
 __device__ __forceinline__ float log_sum_exp(float row_max, float row_sum) {
-  return row_sum > 0.f ? row_max + logf(row_sum) : 0.f;
+  return row_sum > 0.f ? (row_max + log2f(row_sum)) * kLn2 : 0.f;
 }
 
 // A launch's key splits (count 1: none). Block x = query tile * count + split takes its share of
@@ -266,7 +272,7 @@ __device__ void merge_key_splits(const float (&o)[D / 8][4], const float (&row_m
     if (query[r] >= s.seq) continue;
     float* dst =
         partial_at(splits.partials, (b * s.seq + query[r]) * s.q_heads + h, split, splits.count, D);
-    if (t == 0) dst[0] = row_max[r], dst[1] = row_sum[r];
+    if (t == 0) dst[0] = row_max[r] * kLn2, dst[1] = row_sum[r];  // merge_chunks: natural units
 #pragma unroll
     for (int db = 0; db < D / 8; ++db) {
       dst[2 + db * 8 + 2 * t] = o[db][2 * r];
@@ -334,6 +340,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     qa[kc][2] = bf16_pair(q_at(0, d + 8), q_at(0, d + 9));
     qa[kc][3] = bf16_pair(q_at(1, d + 8), q_at(1, d + 9));
   }
+  const float scale_log2 = scale * kLog2e;
   // This split's key tiles, of those the block's queries see.
   const int64_t keys_end = keys_seen_by(slots, s, first_query);
   if constexpr (kStats) {
@@ -384,7 +391,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           for (int e = 0; e < 4; ++e) {
             const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
             const bool visible = key0 + c < row_end[r] && kept[c] != 0;
-            p[nb][e] = visible ? p[nb][e] * scale : -INFINITY;
+            p[nb][e] = visible ? p[nb][e] * scale_log2 : -INFINITY;
             tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
           }
         }
@@ -394,7 +401,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
           tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
           const float max_new = fmaxf(row_max[r], tile_max[r]);
-          correction[r] = max_new != -INFINITY ? expf(row_max[r] - max_new) : 1.f;
+          correction[r] = max_new != -INFINITY ? exp2f(row_max[r] - max_new) : 1.f;
           row_max[r] = max_new;
           row_sum[r] *= correction[r];
         }
@@ -403,7 +410,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e / 2;
-            p[nb][e] = row_max[r] != -INFINITY ? expf(p[nb][e] - row_max[r]) : 0.f;
+            p[nb][e] = row_max[r] != -INFINITY ? exp2f(p[nb][e] - row_max[r]) : 0.f;
             row_sum[r] += p[nb][e];
           }
         }
