@@ -58,6 +58,21 @@ struct ForwardLayout {
   static constexpr size_t total = 2 * stage;
 };
 
+// One stage of ForwardLayout.
+template <int D>
+struct ForwardTiles {
+  __nv_bfloat16 *k, *v;
+  int32_t* kept;
+
+  __device__ ForwardTiles(unsigned char* smem, int buffer)
+      : k(reinterpret_cast<__nv_bfloat16*>(smem + buffer * ForwardLayout<D>::stage +
+                                           ForwardLayout<D>::k)),
+        v(reinterpret_cast<__nv_bfloat16*>(smem + buffer * ForwardLayout<D>::stage +
+                                           ForwardLayout<D>::v)),
+        kept(reinterpret_cast<int32_t*>(smem + buffer * ForwardLayout<D>::stage +
+                                        ForwardLayout<D>::kept)) {}
+};
+
 // Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile, waited for:
 // rows past n, and with a mask (the batch row's [n] mask) the rows it leaves out, are zeros.
 template <int D>
@@ -309,7 +324,6 @@ __global__ void __launch_bounds__(kWarps * 32)
                            const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
                            const int32_t* __restrict__ slots, AttentionShape s, float scale,
                            Out* __restrict__ out, RowStatsTarget stats, KeySplits splits) {
-  using L = ForwardLayout<D>;
   constexpr int kKeyBlocks = kTileKeys / 8, kDimBlocks = D / 8, kDimSteps = D / 16;
   TFM_DYNAMIC_SHARED_MEMORY(smem);
 
@@ -353,34 +367,27 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t keys_first = split * tiles_per_split * kTileKeys;
   const int64_t keys_stop = min(keys_end, keys_first + tiles_per_split * kTileKeys);
 
-  const auto key_tile = [&](int buffer) { return smem + buffer * L::stage + L::k; };
-  const auto value_tile = [&](int buffer) { return smem + buffer * L::stage + L::v; };
-  const auto kept_of = [&](int buffer) { return smem + buffer * L::stage + L::kept; };
   float o[kDimBlocks][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
   double_buffered(
       keys_first < keys_stop ? keys_first : -1,
       [&](int64_t key0) { return key0 + kTileKeys < keys_stop ? key0 + kTileKeys : -1; },
       [&](int64_t key0, int buffer) {
-        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0,
-                      reinterpret_cast<__nv_bfloat16*>(key_tile(buffer)));
-        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0,
-                      reinterpret_cast<__nv_bfloat16*>(value_tile(buffer)));
-        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0,
-                   reinterpret_cast<int32_t*>(kept_of(buffer)));
+        const ForwardTiles<D> tiles(smem, buffer);
+        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.k);
+        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.v);
+        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.kept);
       },
       [&](int64_t key0, int buffer) {
-        auto* ks = reinterpret_cast<__nv_bfloat16*>(key_tile(buffer));
-        auto* vs = reinterpret_cast<__nv_bfloat16*>(value_tile(buffer));
-        const auto* kept = reinterpret_cast<const int32_t*>(kept_of(buffer));
-        clear_masked_rows<D>(kept, ks, vs);
+        const ForwardTiles<D> tiles(smem, buffer);
+        clear_masked_rows<D>(tiles.kept, tiles.k, tiles.v);
 
         float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
 #pragma unroll
         for (int nb = 0; nb < kKeyBlocks; nb += 2) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) p[nb][e] = p[nb + 1][e] = 0.f;
-          times_rows_t<D>(qa, ks, nb * 8, p[nb], p[nb + 1]);
+          times_rows_t<D>(qa, tiles.k, nb * 8, p[nb], p[nb + 1]);
         }
         // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
         // gathers nothing.
@@ -390,7 +397,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
-            const bool visible = key0 + c < row_end[r] && kept[c] != 0;
+            const bool visible = key0 + c < row_end[r] && tiles.kept[c] != 0;
             p[nb][e] = visible ? p[nb][e] * scale_log2 : -INFINITY;
             tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
           }
@@ -425,7 +432,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int kc = 0; kc < kTileKeys / 16; ++kc) {
           uint32_t pa[4];
           as_left_fragment(p[2 * kc], p[2 * kc + 1], pa);
-          times_rows<D>(pa, vs, kc * 16, o);
+          times_rows<D>(pa, tiles.v, kc * 16, o);
         }
       });
 
