@@ -83,7 +83,7 @@ void check(const Case& c) {
   // gradient that takes them instead of a statistics pass).
   std::vector<__nv_bfloat16> out = to_bf16(std::vector<float>(static_cast<size_t>(q_count), -7.f));
   std::vector<float> row_lse(static_cast<size_t>(c.batch * c.seq * c.q_heads), -7.f);
-  cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
+  cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, false, __nv_bfloat16>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale, out.data(),
         {.row_lse = row_lse.data()}, {});
@@ -96,7 +96,7 @@ void check(const Case& c) {
   std::vector<int32_t> tile_key_ends(query_tiles.x, -7);
   std::vector<float> saved_stats = stats;
   std::vector<int32_t> saved_key_ends = tile_key_ends;
-  cuda_emulation::launch(query_tiles, kWarps * 32, ForwardLayout<D>::total, [&] {
+  cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
         static_cast<float*>(nullptr), {dy.data(), stats.data(), tile_key_ends.data()}, {});
@@ -128,12 +128,12 @@ void check(const Case& c) {
     __nv_bfloat16* dq = narrow_grads.data();
     __nv_bfloat16* dk = dq + q_count;
     __nv_bfloat16* dv = dk + kv_count;
-    cuda_emulation::launch(key_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+    cuda_emulation::launch(key_tiles, kWarps * 32, StageLayout<D>::total, [&] {
       flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
                                      slots.data(), dy.data(), row_stats, key_ends, s, scale, dk,
                                      dv);
     });
-    cuda_emulation::launch(query_tiles, kWarps * 32, GradLayout<D>::total, [&] {
+    cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
       flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
                                    slots.data(), dy.data(), row_stats, key_ends, s, scale, dq);
     });

@@ -96,7 +96,7 @@ void run_flash(const Inputs<__nv_bfloat16>& in, int splits, std::vector<Out>& ou
   std::vector<unsigned> arrivals(
       static_cast<size_t>(in.shape.batch * in.shape.q_heads * query_tiles), 0);
   const KeySplits key_splits{splits, partials.data(), arrivals.data()};
-  cuda_emulation::launch(grid, kWarps * 32, ForwardLayout<D>::total, [&] {
+  cuda_emulation::launch(grid, kWarps * 32, StageLayout<D>::total, [&] {
     flash_attention_kernel<D, float, false, Out>(in.q.data(), in.k.data(), in.v.data(),
                                                  in.mask.data(), in.slots.data(), in.shape,
                                                  in.scale, out.data(), {}, key_splits);

@@ -47,7 +47,7 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
   if ((kStats || stats.row_lse != nullptr) && splits.count != 1) {
     throw Error("[cuda attention] the rows' statistics need the keys in one split");
   }
-  constexpr size_t bytes = ForwardLayout<D>::total;
+  constexpr size_t bytes = StageLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats, Out>, bytes);
   dim3 grid = query_tiles(s);
   grid.x *= static_cast<unsigned>(splits.count);
@@ -82,7 +82,7 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
                      float scale, const SavedForward& saved, __nv_bfloat16* grads, float* stats,
                      int32_t* tile_key_ends, cudaStream_t stream) {
   launch_row_stats<D>(q, k, v, mask, slots, dy, s, scale, saved, stats, tile_key_ends, stream);
-  constexpr size_t bytes = GradLayout<D>::total;
+  constexpr size_t bytes = StageLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
   const auto* v16 = static_cast<const __nv_bfloat16*>(v);

@@ -16,44 +16,12 @@
 namespace tfm::cuda {
 namespace {
 
-// The backward blocks' shared memory: two stages (the tiles being read, and the next being
-// copied), each two tiles and, per row of the tiles, an int (the queries' slots, or the keys' mask
-// values) and two floats (the queries' lse and delta).
-template <int D>
-struct GradLayout {
-  static constexpr size_t rows_a = 0, rows_b = TileLayout<D>::bytes;
-  static constexpr size_t ints = 2 * TileLayout<D>::bytes;
-  static constexpr size_t row_stats = ints + kTileKeys * sizeof(int32_t);
-  static constexpr size_t stage = row_stats + kTileKeys * 2 * sizeof(float);
-  static constexpr size_t total = 2 * stage;
-};
-// An sm_90 block may have 227 KB of shared memory.
-static_assert(GradLayout<128>::total <= 227 * 1024 && ForwardLayout<128>::total <= 227 * 1024);
-
-// One stage of GradLayout.
-template <int D>
-struct GradTiles {
-  __nv_bfloat16 *rows_a, *rows_b;
-  int32_t* ints;
-  float* row_stats;
-
-  __device__ GradTiles(unsigned char* smem, int buffer)
-      : rows_a(reinterpret_cast<__nv_bfloat16*>(smem + buffer * GradLayout<D>::stage +
-                                                GradLayout<D>::rows_a)),
-        rows_b(reinterpret_cast<__nv_bfloat16*>(smem + buffer * GradLayout<D>::stage +
-                                                GradLayout<D>::rows_b)),
-        ints(
-            reinterpret_cast<int32_t*>(smem + buffer * GradLayout<D>::stage + GradLayout<D>::ints)),
-        row_stats(reinterpret_cast<float*>(smem + buffer * GradLayout<D>::stage +
-                                           GradLayout<D>::row_stats)) {}
-};
-
 // A warp's 16 rows of two [B, n, heads, D] tensors (rows first .. first + 15 of the block's tile)
 // as left-hand fragments, through the tiles of a stage: the block's first use of them.
 template <int D>
 __device__ void warp_fragments(const __nv_bfloat16* a_src, const __nv_bfloat16* b_src, int64_t b,
                                int64_t n, int64_t heads, int64_t head, int64_t first,
-                               const int32_t* mask, const GradTiles<D>& tiles,
+                               const int32_t* mask, const StageTiles<D>& tiles,
                                uint32_t (&a)[D / 16][4], uint32_t (&b_frag)[D / 16][4]) {
   load_tile<D>(a_src, b, n, heads, head, first, mask, tiles.rows_a);
   load_tile<D>(b_src, b, n, heads, head, first, mask, tiles.rows_b);
@@ -172,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
   const float scale_log2 = scale * kLog2e;  // the scores in base 2, as the forward pass takes them
 
   uint32_t ka[D / 16][4], va[D / 16][4];
-  warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, GradTiles<D>(smem, 0), ka,
+  warp_fragments<D>(k, v, b, s.cache_len, s.kv_heads, kvh, key0, mask, StageTiles<D>(smem, 0), ka,
                     va);
   int64_t key[2];
   bool kept[2];
@@ -194,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
   double_buffered(
       first_tile < 0 ? -1 : first_tile * group, next,
       [&](int64_t item, int buffer) {
-        const GradTiles<D> tiles(smem, buffer);
+        const StageTiles<D> tiles(smem, buffer);
         const int64_t first_query = item / group * kBlockRows, h = kvh * group + item % group;
         stage_rows<D>(q, b, s.seq, s.q_heads, h, first_query, tiles.rows_a);
         stage_rows<D>(dy, b, s.seq, s.q_heads, h, first_query, tiles.rows_b);
@@ -208,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
       },
       [&](int64_t item, int buffer) {
         __syncthreads();  // every thread's copies of the item have landed
-        const GradTiles<D> tiles(smem, buffer);
+        const StageTiles<D> tiles(smem, buffer);
         const int64_t first_query = item / group * kBlockRows;
 #pragma unroll 1
         for (int first = 0; first < kBlockRows; first += 16) {
@@ -254,7 +222,7 @@ __global__ void __launch_bounds__(kThreads)
   const float scale_log2 = scale * kLog2e;  // the scores in base 2, as the forward pass takes them
 
   uint32_t qa[D / 16][4], dya[D / 16][4];
-  warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, GradTiles<D>(smem, 0), qa,
+  warp_fragments<D>(q, dy, b, s.seq, s.q_heads, h, first_query, nullptr, StageTiles<D>(smem, 0), qa,
                     dya);
   int64_t row_end[2];  // the keys each row sees end here (0 past the sequence)
   float lse_log2[2], delta[2];  // the rows' log-sum-exp in base 2, as the scores are taken
@@ -269,18 +237,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t keys_end = tile_key_ends[tile];
 
   float dq_acc[D / 8][4] = {};
-  double_buffered(
-      keys_end > 0 ? 0 : -1,
-      [&](int64_t key0) { return key0 + kTileKeys < keys_end ? key0 + kTileKeys : -1; },
-      [&](int64_t key0, int buffer) {
-        const GradTiles<D> tiles(smem, buffer);
-        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
-        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_b);
-        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
-      },
-      [&](int64_t key0, int buffer) {
-        const GradTiles<D> tiles(smem, buffer);
-        clear_masked_rows<D>(tiles.ints, tiles.rows_a, tiles.rows_b);
+  // Keys in rows_a, values in rows_b, whether each key is kept in ints.
+  over_key_tiles<D>(
+      smem, k, v, mask, s, b, kvh, 0, keys_end, [&](int64_t key0, const StageTiles<D>& tiles) {
 #pragma unroll 1
         for (int first = 0; first < kTileKeys; first += 16) {
           float sc[2][4], ds[2][4];  // S and dP, then dS: the warp's queries by 16 keys

@@ -49,28 +49,36 @@ struct TileLayout {
   static constexpr size_t bytes = size_t{kTileKeys} * ld * 2;
 };
 
-// The forward kernel's shared memory: two stages (the tile being read, and the next being
-// copied), each the key tile, the value tile and the keys' mask values.
+// The kernels' shared memory: two stages (the tiles being read, and the next being copied), each
+// two tiles and, per row of the tiles, an int (the keys' mask values, or the queries' slots) and
+// two floats (the queries' lse and delta, for the dk/dv kernel).
 template <int D>
-struct ForwardLayout {
-  static constexpr size_t k = 0, v = TileLayout<D>::bytes, kept = 2 * TileLayout<D>::bytes;
-  static constexpr size_t stage = kept + kTileKeys * sizeof(int32_t);
+struct StageLayout {
+  static constexpr size_t rows_a = 0, rows_b = TileLayout<D>::bytes;
+  static constexpr size_t ints = 2 * TileLayout<D>::bytes;
+  static constexpr size_t row_stats = ints + kTileKeys * sizeof(int32_t);
+  static constexpr size_t stage = row_stats + kTileKeys * 2 * sizeof(float);
   static constexpr size_t total = 2 * stage;
 };
+// An sm_90 block may have 227 KB of shared memory.
+static_assert(StageLayout<128>::total <= 227 * 1024);
 
-// One stage of ForwardLayout.
+// One stage of StageLayout.
 template <int D>
-struct ForwardTiles {
-  __nv_bfloat16 *k, *v;
-  int32_t* kept;
+struct StageTiles {
+  __nv_bfloat16 *rows_a, *rows_b;
+  int32_t* ints;
+  float* row_stats;
 
-  __device__ ForwardTiles(unsigned char* smem, int buffer)
-      : k(reinterpret_cast<__nv_bfloat16*>(smem + buffer * ForwardLayout<D>::stage +
-                                           ForwardLayout<D>::k)),
-        v(reinterpret_cast<__nv_bfloat16*>(smem + buffer * ForwardLayout<D>::stage +
-                                           ForwardLayout<D>::v)),
-        kept(reinterpret_cast<int32_t*>(smem + buffer * ForwardLayout<D>::stage +
-                                        ForwardLayout<D>::kept)) {}
+  __device__ StageTiles(unsigned char* smem, int buffer)
+      : rows_a(reinterpret_cast<__nv_bfloat16*>(at(smem, buffer, StageLayout<D>::rows_a))),
+        rows_b(reinterpret_cast<__nv_bfloat16*>(at(smem, buffer, StageLayout<D>::rows_b))),
+        ints(reinterpret_cast<int32_t*>(at(smem, buffer, StageLayout<D>::ints))),
+        row_stats(reinterpret_cast<float*>(at(smem, buffer, StageLayout<D>::row_stats))) {}
+
+  static __device__ unsigned char* at(unsigned char* smem, int buffer, size_t offset) {
+    return smem + buffer * StageLayout<D>::stage + offset;
+  }
 };
 
 // Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile, waited for:
@@ -155,6 +163,30 @@ __device__ __forceinline__ void double_buffered(int64_t first, Next next, Stage 
     compute(item, buffer);
     item = following;
   }
+}
+
+// Walks the key tiles key0 = first, first + 64, .. below stop of KV head kvh of batch row b, each
+// staged one ahead (double_buffered): keys into rows_a, values into rows_b, their mask values into
+// ints. compute(key0, tiles) runs once the tile has landed and its masked keys' rows are zeros.
+template <int D, typename Compute>
+__device__ __forceinline__ void over_key_tiles(unsigned char* smem, const __nv_bfloat16* k,
+                                               const __nv_bfloat16* v, const int32_t* mask,
+                                               const AttentionShape& s, int64_t b, int64_t kvh,
+                                               int64_t first, int64_t stop, Compute compute) {
+  double_buffered(
+      first < stop ? first : -1,
+      [&](int64_t key0) { return key0 + kTileKeys < stop ? key0 + kTileKeys : -1; },
+      [&](int64_t key0, int buffer) {
+        const StageTiles<D> tiles(smem, buffer);
+        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
+        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_b);
+        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
+      },
+      [&](int64_t key0, int buffer) {
+        const StageTiles<D> tiles(smem, buffer);
+        clear_masked_rows<D>(tiles.ints, tiles.rows_a, tiles.rows_b);
+        compute(key0, tiles);
+      });
 }
 
 // The keys a block's queries first_query .. first_query + 63 may see end at their largest slot
@@ -369,25 +401,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   float o[kDimBlocks][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // the sum: this lane's part
-  double_buffered(
-      keys_first < keys_stop ? keys_first : -1,
-      [&](int64_t key0) { return key0 + kTileKeys < keys_stop ? key0 + kTileKeys : -1; },
-      [&](int64_t key0, int buffer) {
-        const ForwardTiles<D> tiles(smem, buffer);
-        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.k);
-        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.v);
-        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.kept);
-      },
-      [&](int64_t key0, int buffer) {
-        const ForwardTiles<D> tiles(smem, buffer);
-        clear_masked_rows<D>(tiles.kept, tiles.k, tiles.v);
-
+  // Keys in rows_a, values in rows_b, whether each key is kept in ints.
+  over_key_tiles<D>(
+      smem, k, v, mask, s, b, kvh, keys_first, keys_stop,
+      [&](int64_t key0, const StageTiles<D>& tiles) {
         float p[kKeyBlocks][4];  // S = q k^T, then the probabilities
 #pragma unroll
         for (int nb = 0; nb < kKeyBlocks; nb += 2) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) p[nb][e] = p[nb + 1][e] = 0.f;
-          times_rows_t<D>(qa, tiles.k, nb * 8, p[nb], p[nb + 1]);
+          times_rows_t<D>(qa, tiles.rows_a, nb * 8, p[nb], p[nb + 1]);
         }
         // Keys a row cannot see score -inf; until a row has seen a key its max stays -inf and it
         // gathers nothing.
@@ -397,7 +420,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e / 2, c = nb * 8 + 2 * t + e % 2;
-            const bool visible = key0 + c < row_end[r] && tiles.kept[c] != 0;
+            const bool visible = key0 + c < row_end[r] && tiles.ints[c] != 0;
             p[nb][e] = visible ? p[nb][e] * scale_log2 : -INFINITY;
             tile_max[r] = fmaxf(tile_max[r], p[nb][e]);
           }
@@ -432,7 +455,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int kc = 0; kc < kTileKeys / 16; ++kc) {
           uint32_t pa[4];
           as_left_fragment(p[2 * kc], p[2 * kc + 1], pa);
-          times_rows<D>(pa, tiles.v, kc * 16, o);
+          times_rows<D>(pa, tiles.rows_b, kc * 16, o);
         }
       });
 
