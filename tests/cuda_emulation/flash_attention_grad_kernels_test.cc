@@ -3,7 +3,8 @@
 // pass against the scalar reference in src/ops, and the backward pass (row statistics, then dk
 // and dv per key tile, then dq per query tile) against the CPU backend's attention_grad, which
 // tests/graph checks against finite differences; the statistics either by a pass of their own or
-// from what the forward pass saved. dy and the gradients are bf16, as attention's
+// from what the forward pass saved, and dq either by the products run again or from the scores'
+// gradients the dk/dv kernel saved. dy and the gradients are bf16, as attention's
 // are under autocast. The kernels round the probabilities and the scores' gradient to bf16 for
 // their products, so the tolerance is bf16's. Cases cover grouped KV heads, several query and key
 // tiles, a sequence that is not a multiple of the tile, and a left-padded row whose first queries
@@ -15,6 +16,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "backends/cpu/kernels.h"
 #include "cuda_emulation/emulated_values.h"
@@ -119,8 +122,16 @@ void check(const Case& c) {
   };
   expect_close(every_other(saved_stats, 1), every_other(stats, 1), 1e-2f, "delta");
 
-  for (const bool saved : {false, true}) {
-    const std::string path = saved ? "saved forward" : "statistics pass";
+  // dq from the products run again, or from the scores' gradients the dk/dv kernel saved: for
+  // the whole batch at once, or (where the scratch holds fewer rows) a batch row a launch.
+  enum class Dq { kProducts, kSavedAllRows, kSavedRowByRow };
+  for (const auto& [saved, dq_from] :
+       {std::pair{false, Dq::kProducts}, std::pair{true, Dq::kProducts},
+        std::pair{true, Dq::kSavedAllRows}, std::pair{false, Dq::kSavedRowByRow}}) {
+    const std::string path = std::string(saved ? "saved forward" : "statistics pass") +
+                             (dq_from == Dq::kProducts       ? ", dq by products"
+                              : dq_from == Dq::kSavedAllRows ? ", dq from saved dS"
+                                                             : ", dq from saved dS row by row");
     const float* row_stats = saved ? saved_stats.data() : stats.data();
     const int32_t* key_ends = saved ? saved_key_ends.data() : tile_key_ends.data();
     // The gradients in bf16, as torch's of autocast's attention.
@@ -128,15 +139,32 @@ void check(const Case& c) {
     __nv_bfloat16* dq = narrow_grads.data();
     __nv_bfloat16* dk = dq + q_count;
     __nv_bfloat16* dv = dk + kv_count;
-    cuda_emulation::launch(key_tiles, kWarps * 32, StageLayout<D>::total, [&] {
-      flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                     slots.data(), dy.data(), row_stats, key_ends, s, scale, dk,
-                                     dv);
-    });
-    cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
-      flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
-                                   slots.data(), dy.data(), row_stats, key_ends, s, scale, dq);
-    });
+    const int64_t rows = dq_from == Dq::kSavedRowByRow ? 1 : c.batch;
+    // Poison where no tile was saved: the dq kernel must read only the tiles it was left.
+    std::vector<__nv_bfloat16> score_grads(
+        static_cast<size_t>(rows * score_grad_tiles_per_row(s)) * kScoreGradTileBytes / 2,
+        __float2bfloat16_rn(std::numeric_limits<float>::quiet_NaN()));
+    for (int64_t first = 0; first < c.batch; first += rows) {
+      dim3 row_key_tiles = key_tiles, row_query_tiles = query_tiles;
+      row_key_tiles.z = row_query_tiles.z = static_cast<unsigned>(rows);
+      cuda_emulation::launch(row_key_tiles, kWarps * 32, StageLayout<D>::total, [&] {
+        flash_attention_dkdv_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                       slots.data(), dy.data(), row_stats, key_ends, s, scale,
+                                       first, dk, dv,
+                                       dq_from == Dq::kProducts ? nullptr : score_grads.data());
+      });
+      if (dq_from == Dq::kProducts) continue;
+      cuda_emulation::launch(row_query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
+        flash_attention_dq_from_ds_kernel<D>(k_stored.data(), mask.data(), key_ends,
+                                             score_grads.data(), s, first, dq);
+      });
+    }
+    if (dq_from == Dq::kProducts) {
+      cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
+        flash_attention_dq_kernel<D>(q.data(), k_stored.data(), v_stored.data(), mask.data(),
+                                     slots.data(), dy.data(), row_stats, key_ends, s, scale, dq);
+      });
+    }
     const std::vector<float> grads = widened(narrow_grads);
     const auto part = [](const std::vector<float>& all, int64_t first, int64_t count) {
       return std::vector<float>(all.begin() + first, all.begin() + first + count);

@@ -76,27 +76,59 @@ void launch_row_stats(const void* q, const void* k, const void* v, const int32_t
   });
 }
 
+// The scores' gradients the dk/dv kernel saves for the dq kernel (score_grad_tile) take this much
+// scratch at most: batch rows beyond it run in turns, and a shape whose one row would pass it
+// takes the dq kernel that runs the products again instead.
+constexpr size_t kScoreGradBudget = size_t{512} << 20;
+
+size_t score_grad_row_bytes(const AttentionShape& s) {
+  return static_cast<size_t>(score_grad_tiles_per_row(s)) * kScoreGradTileBytes;
+}
+
+// Batch rows a launch saves the scores' gradients of (0: none saved, or nothing to save).
+int64_t score_grad_rows(const AttentionShape& s) {
+  const size_t row_bytes = score_grad_row_bytes(s);
+  if (row_bytes == 0) return 0;
+  return std::min<int64_t>(s.batch, static_cast<int64_t>(kScoreGradBudget / row_bytes));
+}
+
 template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
                      float scale, const SavedForward& saved, __nv_bfloat16* grads, float* stats,
-                     int32_t* tile_key_ends, cudaStream_t stream) {
+                     int32_t* tile_key_ends, __nv_bfloat16* score_grads, cudaStream_t stream) {
   launch_row_stats<D>(q, k, v, mask, slots, dy, s, scale, saved, stats, tile_key_ends, stream);
   constexpr size_t bytes = StageLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
   const auto* k16 = static_cast<const __nv_bfloat16*>(k);
   const auto* v16 = static_cast<const __nv_bfloat16*>(v);
-  const int64_t q_total = s.batch * s.seq * s.q_heads * D;
-  const int64_t kv_total = s.batch * s.cache_len * s.kv_heads * D;
+  __nv_bfloat16* dk = grads + s.batch * s.seq * s.q_heads * D;
+  __nv_bfloat16* dv = dk + s.batch * s.cache_len * s.kv_heads * D;
   allow_shared_memory(flash_attention_dkdv_kernel<D>, bytes);
-  const dim3 key_tiles(static_cast<unsigned>((s.cache_len + kTileKeys - 1) / kTileKeys),
-                       static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(s.batch));
-  flash_attention_dkdv_kernel<D><<<key_tiles, kWarps * 32, bytes, stream>>>(
-      q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads + q_total,
-      grads + q_total + kv_total);
-  allow_shared_memory(flash_attention_dq_kernel<D>, bytes);
-  flash_attention_dq_kernel<D><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
-      q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads);
+  const auto dkdv = [&](int64_t first_row, int64_t rows, __nv_bfloat16* saved_grads) {
+    const dim3 key_tiles(static_cast<unsigned>((s.cache_len + kTileKeys - 1) / kTileKeys),
+                         static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(rows));
+    flash_attention_dkdv_kernel<D><<<key_tiles, kWarps * 32, bytes, stream>>>(
+        q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, first_row, dk, dv,
+        saved_grads);
+  };
+  const int64_t rows = score_grad_rows(s);
+  if (rows == 0) {
+    dkdv(0, s.batch, nullptr);
+    allow_shared_memory(flash_attention_dq_kernel<D>, bytes);
+    flash_attention_dq_kernel<D><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
+        q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads);
+    return;
+  }
+  allow_shared_memory(flash_attention_dq_from_ds_kernel<D>, bytes);
+  for (int64_t first = 0; first < s.batch; first += rows) {
+    const int64_t count = std::min(rows, s.batch - first);
+    dkdv(first, count, score_grads);
+    dim3 grid = query_tiles(s);
+    grid.z = static_cast<unsigned>(count);
+    flash_attention_dq_from_ds_kernel<D><<<grid, kWarps * 32, bytes, stream>>>(
+        k16, mask, tile_key_ends, score_grads, s, first, grads);
+  }
 }
 
 template <typename F>
@@ -116,9 +148,16 @@ void check_aligned(std::initializer_list<const void*> operands) {
   }
 }
 
-// The scratch of the backward pass: the rows' statistics, then each query tile's end of keys.
+// The scratch of the backward pass: the rows' statistics, then each query tile's end of keys,
+// then (from a 256-byte boundary) the scores' gradients of score_grad_rows() batch rows.
 size_t row_stats_count(const AttentionShape& shape) {
   return static_cast<size_t>(2 * shape.batch * shape.seq * shape.q_heads);
+}
+
+size_t score_grads_offset(const AttentionShape& shape) {
+  const size_t ends =
+      row_stats_count(shape) * sizeof(float) + query_tiles(shape).x * sizeof(int32_t);
+  return (ends + 255) / 256 * 256;
 }
 
 }  // namespace
@@ -166,7 +205,8 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
 }
 
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
-  return row_stats_count(shape) * sizeof(float) + query_tiles(shape).x * sizeof(int32_t);
+  return score_grads_offset(shape) +
+         static_cast<size_t>(score_grad_rows(shape)) * score_grad_row_bytes(shape);
 }
 
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
@@ -180,10 +220,13 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
   }
   check_aligned({q, k, v, dy});
   with_head_dim(shape.head_dim, [&](auto d) {
+    auto* stats = static_cast<float*>(scratch);
     launch_backward<decltype(d)::value>(
         q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale, saved,
-        static_cast<__nv_bfloat16*>(grads), static_cast<float*>(scratch),
-        reinterpret_cast<int32_t*>(static_cast<float*>(scratch) + row_stats_count(shape)), stream);
+        static_cast<__nv_bfloat16*>(grads), stats,
+        reinterpret_cast<int32_t*>(stats + row_stats_count(shape)),
+        reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + score_grads_offset(shape)),
+        stream);
   });
   check_launch("flash_attention_grad");
 }

@@ -4,7 +4,8 @@
 // log-sum-exp and delta = dy · out, the probabilities of any tile are
 // P = exp(scale * q·k - lse) with no pass over the row, and dS = scale * P * (dy·v - delta).
 // One kernel walks the query tiles for a tile of keys (dk = dS^T q, dv = P^T dy, summed over the
-// group's query heads), the other the key tiles for a tile of queries (dq = dS k), so that each
+// group's query heads), the other the key tiles for a tile of queries (dq = dS k, from the dS the
+// first saved where the scratch allows, else from the products run again), so that each
 // gradient is one block's sum in a fixed order: the same bits every run. As in the forward pass,
 // every product is mma.sync (warp_mma.cuh) on fragments in registers: a warp holds its 16 rows'
 // operands and gradients, takes the other side 16 rows at a time, and turns the scores'
@@ -94,6 +95,36 @@ __device__ __forceinline__ void for_each_element(int first, F f) {
   }
 }
 
+// The scores' gradients dS that the dk/dv kernel may save for flash_attention_dq_from_ds_kernel,
+// so that dq = dS k is one product instead of three (S and dP again, then dS k): per batch row of
+// the launch, query head, query tile and key tile, in that order, a tile of kScoreGradTileBytes
+// made of 16 blocks of [16 queries, 16 keys]. Block 4 w + c holds the queries of the dq kernel's
+// warp w by keys 16 c .. 16 c + 15 as the left-hand fragments of its lanes, 16 bytes each in lane
+// order: one 16-byte load a lane reads a block, and one 16-byte store a lane writes it.
+__host__ __device__ inline int64_t score_grad_tiles_per_row(const AttentionShape& s) {
+  return s.q_heads * ((s.seq + kBlockRows - 1) / kBlockRows) *
+         ((s.cache_len + kTileKeys - 1) / kTileKeys);
+}
+
+template <typename Bf16>  // __nv_bfloat16, const or not
+__device__ inline Bf16* score_grad_tile(Bf16* tiles, const AttentionShape& s, int64_t row,
+                                        int64_t h, int64_t query_tile, int64_t key_tile) {
+  const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
+  const int64_t key_tiles = (s.cache_len + kTileKeys - 1) / kTileKeys;
+  const int64_t index = ((row * s.q_heads + h) * query_tiles + query_tile) * key_tiles + key_tile;
+  return tiles + index * static_cast<int64_t>(kScoreGradTileBytes / 2);
+}
+
+// Saves a dk/dv warp's dS^T fragments (its 16 keys, chunk `warp` of the key tile, by queries
+// 16 c .. 16 c + 15 of the query tile) as block 4 c + warp of the tile: each 8 x 8 block
+// transposed, and the two off the diagonal swapped, make dS's fragments.
+__device__ __forceinline__ void save_score_grads(const uint32_t (&ds_t)[4], __nv_bfloat16* tile,
+                                                 int c, int warp) {
+  const uint4 ds{transposed_matrix(ds_t[0]), transposed_matrix(ds_t[2]), transposed_matrix(ds_t[1]),
+                 transposed_matrix(ds_t[3])};
+  reinterpret_cast<uint4*>(tile)[(4 * c + warp) * 32 + threadIdx.x % 32] = ds;
+}
+
 // The backward statistics (RowStatsTarget) from what the forward pass left (its output, and each
 // row's log-sum-exp in row_lse) instead of its products run again: delta = dy · out beside each
 // row's lse, a warp per 16 rows, and each query tile's end of keys. Rows past seq are left alone.
@@ -121,19 +152,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dk and dv for a tile of 64 keys of one KV head (16 per warp): over every query head of its
-// group and every query tile that sees one of the keys, the next (query tile, head)'s q, dy, slots
-// and statistics copied in while this one's are used. Per 16 queries, S^T = k q^T and
-// dP^T = v dy^T give P^T and dS^T, then dv += P^T dy and dk += dS^T q.
+// dk and dv for a tile of 64 keys of one KV head (16 per warp) of batch row first_row + z: over
+// every query head of its group and every query tile that sees one of the keys, the next (query
+// tile, head)'s q, dy, slots and statistics copied in while this one's are used. Per 16 queries,
+// S^T = k q^T and dP^T = v dy^T give P^T and dS^T, then dv += P^T dy and dk += dS^T q; with
+// score_grads, dS is saved there too (score_grad_tile, launch row z).
 template <int D>
 __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
     const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
     const __nv_bfloat16* __restrict__ v, const int32_t* __restrict__ mask,
     const int32_t* __restrict__ slots, const __nv_bfloat16* __restrict__ dy,
     const float* __restrict__ stats, const int32_t* __restrict__ tile_key_ends, AttentionShape s,
-    float scale, __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv) {
+    float scale, int64_t first_row, __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv,
+    __nv_bfloat16* __restrict__ score_grads) {
   TFM_DYNAMIC_SHARED_MEMORY(smem);
-  const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y, b = blockIdx.z;
+  const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y,
+                b = first_row + blockIdx.z;
   const int64_t group = s.q_heads / s.kv_heads;
   const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
@@ -178,6 +212,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
         __syncthreads();  // every thread's copies of the item have landed
         const StageTiles<D> tiles(smem, buffer);
         const int64_t first_query = item / group * kBlockRows;
+        __nv_bfloat16* saved = score_grads == nullptr ? nullptr
+                                                      : score_grad_tile(score_grads, s, blockIdx.z,
+                                                                        kvh * group + item % group,
+                                                                        item / group, blockIdx.x);
 #pragma unroll 1
         for (int first = 0; first < kBlockRows; first += 16) {
           float p[2][4], ds[2][4];  // S^T, dP^T, then P^T, dS^T: the warp's keys by 16 queries
@@ -192,6 +230,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
           uint32_t pa[4], dsa[4];
           as_left_fragment(p[0], p[1], pa);
           as_left_fragment(ds[0], ds[1], dsa);
+          if (saved != nullptr) save_score_grads(dsa, saved, first / 16, warp);
           times_rows<D>(pa, tiles.rows_b, first, dv_acc);
           times_rows<D>(dsa, tiles.rows_a, first, dk_acc);
         }
@@ -252,6 +291,59 @@ __global__ void __launch_bounds__(kThreads)
           uint32_t dsa[4];
           as_left_fragment(ds[0], ds[1], dsa);
           times_rows<D>(dsa, tiles.rows_a, first, dq_acc);
+        }
+      });
+  store_fragments<D>(dq_acc, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);
+}
+
+// dq for a tile of 64 queries of one head of batch row first_row + z from the scores' gradients
+// the dk/dv kernel saved (score_grad_tile, launch row z): over the key tiles the queries see, the
+// next tile's keys and dS copied in while this one's are used, dq += dS k per 16 keys, summed in
+// the order flash_attention_dq_kernel sums them.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_attention_dq_from_ds_kernel(const __nv_bfloat16* __restrict__ k,
+                                      const int32_t* __restrict__ mask,
+                                      const int32_t* __restrict__ tile_key_ends,
+                                      const __nv_bfloat16* __restrict__ score_grads,
+                                      AttentionShape s, int64_t first_row,
+                                      __nv_bfloat16* __restrict__ dq) {
+  TFM_DYNAMIC_SHARED_MEMORY(smem);
+  const int tile =
+      latest_first(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));  // as forward
+  const int64_t first_query = int64_t{tile} * kBlockRows, h = blockIdx.y;
+  const int64_t b = first_row + blockIdx.z, kvh = h / (s.q_heads / s.kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t keys_end = tile_key_ends[tile];
+
+  float dq_acc[D / 8][4] = {};
+  // Keys in rows_a, their dS blocks in rows_b, whether each key is kept in ints.
+  double_buffered(
+      keys_end > 0 ? 0 : -1,
+      [&](int64_t key0) { return key0 + kTileKeys < keys_end ? key0 + kTileKeys : -1; },
+      [&](int64_t key0, int buffer) {
+        const StageTiles<D> tiles(smem, buffer);
+        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
+        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
+        const __nv_bfloat16* saved =
+            score_grad_tile(score_grads, s, blockIdx.z, h, tile, key0 / kTileKeys);
+        constexpr int kPieces = static_cast<int>(kScoreGradTileBytes / 16);
+        static_assert(kPieces % kThreads == 0);
+#pragma unroll
+        for (int i = 0; i < kPieces / kThreads; ++i) {
+          const int e = i * kThreads + static_cast<int>(threadIdx.x);
+          copy_async<16>(tiles.rows_b + 8 * e, saved + 8 * e, true);
+        }
+      },
+      [&](int64_t, int buffer) {
+        const StageTiles<D> tiles(smem, buffer);
+        clear_masked_rows<D>(tiles.ints, tiles.rows_a, nullptr);
+        const auto* blocks = reinterpret_cast<const uint4*>(tiles.rows_b);
+#pragma unroll
+        for (int c = 0; c < kTileKeys / 16; ++c) {
+          const uint4 block = blocks[(4 * warp + c) * 32 + lane];
+          const uint32_t dsa[4] = {block.x, block.y, block.z, block.w};
+          times_rows<D>(dsa, tiles.rows_a, c * 16, dq_acc);
         }
       });
   store_fragments<D>(dq_acc, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);

@@ -49,13 +49,20 @@ struct TileLayout {
   static constexpr size_t bytes = size_t{kTileKeys} * ld * 2;
 };
 
+// The scores' gradients of a query tile against a key tile, bf16: what the dk/dv kernel saves
+// for flash_attention_dq_from_ds_kernel.
+constexpr size_t kScoreGradTileBytes = size_t{kBlockRows} * kTileKeys * 2;
+
 // The kernels' shared memory: two stages (the tiles being read, and the next being copied), each
-// two tiles and, per row of the tiles, an int (the keys' mask values, or the queries' slots) and
-// two floats (the queries' lse and delta, for the dk/dv kernel).
+// two tiles (the second may hold a tile of the scores' gradients instead) and, per row of the
+// tiles, an int (the keys' mask values, or the queries' slots) and two floats (the queries' lse
+// and delta, for the dk/dv kernel).
 template <int D>
 struct StageLayout {
   static constexpr size_t rows_a = 0, rows_b = TileLayout<D>::bytes;
-  static constexpr size_t ints = 2 * TileLayout<D>::bytes;
+  static constexpr size_t ints =
+      rows_b +
+      (TileLayout<D>::bytes > kScoreGradTileBytes ? TileLayout<D>::bytes : kScoreGradTileBytes);
   static constexpr size_t row_stats = ints + kTileKeys * sizeof(int32_t);
   static constexpr size_t stage = row_stats + kTileKeys * 2 * sizeof(float);
   static constexpr size_t total = 2 * stage;
@@ -123,9 +130,10 @@ __device__ __forceinline__ void stage_ints(const int32_t* src, int64_t count, in
 }
 
 // Once a key tile and its keys' mask values (kept, stage_ints) have landed: a barrier of the
-// block, then zeros over the rows of masked-out keys in the tiles, for a cache may hold
-// non-finite values there and a zero probability times those is not zero. Thread c staged kept[c],
-// so it may read it before the barrier, which is the block's vote on whether any key is masked.
+// block, then zeros over the rows of masked-out keys in the tiles (a, and b unless null), for a
+// cache may hold non-finite values there and a zero probability times those is not zero. Thread c
+// staged kept[c], so it may read it before the barrier, which is the block's vote on whether any
+// key is masked.
 template <int D>
 __device__ __forceinline__ void clear_masked_rows(const int32_t* kept, __nv_bfloat16* a,
                                                   __nv_bfloat16* b) {
@@ -136,7 +144,7 @@ __device__ __forceinline__ void clear_masked_rows(const int32_t* kept, __nv_bflo
     const int r = e / kPieces, at = r * TileLayout<D>::ld + e % kPieces * 8;
     if (kept[r] != 0) continue;
     *reinterpret_cast<uint4*>(a + at) = uint4{0, 0, 0, 0};
-    *reinterpret_cast<uint4*>(b + at) = uint4{0, 0, 0, 0};
+    if (b != nullptr) *reinterpret_cast<uint4*>(b + at) = uint4{0, 0, 0, 0};
   }
   __syncthreads();
 }

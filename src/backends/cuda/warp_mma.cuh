@@ -6,7 +6,8 @@
 //   b[0]: rows 2t, 2t + 1 of column g          b[1]: rows 2t + 8, 2t + 9 of column g
 //   d[0], d[1]: row g, columns 2t, 2t + 1      d[2], d[3]: row g + 8, columns 2t, 2t + 1
 // each register two bf16, the lower index in the low half. tests/cuda_emulation defines
-// TFM_EMULATED_WARP_MMA and its own mma_16x8x16 and load_matrices_x4 with these semantics.
+// TFM_EMULATED_WARP_MMA and its own mma_16x8x16, load_matrices_x4 and transposed_matrix with
+// these semantics.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,6 +49,15 @@ __device__ __forceinline__ void load_matrices_x4(uint32_t (&r)[4], const __nv_bf
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(address));
   }
+}
+
+// The transpose of an 8x8 bf16 matrix held one register a lane as a[0] above (row g, columns 2t,
+// 2t + 1), a warp at once (movmatrix .trans): the lane gets row g, columns 2t, 2t + 1 of the
+// transpose.
+__device__ __forceinline__ uint32_t transposed_matrix(uint32_t m) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(m));
+  return r;
 }
 #endif
 

@@ -77,3 +77,21 @@ void load_matrices_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
   }
   __syncwarp();  // every lane has read the table before any writes it again
 }
+
+// movmatrix .trans (see warp_mma.cuh): the lanes put their registers in a table, and each gathers
+// its row of the transpose, row g = lane / 4 of which is column g of the matrix.
+inline uint32_t transposed_matrix(uint32_t m) {
+  static uint32_t table[32][32];
+  using tfm::cuda_emulation::linear_thread;
+  const unsigned warp = linear_thread() / 32, lane = linear_thread() % 32;
+  table[warp][lane] = m;
+  __syncwarp();
+  // Element (r, c) of the matrix: lane 4 r + c / 2, half c % 2.
+  const auto element = [&](unsigned r, unsigned c) {
+    return static_cast<uint16_t>(table[warp][4 * r + c / 2] >> (16 * (c % 2)));
+  };
+  const unsigned g = lane / 4, t = lane % 4;
+  const uint32_t r = uint32_t{element(2 * t, g)} | uint32_t{element(2 * t + 1, g)} << 16;
+  __syncwarp();  // every lane has read the table before any writes it again
+  return r;
+}
