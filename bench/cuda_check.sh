@@ -3,8 +3,9 @@
 # runs the CUDA tests, and benchmarks a Qwen3-0.6B-shaped checkpoint (random bf16 weights made
 # there with its transformers) against transformers + torch on the same GPU, runs NCCL in a world
 # of one rank, and times a training step of that model against transformers. Writes logs and JSON
-# into OUTDIR (nine files; the NCCL and most training figures go into stages.log). Each stage has
-# its own time limit and they run most important first, so a run cut at 8 minutes loses the least.
+# into OUTDIR (seven files, as the device tool brings back eight at most; the NCCL and training
+# figures go into stages.log, the benchmarks' own logs into bench.log). Each stage has its own time
+# limit and they run most important first, so a run cut at 8 minutes loses the least.
 #   bench/cuda_check.sh OUTDIR [DEBS_DIR]
 # DEBS_DIR holds the Debian 12 packages the build needs (tools/download_cuda_debs.sh fetches them
 # on a Debian machine); they are unpacked into /tmp/deps, never into /. With the device tool:
@@ -37,17 +38,17 @@ echo "nccl bench exit $?" | tee -a "$out/stages.log"
 
 stage tfm-bench
 timeout 100 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 --new-tokens 64 \
-  --prefill 128,1024 --batches 1,16 > "$out/tfm.json" 2> "$out/tfm.log"
+  --prefill 128,1024 --batches 1,16 > "$out/tfm.json" 2>> "$out/bench.log"
 echo "tfm bench exit $?" | tee -a "$out/stages.log"
 # The same decode without overlapped launches (src/backends/cuda/overlapped_launch.h): what the
 # overlap is worth.
 TFM_CUDA_OVERLAP=0 timeout 60 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
-  --new-tokens 64 --prefill 128 --batches 1,16 > "$out/tfm_no_overlap.json" 2>> "$out/tfm.log"
+  --new-tokens 64 --prefill 128 --batches 1,16 > "$out/tfm_no_overlap.json" 2>> "$out/bench.log"
 echo "tfm bench without overlap exit $?" | tee -a "$out/stages.log"
 
 stage transformers-bench
 timeout 170 python3 bench/anchor_transformers.py "$model" --device cuda --new-tokens 64 \
-  --prefill 128,1024 --batches 1,16 > "$out/transformers.json" 2> "$out/transformers.log"
+  --prefill 128,1024 --batches 1,16 > "$out/transformers.json" 2>> "$out/bench.log"
 echo "transformers bench exit $?" | tee -a "$out/stages.log"
 stage train-bench
 # Training a Qwen3-0.6B-shaped model from fresh weights, 8 x 1024 tokens, bf16 autocast; the
@@ -58,9 +59,16 @@ timeout 120 "$build/bench/train_bench" "$model/config.json" --device cuda --bf16
 "$build/bench/step_memory_bench" "$model/config.json" --batch 8 --seq 1024 --bf16 \
   >> "$out/stages.log" 2>&1
 echo "tfm train bench exit $?" | tee -a "$out/stages.log"
-# The same with attention's backward pass as cuBLASLt products instead of the flash kernels.
+# The same with the flash backward's dq kernel running the products again instead of reading the
+# scores' gradients the dk/dv kernel saved, then with attention's backward pass as cuBLASLt
+# products instead of the flash kernels.
+echo "train bench, dq from the products run again:" >> "$out/stages.log"
+TFM_CUDA_SAVED_DS_MIB=0 timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda \
+  --bf16 --batch 8 --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
+echo "tfm train bench, dq by products, exit $?" | tee -a "$out/stages.log"
+echo "train bench, attention backward as cuBLASLt products:" >> "$out/stages.log"
 TFM_CUDA_FLASH_GRAD=0 timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda \
-  --bf16 --batch 8 --seq 1024 --steps 5 > "$out/tfm_train_products.json" 2>> "$out/stages.log"
+  --bf16 --batch 8 --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
 echo "tfm train bench, products backward, exit $?" | tee -a "$out/stages.log"
 timeout 90 python3 bench/anchor_train.py "$model/config.json" --device cuda --bf16 --batch 8 \
   --seq 1024 --steps 5 >> "$out/stages.log" 2>&1

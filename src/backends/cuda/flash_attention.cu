@@ -5,7 +5,9 @@
 // ldmatrix) and the softmax kept online per query row: scores never reach global memory. The next
 // tile is copied into shared memory (cp.async) while the warps compute on this one.
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
@@ -77,9 +79,23 @@ void launch_row_stats(const void* q, const void* k, const void* v, const int32_t
 }
 
 // The scores' gradients the dk/dv kernel saves for the dq kernel (score_grad_tile) take this much
-// scratch at most: batch rows beyond it run in turns, and a shape whose one row would pass it
-// takes the dq kernel that runs the products again instead.
-constexpr size_t kScoreGradBudget = size_t{512} << 20;
+// scratch at most (512 MiB, or TFM_CUDA_SAVED_DS_MIB, so that one benchmark run can time other
+// budgets: bench/cuda_check.sh): batch rows beyond it run in turns, and a shape whose one row
+// would pass it takes the dq kernel that runs the products again instead (all of them at 0).
+size_t score_grad_budget() {
+  static const size_t budget = [] {
+    const char* setting = std::getenv("TFM_CUDA_SAVED_DS_MIB");
+    if (setting == nullptr) return size_t{512} << 20;
+    char* end = nullptr;
+    const long long mib = std::strtoll(setting, &end, 10);
+    if (*setting == '\0' || *end != '\0' || mib < 0) {
+      throw Error(std::string("TFM_CUDA_SAVED_DS_MIB must be a whole number of MiB, not '") +
+                  setting + "'");
+    }
+    return static_cast<size_t>(mib) << 20;
+  }();
+  return budget;
+}
 
 size_t score_grad_row_bytes(const AttentionShape& s) {
   return static_cast<size_t>(score_grad_tiles_per_row(s)) * kScoreGradTileBytes;
@@ -89,7 +105,7 @@ size_t score_grad_row_bytes(const AttentionShape& s) {
 int64_t score_grad_rows(const AttentionShape& s) {
   const size_t row_bytes = score_grad_row_bytes(s);
   if (row_bytes == 0) return 0;
-  return std::min<int64_t>(s.batch, static_cast<int64_t>(kScoreGradBudget / row_bytes));
+  return std::min<int64_t>(s.batch, static_cast<int64_t>(score_grad_budget() / row_bytes));
 }
 
 template <int D>

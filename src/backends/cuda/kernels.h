@@ -162,7 +162,8 @@ struct SavedForward {
 // The backward pass of flash_attention with bf16 q and dy (attention's output gradient under
 // autocast): grads = bf16 [dq | dk | dv], as torch's. `scratch` holds
 // flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out, each query
-// tile's end of keys, and the scores' gradients the dq kernel reads: up to 512 MiB).
+// tile's end of keys, and the scores' gradients the dq kernel reads: up to 512 MiB, or
+// TFM_CUDA_SAVED_DS_MIB).
 size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
