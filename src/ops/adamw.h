@@ -24,6 +24,9 @@ struct AdamWScalars {
   float bias_correction2_sqrt;
   float eps;
   float neg_step_size;  // -lr / bias_correction1
+  // Gradient clipping's coefficient (training::clip_coefficient), 1 without: each gradient is
+  // read as g * grad_scale, the bits torch's clip_grad_norm_ leaves in it before the update.
+  float grad_scale = 1.f;
 };
 
 // The elementwise work in f32, in torch's op order and with the fused multiply-adds of its
@@ -31,8 +34,9 @@ struct AdamWScalars {
 // keeping precision on the side w is close to; addcmul_ is fma(c * g, g, v * beta2). The only
 // difference left is sqrt: ours is correctly rounded, torch's vectorized one up to ~0.75 ulp off.
 // `decay` is s.decay, or 1 (exactly: the value is unchanged) where weight decay does not apply.
-TFM_HOST_DEVICE inline void adamw_update(const AdamWScalars& s, float decay, float& p, float g,
-                                         float& m, float& v) {
+TFM_HOST_DEVICE inline void adamw_update(const AdamWScalars& s, float decay, float& p,
+                                         float unscaled_g, float& m, float& v) {
+  const float g = unscaled_g * s.grad_scale;
   const float param = p * decay;
   m = fmaf(s.lerp_coeff, g - m, s.small_weight ? m : g);
   v = fmaf(s.sq_weight * g, g, v * s.beta2);

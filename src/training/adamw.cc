@@ -54,7 +54,8 @@ AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions opt
   exp_avg_sq_ = Tensor::zeros({total_}, DType::f32, device_);
 }
 
-void AdamW::step(std::span<float> params, std::span<const float> grads, double lr) {
+void AdamW::step(std::span<float> params, std::span<const float> grads, double lr,
+                 float grad_scale) {
   if (static_cast<int64_t>(params.size()) != total_ ||
       static_cast<int64_t>(grads.size()) != total_) {
     fail("step given " + std::to_string(params.size()) + " parameters and " +
@@ -77,6 +78,7 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, double l
       .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
       .eps = static_cast<float>(o.eps),
       .neg_step_size = static_cast<float>(-(lr / bias_correction1)),
+      .grad_scale = grad_scale,
   };
   graph::Backend& backend = graph::backend_for(device_);
   auto* m = exp_avg_.data_as<float>();

@@ -38,7 +38,10 @@ class AdamW {
 
   // One update of `params` from `grads` (both `total` elements, on the optimizer's device) at
   // learning rate `lr`, which is options().lr times the schedule's multiplier for steps_taken().
-  void step(std::span<float> params, std::span<const float> grads, double lr);
+  // Each gradient is read times `grad_scale`: clipping's coefficient (clip_coefficient), applied
+  // as the update reads the gradients instead of in a pass over them of its own.
+  void step(std::span<float> params, std::span<const float> grads, double lr,
+            float grad_scale = 1.f);
   void step(std::span<float> params, std::span<const float> grads) {
     step(params, grads, options_.lr);
   }

@@ -13,11 +13,12 @@ namespace tfm::training {
 // same bits for any thread count and a re-run or resumed step clips identically.
 double grad_norm(std::span<const float> grads, Device device = kCpu);
 
-// Scales `grads` by max_norm / (norm + 1e-6) when that is below 1 and returns the norm before
-// clipping. A non-finite norm scales them as torch does (to NaN, or to 0 for an infinite norm):
-// the caller sees the returned norm and can skip the step.
+// What clipping scales gradients of norm `norm` by: max_norm / (norm + 1e-6) in f32, as torch
+// forms it, when that is below 1; else 1. A non-finite norm gives what torch scales by (NaN, or 0
+// for an infinite norm), so the step's parameters show it.
+float clip_coefficient(double norm, double max_norm);
+// Scales `grads` by clip_coefficient() and returns the norm before clipping. (The Trainer passes
+// the coefficient to AdamW::step instead, which applies it as it reads each gradient.)
 double clip_grad_norm(std::span<float> grads, double max_norm, Device device = kCpu);
-// The scaling of clip_grad_norm for a norm already known (one taken over several processes).
-void clip_to_norm(std::span<float> grads, double norm, double max_norm, Device device = kCpu);
 
 }  // namespace tfm::training

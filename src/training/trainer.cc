@@ -105,9 +105,9 @@ TrainOutput Trainer::train() {
     const double loss = train_window(&tokens);
     const std::span<float> grads = params_.grads();
     const double norm = distributed_.grad_norm(grads);
-    if (args_.max_grad_norm > 0) clip_to_norm(grads, norm, args_.max_grad_norm, params_.device());
+    const float clip = args_.max_grad_norm > 0 ? clip_coefficient(norm, args_.max_grad_norm) : 1.f;
     const double lr = schedule_.lr(args_.learning_rate, global_step_);
-    optimizer_.step(params_.values(), grads, lr);
+    optimizer_.step(params_.values(), grads, lr, clip);
     ++global_step_;
     run_loss += loss;
     interval_loss += loss;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -83,13 +84,25 @@ LrSchedule golden_schedule() {
   return LrSchedule(s["name"].get<std::string>(), s["warmup"], s["total"]);
 }
 
+// How a step clips: not at all, the gradients in place (torch's clip_grad_norm_), or by the
+// update reading them times the coefficient (as the Trainer does).
+enum class Clip { kNone, kInPlace, kInStep };
+
 // One training step as the golden cases take it: optional clipping, then the update at the rate
 // the schedule gives for the steps already taken. Returns the norm clipping saw (or 0).
-double golden_step(AdamW& opt, std::vector<float>& params, int step, bool clip, bool scheduled) {
+double golden_step(AdamW& opt, std::vector<float>& params, int step, Clip clip, bool scheduled) {
   std::vector<float> grads = floats(adamw_goldens()["grads"][step]);
-  const double norm = clip ? clip_grad_norm(grads, adamw_goldens()["max_norm"]) : 0.0;
+  const double max_norm = adamw_goldens()["max_norm"];
+  double norm = 0.0;
+  float grad_scale = 1.f;
+  if (clip == Clip::kInPlace) norm = clip_grad_norm(grads, max_norm);
+  if (clip == Clip::kInStep) {
+    norm = grad_norm(grads);
+    grad_scale = clip_coefficient(norm, max_norm);
+  }
   const double base = opt.options().lr;
-  opt.step(params, grads, scheduled ? golden_schedule().lr(base, opt.steps_taken()) : base);
+  opt.step(params, grads, scheduled ? golden_schedule().lr(base, opt.steps_taken()) : base,
+           grad_scale);
   return norm;
 }
 
@@ -98,7 +111,7 @@ TEST(AdamWTest, MatchesTorchAdamW) {
   AdamW opt = golden_optimizer();
   std::vector<float> params = floats(adamw_goldens()["init"]);
   for (int step = 0; step < 5; ++step) {
-    golden_step(opt, params, step, false, false);
+    golden_step(opt, params, step, Clip::kNone, false);
     expect_close(params, expected["params"][step], "params after step " + std::to_string(step));
   }
   EXPECT_EQ(opt.steps_taken(), 5);
@@ -106,17 +119,33 @@ TEST(AdamWTest, MatchesTorchAdamW) {
   expect_close(opt.exp_avg_sq(), expected["exp_avg_sq"], "exp_avg_sq");
 }
 
-// Steps 1 and 3 have gradient norms far above 1 and are scaled; the others pass unchanged.
+// Steps 1 and 3 have gradient norms far above 1 and are scaled; the others pass unchanged. The
+// gradients scaled in place or as the update reads them: the same parameters, bit for bit.
 TEST(AdamWTest, MatchesTorchWithClipGradNorm) {
   const nlohmann::json& expected = adamw_goldens()["cases"]["clipped"];
-  AdamW opt = golden_optimizer();
+  AdamW in_place = golden_optimizer(), in_step = golden_optimizer();
   std::vector<float> params = floats(adamw_goldens()["init"]);
+  std::vector<float> params_in_step = params;
   for (int step = 0; step < 5; ++step) {
-    const double norm = golden_step(opt, params, step, true, false);
+    const double norm = golden_step(in_place, params, step, Clip::kInPlace, false);
     const double want = expected["norms"][step];
     EXPECT_NEAR(norm, want, kRelTol * want) << "step " << step;
     expect_close(params, expected["params"][step], "params after step " + std::to_string(step));
+    EXPECT_EQ(golden_step(in_step, params_in_step, step, Clip::kInStep, false), norm);
+    EXPECT_EQ(params_in_step, params) << "step " << step;
   }
+  EXPECT_EQ(in_step.exp_avg(), in_place.exp_avg());
+  EXPECT_EQ(in_step.exp_avg_sq(), in_place.exp_avg_sq());
+}
+
+// torch's coefficient: max_norm / (norm + 1e-6) in f32 below 1, else 1; NaN and infinite norms
+// give NaN and 0, as torch's clamp-and-multiply scales by.
+TEST(AdamWTest, ClipCoefficient) {
+  EXPECT_EQ(clip_coefficient(4.0, 1.0), 1.0f / (4.0f + 1e-6f));
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
+  EXPECT_EQ(clip_coefficient(1.0, 1.0), 1.0f / (1.0f + 1e-6f));
+  EXPECT_TRUE(std::isnan(clip_coefficient(std::nan(""), 1.0)));
+  EXPECT_EQ(clip_coefficient(std::numeric_limits<double>::infinity(), 1.0), 0.0f);
 }
 
 // The rate changes every step (0 first, during warmup), and weight decay scales with it.
@@ -127,7 +156,7 @@ TEST(AdamWTest, MatchesTorchUnderTransformersLinearSchedule) {
   std::vector<float> params = floats(adamw_goldens()["init"]);
   for (int step = 0; step < 5; ++step) {
     EXPECT_DOUBLE_EQ(schedule.lr(opt.options().lr, step), expected["lrs"][step].get<double>());
-    golden_step(opt, params, step, false, true);
+    golden_step(opt, params, step, Clip::kNone, true);
     expect_close(params, expected["params"][step], "params after step " + std::to_string(step));
   }
 }
@@ -204,18 +233,19 @@ TEST(AdamWTest, SaveAndLoadResumesBitForBit) {
   const std::vector<float> init = floats(adamw_goldens()["init"]);
   AdamW straight = golden_optimizer();
   std::vector<float> straight_params = init;
-  for (int step = 0; step < 5; ++step) golden_step(straight, straight_params, step, true, true);
+  for (int step = 0; step < 5; ++step)
+    golden_step(straight, straight_params, step, Clip::kInStep, true);
 
   std::vector<float> params = init;
   {
     AdamW first = golden_optimizer();
-    for (int step = 0; step < 2; ++step) golden_step(first, params, step, true, true);
+    for (int step = 0; step < 2; ++step) golden_step(first, params, step, Clip::kInStep, true);
     first.save(dir / "optimizer.safetensors");
   }
   AdamW resumed = golden_optimizer();
   resumed.load(dir / "optimizer.safetensors");
   EXPECT_EQ(resumed.steps_taken(), 2);
-  for (int step = 2; step < 5; ++step) golden_step(resumed, params, step, true, true);
+  for (int step = 2; step < 5; ++step) golden_step(resumed, params, step, Clip::kInStep, true);
 
   EXPECT_EQ(resumed.steps_taken(), 5);
   EXPECT_EQ(std::memcmp(params.data(), straight_params.data(), params.size() * 4), 0);
