@@ -1,6 +1,7 @@
 // The CUDA optimizer kernels, their own source run on the CPU through the emulation in shim/ (no
 // GPU needed), launched as optimizer.cu launches them: AdamW's update against ops::adamw_update
-// applied element by element (with and without weight decay, over several steps), the gradient
+// applied element by element (with and without weight decay, over several steps, at every
+// alignment of the buffers' start, which decides which elements go four at a time), the gradient
 // scaling, and the gradient norm's sum of squares (chunk partials, then their sum) against a
 // plain double sum. The launchers cap the grid at kMaxBlocks, so their grid-stride loops are also
 // run with fewer blocks than elements need, as a tensor of over 16M elements would.
@@ -8,6 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
+#include <string>
+#include <vector>
 
 #include "backends/cuda/optimizer_device_kernels.cuh"
 #include "cuda_emulation/emulated_values.h"
@@ -17,6 +21,21 @@ namespace {
 
 using testing::expect_close;
 using testing::random_values;
+
+// Vectors whose data starts on a 16-byte boundary, as device allocations do.
+template <typename T>
+struct Aligned16 {
+  using value_type = T;
+  Aligned16() = default;
+  template <typename U>
+  explicit Aligned16(const Aligned16<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{16}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{16}); }
+  bool operator==(const Aligned16&) const = default;
+};
+using AlignedFloats = std::vector<float, Aligned16<float>>;
 
 // optimizer.cu's grid for n elements.
 dim3 grid_for(int64_t n) {
@@ -40,31 +59,52 @@ ops::AdamWScalars scalars_for(int step, double lr) {
           .neg_step_size = static_cast<float>(-(lr / bias_correction1))};
 }
 
-void check_adamw(int64_t n, dim3 grid, bool decays) {
-  std::vector<float> p = random_values(static_cast<size_t>(n), 41);
-  std::vector<float> m(p.size(), 0.f), v(p.size(), 0.f);
-  std::vector<float> want_p = p, want_m = m, want_v = v;
+// n elements from `offset` on in p, m and v, and from g_offset on in g (16-byte aligned buffers):
+// every element updated once, as ops::adamw_update does, whatever the alignment.
+void check_adamw(int64_t n, dim3 grid, bool decays, int offset = 0, int g_offset = -1) {
+  if (g_offset < 0) g_offset = offset;
+  const size_t size = static_cast<size_t>(n) + 4;
+  AlignedFloats p(size), m(size, 0.f), v(size, 0.f), g(size);
+  const std::vector<float> init = random_values(size, 41);
+  std::copy(init.begin(), init.end(), p.begin());
+  std::vector<float> want_p(p.begin() + offset, p.begin() + offset + n), want_m(n, 0.f),
+      want_v(n, 0.f);
   for (int step = 1; step <= 3; ++step) {
-    const std::vector<float> g = random_values(p.size(), 41 + static_cast<uint64_t>(step));
+    const std::vector<float> fresh = random_values(size, 41 + static_cast<uint64_t>(step));
+    std::copy(fresh.begin(), fresh.end(), g.begin());
     const ops::AdamWScalars s = scalars_for(step, 1e-2);
     const float decay = decays ? s.decay : 1.f;
     cuda_emulation::launch(grid, kThreads, 0, [&] {
-      adamw_kernel(s, decay, p.data(), g.data(), m.data(), v.data(), n);
+      adamw_kernel(s, decay, p.data() + offset, g.data() + g_offset, m.data() + offset,
+                   v.data() + offset, n);
     });
-    for (size_t i = 0; i < p.size(); ++i) {
-      ops::adamw_update(s, decay, want_p[i], g[i], want_m[i], want_v[i]);
+    for (size_t i = 0; i < want_p.size(); ++i) {
+      ops::adamw_update(s, decay, want_p[i], g[g_offset + i], want_m[i], want_v[i]);
     }
-    const std::string at = "step " + std::to_string(step) + " of " + std::to_string(n);
-    expect_close(p, want_p, 1e-5f, "p, " + at);
-    expect_close(m, want_m, 1e-5f, "m, " + at);
-    expect_close(v, want_v, 1e-5f, "v, " + at);
+    const auto part = [&](const AlignedFloats& all) {
+      return std::vector<float>(all.begin() + offset, all.begin() + offset + n);
+    };
+    const std::string at = "step " + std::to_string(step) + " of " + std::to_string(n) + " from " +
+                           std::to_string(offset) + ", g from " + std::to_string(g_offset);
+    // Within rounding: the compiler may contract the two inlined copies of the update
+    // differently; an element updated twice, or not at all, is off by far more.
+    expect_close(part(p), want_p, 1e-5f, "p, " + at);
+    expect_close(part(m), want_m, 1e-5f, "m, " + at);
+    expect_close(part(v), want_v, 1e-5f, "v, " + at);
   }
+  // Nothing outside the n elements is written.
+  EXPECT_TRUE(std::all_of(m.begin(), m.begin() + offset, [](float x) { return x == 0.f; }));
+  EXPECT_TRUE(std::all_of(m.begin() + offset + n, m.end(), [](float x) { return x == 0.f; }));
 }
 
 TEST(OptimizerKernels, AdamW) {
   check_adamw(1000, grid_for(1000), true);  // 4 blocks, the last partly idle
   check_adamw(1000, grid_for(1000), false);
-  check_adamw(1917, {3, 1, 1}, true);  // each thread strides over 2 or 3 elements
+  check_adamw(1917, {3, 1, 1}, true);  // each thread strides over several fours
+  // Starting 1, 2 or 3 elements past a 16-byte boundary: singles before it and after the fours.
+  for (const int offset : {1, 2, 3}) check_adamw(1917, {2, 1, 1}, true, offset);
+  check_adamw(3, {1, 1, 1}, true, 2);             // fewer elements than reach the boundary
+  check_adamw(1000, grid_for(1000), true, 1, 2);  // g at another alignment: one at a time
 }
 
 void check_scale(int64_t n, dim3 grid) {
