@@ -29,6 +29,17 @@ struct AdamWScalars {
   float grad_scale = 1.f;
 };
 
+// x * y rounded to f32 before what follows uses it, as torch rounds each op's result: never
+// fused with a later add (nvcc fuses where it can; the CPU build compiles the optimizer with
+// -ffp-contract=off).
+TFM_HOST_DEVICE inline float rounded_product(float x, float y) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(x, y);
+#else
+  return x * y;
+#endif
+}
+
 // The elementwise work in f32, in torch's op order and with the fused multiply-adds of its
 // vectorized CPU kernels: lerp_ is fma(w, g - m, m) for |w| < 0.5, else fma(w - 1, g - m, g),
 // keeping precision on the side w is close to; addcmul_ is fma(c * g, g, v * beta2). The only
@@ -36,8 +47,8 @@ struct AdamWScalars {
 // `decay` is s.decay, or 1 (exactly: the value is unchanged) where weight decay does not apply.
 TFM_HOST_DEVICE inline void adamw_update(const AdamWScalars& s, float decay, float& p,
                                          float unscaled_g, float& m, float& v) {
-  const float g = unscaled_g * s.grad_scale;
-  const float param = p * decay;
+  const float g = rounded_product(unscaled_g, s.grad_scale);
+  const float param = rounded_product(p, decay);
   m = fmaf(s.lerp_coeff, g - m, s.small_weight ? m : g);
   v = fmaf(s.sq_weight * g, g, v * s.beta2);
   const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;

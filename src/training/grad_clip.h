@@ -13,9 +13,9 @@ namespace tfm::training {
 // same bits for any thread count and a re-run or resumed step clips identically.
 double grad_norm(std::span<const float> grads, Device device = kCpu);
 
-// What clipping scales gradients of norm `norm` by: max_norm / (norm + 1e-6) in f32, as torch
-// forms it, when that is below 1; else 1. A non-finite norm gives what torch scales by (NaN, or 0
-// for an infinite norm), so the step's parameters show it.
+// What clipping scales gradients of norm `norm` by: max_norm / (norm + 1e-6) in f32 as torch forms
+// it (1 / (norm + 1e-6), then times max_norm), when that is below 1; else 1. A non-finite norm
+// gives what torch scales by (NaN, or 0 for an infinite norm), so the step's parameters show it.
 float clip_coefficient(double norm, double max_norm);
 // Scales `grads` by clip_coefficient() and returns the norm before clipping. (The Trainer passes
 // the coefficient to AdamW::step instead, which applies it as it reads each gradient.)

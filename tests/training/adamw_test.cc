@@ -139,11 +139,15 @@ TEST(AdamWTest, MatchesTorchWithClipGradNorm) {
 }
 
 // torch's coefficient: max_norm / (norm + 1e-6) in f32 below 1, else 1; NaN and infinite norms
-// give NaN and 0, as torch's clamp-and-multiply scales by.
+// give NaN and 0, as torch's clamp-and-multiply scales by. The values torch 2.15 gives for
+// clamp(max_norm / (torch.tensor(norm) + 1e-6), max=1.0): its reciprocal-then-multiply differs
+// from a division in the last bit at these two.
 TEST(AdamWTest, ClipCoefficient) {
   EXPECT_EQ(clip_coefficient(4.0, 1.0), 1.0f / (4.0f + 1e-6f));
   EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
   EXPECT_EQ(clip_coefficient(1.0, 1.0), 1.0f / (1.0f + 1e-6f));
+  EXPECT_EQ(clip_coefficient(7.1, 0.3), 0.0422535203397274f);
+  EXPECT_EQ(clip_coefficient(2.9, 0.7), 0.24137923121452332f);
   EXPECT_TRUE(std::isnan(clip_coefficient(std::nan(""), 1.0)));
   EXPECT_EQ(clip_coefficient(std::numeric_limits<double>::infinity(), 1.0), 0.0f);
 }

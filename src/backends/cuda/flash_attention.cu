@@ -88,8 +88,11 @@ size_t score_grad_budget() {
     if (setting == nullptr) return size_t{512} << 20;
     char* end = nullptr;
     const long long mib = std::strtoll(setting, &end, 10);
-    if (*setting == '\0' || *end != '\0' || mib < 0) {
-      throw Error(std::string("TFM_CUDA_SAVED_DS_MIB must be a whole number of MiB, not '") +
+    // Digits only, and at most 1 TiB (so the bytes fit, whatever strtoll accepts around them).
+    const bool digits = *setting >= '0' && *setting <= '9' && *end == '\0';
+    if (!digits || mib > (1LL << 20)) {
+      throw Error(std::string("TFM_CUDA_SAVED_DS_MIB must be a whole number of MiB up to 1048576, "
+                              "not '") +
                   setting + "'");
     }
     return static_cast<size_t>(mib) << 20;
