@@ -29,6 +29,11 @@ for t in core backends models generation training; do
     >> "$out/tests.log" 2>&1
   echo "tests $t exit $?" | tee -a "$out/stages.log"
 done
+# The flash backward's other dq kernel (the products run again), which only shapes past the saved
+# scores' gradients' budget take.
+TFM_CUDA_SAVED_DS_MIB=0 timeout 60 "$build/tests/tfm_backends_tests" \
+  --gtest_filter='*Bf16Attention*' >> "$out/tests.log" 2>&1
+echo "tests backends, dq by products, exit $?" | tee -a "$out/stages.log"
 
 stage nccl
 # A world of one rank (the machine has one GPU), started by the launcher as a job would be.
