@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -22,20 +21,8 @@ namespace {
 using testing::expect_close;
 using testing::random_values;
 
-// Vectors whose data starts on a 16-byte boundary, as device allocations do.
-template <typename T>
-struct Aligned16 {
-  using value_type = T;
-  Aligned16() = default;
-  template <typename U>
-  explicit Aligned16(const Aligned16<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{16}));
-  }
-  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{16}); }
-  bool operator==(const Aligned16&) const = default;
-};
-using AlignedFloats = std::vector<float, Aligned16<float>>;
+// Device allocations start on a 16-byte boundary at least.
+using AlignedFloats = std::vector<float, testing::Aligned32<float>>;
 
 // optimizer.cu's grid for n elements.
 dim3 grid_for(int64_t n) {
