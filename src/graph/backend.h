@@ -37,7 +37,6 @@ class Backend {
   // The sum of squares of n elements, in double over fixed chunks added in order: the same bits
   // for any thread count, so a re-run or resumed step clips identically.
   virtual double sum_squares(const float* x, int64_t n) = 0;
-  virtual void scale(float* x, float factor, int64_t n) = 0;
 };
 
 void register_backend(DeviceType type, Backend* backend);

@@ -19,13 +19,4 @@ float clip_coefficient(double norm, double max_norm) {
   return coef >= 1.0f ? 1.0f : coef;
 }
 
-double clip_grad_norm(std::span<float> grads, double max_norm, Device device) {
-  const double norm = grad_norm(grads, device);
-  const float coef = clip_coefficient(norm, max_norm);
-  if (coef != 1.0f) {
-    graph::backend_for(device).scale(grads.data(), coef, static_cast<int64_t>(grads.size()));
-  }
-  return norm;
-}
-
 }  // namespace tfm::training

@@ -1,6 +1,7 @@
 // Gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_ does it over all parameters:
 // the L2 norm of every gradient taken as one vector, scaled down to `max_norm` when above it. The
-// gradients live on `device`, whose backend does the arithmetic.
+// gradients live on `device`, whose backend sums them; AdamW::step applies the scaling as it reads
+// them (clip_coefficient), with the bits scaling them first gives.
 #pragma once
 
 #include <span>
@@ -17,8 +18,5 @@ double grad_norm(std::span<const float> grads, Device device = kCpu);
 // it (1 / (norm + 1e-6), then times max_norm), when that is below 1; else 1. A non-finite norm
 // gives what torch scales by (NaN, or 0 for an infinite norm), so the step's parameters show it.
 float clip_coefficient(double norm, double max_norm);
-// Scales `grads` by clip_coefficient() and returns the norm before clipping. (The Trainer passes
-// the coefficient to AdamW::step instead, which applies it as it reads each gradient.)
-double clip_grad_norm(std::span<float> grads, double max_norm, Device device = kCpu);
 
 }  // namespace tfm::training

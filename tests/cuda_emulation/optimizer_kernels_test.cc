@@ -1,10 +1,10 @@
 // The CUDA optimizer kernels, their own source run on the CPU through the emulation in shim/ (no
 // GPU needed), launched as optimizer.cu launches them: AdamW's update against ops::adamw_update
 // applied element by element (with and without weight decay, over several steps, at every
-// alignment of the buffers' start, which decides which elements go four at a time), the gradient
-// scaling, and the gradient norm's sum of squares (chunk partials, then their sum) against a
-// plain double sum. The launchers cap the grid at kMaxBlocks, so their grid-stride loops are also
-// run with fewer blocks than elements need, as a tensor of over 16M elements would.
+// alignment of the buffers' start, which decides which elements go four at a time), and the
+// gradient norm's sum of squares (chunk partials, then their sum) against a plain double sum. The
+// launchers cap the grid at kMaxBlocks, so their grid-stride loops are also run with fewer blocks
+// than elements need, as a tensor of over 16M elements would.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,21 +92,6 @@ TEST(OptimizerKernels, AdamW) {
   for (const int offset : {1, 2, 3}) check_adamw(1917, {2, 1, 1}, true, offset);
   check_adamw(3, {1, 1, 1}, true, 2);             // fewer elements than reach the boundary
   check_adamw(1000, grid_for(1000), true, 1, 2);  // g at another alignment: one at a time
-}
-
-void check_scale(int64_t n, dim3 grid) {
-  const std::vector<float> x0 = random_values(static_cast<size_t>(n), 51);
-  const float factor = 0.37f;
-  std::vector<float> x = x0;
-  cuda_emulation::launch(grid, kThreads, 0, [&] { scale_kernel(x.data(), factor, n); });
-  std::vector<float> want(x0.size());
-  for (size_t i = 0; i < want.size(); ++i) want[i] = x0[i] * factor;
-  expect_close(x, want, 0.f, "scale of " + std::to_string(n));
-}
-
-TEST(OptimizerKernels, Scale) {
-  check_scale(1000, grid_for(1000));
-  check_scale(1917, {3, 1, 1});
 }
 
 TEST(OptimizerKernels, SumSquares) {

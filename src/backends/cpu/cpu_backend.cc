@@ -125,7 +125,6 @@ class CpuBackend : public graph::Backend {
     cpu::adamw_update(s, decay, params, grads, exp_avg, exp_avg_sq, n);
   }
   double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
-  void scale(float* x, float factor, int64_t n) override { cpu::scale(x, factor, n); }
 };
 
 }  // namespace

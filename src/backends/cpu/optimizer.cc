@@ -40,9 +40,4 @@ double sum_squares(const float* x, int64_t n) {
   return total;
 }
 
-void scale(float* x, float factor, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kChunkElements)
-  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
-}
-
 }  // namespace tfm::cpu

@@ -343,7 +343,6 @@ class CudaBackend : public graph::Backend {
   double sum_squares(const float* x, int64_t n) override {
     return cuda::sum_squares(x, n, stream());
   }
-  void scale(float* x, float factor, int64_t n) override { cuda::scale(x, factor, n, stream()); }
 };
 
 CudaBackend& backend() {

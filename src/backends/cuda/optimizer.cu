@@ -33,12 +33,6 @@ void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float
   check_launch("adamw_update");
 }
 
-void scale(float* x, float factor, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, factor, n);
-  check_launch("scale");
-}
-
 double sum_squares(const float* x, int64_t n, cudaStream_t stream) {
   if (n == 0) return 0.0;
   static SumScratch scratch;

@@ -55,14 +55,6 @@ __global__ void adamw_kernel(ops::AdamWScalars s, float decay, float* __restrict
   }
 }
 
-__global__ void scale_kernel(float* __restrict__ x, float factor, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += stride) {
-    x[i] *= factor;
-  }
-}
-
 // Block b sums chunk b into partial[b].
 __global__ void chunk_squares_kernel(const float* __restrict__ x, int64_t n,
                                      double* __restrict__ partial) {

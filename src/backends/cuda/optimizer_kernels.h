@@ -1,4 +1,4 @@
-// The optimizer's arithmetic on device buffers (graph::Backend::adamw_update, sum_squares, scale),
+// The optimizer's arithmetic on device buffers (graph::Backend::adamw_update, sum_squares),
 // launched on the backend's stream.
 #pragma once
 
@@ -14,6 +14,5 @@ void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float
                   float* v, int64_t n, cudaStream_t stream);
 // Waits for the stream: the sum is returned on the host.
 double sum_squares(const float* x, int64_t n, cudaStream_t stream);
-void scale(float* x, float factor, int64_t n, cudaStream_t stream);
 
 }  // namespace tfm::cuda
