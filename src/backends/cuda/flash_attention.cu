@@ -26,8 +26,8 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
 }
 
 dim3 query_tiles(const AttentionShape& s) {
-  return dim3(static_cast<unsigned>((s.seq + kBlockRows - 1) / kBlockRows),
-              static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.batch));
+  return dim3(static_cast<unsigned>(query_tile_count(s)), static_cast<unsigned>(s.q_heads),
+              static_cast<unsigned>(s.batch));
 }
 
 // Key splits for a launch whose query tiles alone would leave most of an H200's 132
@@ -38,7 +38,7 @@ constexpr int64_t kWantedBlocks = 264;
 int key_split_count(const AttentionShape& s) {
   const dim3 tiles = query_tiles(s);
   const int64_t blocks = std::max<int64_t>(1, int64_t{tiles.x} * tiles.y * tiles.z);
-  const int64_t key_tiles = std::max<int64_t>(1, (s.cache_len + kTileKeys - 1) / kTileKeys);
+  const int64_t key_tiles = std::max<int64_t>(1, key_tile_count(s));
   return static_cast<int>(std::clamp<int64_t>((kWantedBlocks + blocks - 1) / blocks, 1, key_tiles));
 }
 
@@ -125,7 +125,7 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
   __nv_bfloat16* dv = dk + s.batch * s.cache_len * s.kv_heads * D;
   allow_shared_memory(flash_attention_dkdv_kernel<D>, bytes);
   const auto dkdv = [&](int64_t first_row, int64_t rows, __nv_bfloat16* saved_grads) {
-    const dim3 key_tiles(static_cast<unsigned>((s.cache_len + kTileKeys - 1) / kTileKeys),
+    const dim3 key_tiles(static_cast<unsigned>(key_tile_count(s)),
                          static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(rows));
     flash_attention_dkdv_kernel<D><<<key_tiles, kWarps * 32, bytes, stream>>>(
         q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, first_row, dk, dv,

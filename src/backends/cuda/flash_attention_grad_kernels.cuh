@@ -102,16 +102,14 @@ __device__ __forceinline__ void for_each_element(int first, F f) {
 // warp w by keys 16 c .. 16 c + 15 as the left-hand fragments of its lanes, 16 bytes each in lane
 // order: one 16-byte load a lane reads a block, and one 16-byte store a lane writes it.
 __host__ __device__ inline int64_t score_grad_tiles_per_row(const AttentionShape& s) {
-  return s.q_heads * ((s.seq + kBlockRows - 1) / kBlockRows) *
-         ((s.cache_len + kTileKeys - 1) / kTileKeys);
+  return s.q_heads * query_tile_count(s) * key_tile_count(s);
 }
 
 template <typename Bf16>  // __nv_bfloat16, const or not
 __device__ inline Bf16* score_grad_tile(Bf16* tiles, const AttentionShape& s, int64_t row,
                                         int64_t h, int64_t query_tile, int64_t key_tile) {
-  const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
-  const int64_t key_tiles = (s.cache_len + kTileKeys - 1) / kTileKeys;
-  const int64_t index = ((row * s.q_heads + h) * query_tiles + query_tile) * key_tiles + key_tile;
+  const int64_t index =
+      ((row * s.q_heads + h) * query_tile_count(s) + query_tile) * key_tile_count(s) + key_tile;
   return tiles + index * static_cast<int64_t>(kScoreGradTileBytes / 2);
 }
 
@@ -169,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_dkdv_kernel(
   const int64_t key0 = int64_t{blockIdx.x} * kTileKeys, kvh = blockIdx.y,
                 b = first_row + blockIdx.z;
   const int64_t group = s.q_heads / s.kv_heads;
-  const int64_t query_tiles = (s.seq + kBlockRows - 1) / kBlockRows;
+  const int64_t query_tiles = query_tile_count(s);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const float scale_log2 = scale * kLog2e;  // the scores in base 2, as the forward pass takes them
 
@@ -318,13 +316,18 @@ __global__ void __launch_bounds__(kThreads)
 
   float dq_acc[D / 8][4] = {};
   // Keys in rows_a, their dS blocks in rows_b, whether each key is kept in ints.
-  double_buffered(
-      keys_end > 0 ? 0 : -1,
-      [&](int64_t key0) { return key0 + kTileKeys < keys_end ? key0 + kTileKeys : -1; },
-      [&](int64_t key0, int buffer) {
-        const StageTiles<D> tiles(smem, buffer);
-        stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
-        stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
+  over_key_tiles<D>(
+      smem, k, nullptr, mask, s, b, kvh, 0, keys_end,
+      [&](int64_t, const StageTiles<D>& tiles) {
+        const auto* blocks = reinterpret_cast<const uint4*>(tiles.rows_b);
+#pragma unroll
+        for (int c = 0; c < kTileKeys / 16; ++c) {
+          const uint4 block = blocks[(4 * warp + c) * 32 + lane];
+          const uint32_t dsa[4] = {block.x, block.y, block.z, block.w};
+          times_rows<D>(dsa, tiles.rows_a, c * 16, dq_acc);
+        }
+      },
+      [&](int64_t key0, const StageTiles<D>& tiles) {
         const __nv_bfloat16* saved =
             score_grad_tile(score_grads, s, blockIdx.z, h, tile, key0 / kTileKeys);
         constexpr int kPieces = static_cast<int>(kScoreGradTileBytes / 16);
@@ -333,17 +336,6 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = 0; i < kPieces / kThreads; ++i) {
           const int e = i * kThreads + static_cast<int>(threadIdx.x);
           copy_async<16>(tiles.rows_b + 8 * e, saved + 8 * e, true);
-        }
-      },
-      [&](int64_t, int buffer) {
-        const StageTiles<D> tiles(smem, buffer);
-        clear_masked_rows<D>(tiles.ints, tiles.rows_a, nullptr);
-        const auto* blocks = reinterpret_cast<const uint4*>(tiles.rows_b);
-#pragma unroll
-        for (int c = 0; c < kTileKeys / 16; ++c) {
-          const uint4 block = blocks[(4 * warp + c) * 32 + lane];
-          const uint32_t dsa[4] = {block.x, block.y, block.z, block.w};
-          times_rows<D>(dsa, tiles.rows_a, c * 16, dq_acc);
         }
       });
   store_fragments<D>(dq_acc, dq, b, s.seq, s.q_heads, h, first_query + warp * kWarpRows);

@@ -36,6 +36,14 @@ constexpr int kWarpRows = 16;  // an mma fragment's rows: the queries (or keys) 
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kTileKeys = 64;
 static_assert(kTileKeys == kBlockRows, "the tiles below hold a block's queries or keys alike");
+// A launch's tiles of queries and of keys.
+__host__ __device__ inline int64_t query_tile_count(const AttentionShape& s) {
+  return (s.seq + kBlockRows - 1) / kBlockRows;
+}
+__host__ __device__ inline int64_t key_tile_count(const AttentionShape& s) {
+  return (s.cache_len + kTileKeys - 1) / kTileKeys;
+}
+
 // Shared rows padded by 16 bytes so that the 8 rows an ldmatrix phase reads start on different
 // banks.
 constexpr int kPad = 8;
@@ -173,26 +181,35 @@ __device__ __forceinline__ void double_buffered(int64_t first, Next next, Stage 
   }
 }
 
+// What a walk over key tiles stages beside the keys and values: nothing.
+struct NothingMore {
+  template <typename Tiles>
+  __device__ void operator()(int64_t, const Tiles&) const {}
+};
+
 // Walks the key tiles key0 = first, first + 64, .. below stop of KV head kvh of batch row b, each
-// staged one ahead (double_buffered): keys into rows_a, values into rows_b, their mask values into
-// ints. compute(key0, tiles) runs once the tile has landed and its masked keys' rows are zeros.
-template <int D, typename Compute>
+// staged one ahead (double_buffered): keys into rows_a, values into rows_b (unless v is null:
+// then stage_more(key0, tiles) may fill it), their mask values into ints. compute(key0, tiles)
+// runs once the tile has landed and its masked keys' rows are zeros.
+template <int D, typename Compute, typename StageMore = NothingMore>
 __device__ __forceinline__ void over_key_tiles(unsigned char* smem, const __nv_bfloat16* k,
                                                const __nv_bfloat16* v, const int32_t* mask,
                                                const AttentionShape& s, int64_t b, int64_t kvh,
-                                               int64_t first, int64_t stop, Compute compute) {
+                                               int64_t first, int64_t stop, Compute compute,
+                                               StageMore stage_more = {}) {
   double_buffered(
       first < stop ? first : -1,
       [&](int64_t key0) { return key0 + kTileKeys < stop ? key0 + kTileKeys : -1; },
       [&](int64_t key0, int buffer) {
         const StageTiles<D> tiles(smem, buffer);
         stage_rows<D>(k, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_a);
-        stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_b);
+        if (v != nullptr) stage_rows<D>(v, b, s.cache_len, s.kv_heads, kvh, key0, tiles.rows_b);
         stage_ints(mask + b * s.cache_len + key0, s.cache_len - key0, tiles.ints);
+        stage_more(key0, tiles);
       },
       [&](int64_t key0, int buffer) {
         const StageTiles<D> tiles(smem, buffer);
-        clear_masked_rows<D>(tiles.ints, tiles.rows_a, tiles.rows_b);
+        clear_masked_rows<D>(tiles.ints, tiles.rows_a, v != nullptr ? tiles.rows_b : nullptr);
         compute(key0, tiles);
       });
 }
