@@ -78,15 +78,17 @@ void check(const Case& c) {
   cpu::attention_grad(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), dyf.data(),
                       c.batch, c.seq, c.seq, c.q_heads, c.kv_heads, D, scale, want_grads.data());
 
-  const dim3 query_tiles{static_cast<unsigned>((c.seq + kBlockRows - 1) / kBlockRows),
+  const dim3 query_tiles{static_cast<unsigned>(query_tile_count(s)),
                          static_cast<unsigned>(c.q_heads), static_cast<unsigned>(c.batch)};
+  const dim3 forward_tiles{static_cast<unsigned>(forward_query_tile_count(s)),
+                           static_cast<unsigned>(c.q_heads), static_cast<unsigned>(c.batch)};
   const dim3 key_tiles{static_cast<unsigned>((c.seq + kTileKeys - 1) / kTileKeys),
                        static_cast<unsigned>(c.kv_heads), static_cast<unsigned>(c.batch)};
   // The forward pass, in bf16 as under autocast, leaving its rows' log-sum-exp (for the
   // gradient that takes them instead of a statistics pass).
   std::vector<__nv_bfloat16> out = to_bf16(std::vector<float>(static_cast<size_t>(q_count), -7.f));
   std::vector<float> row_lse(static_cast<size_t>(c.batch * c.seq * c.q_heads), -7.f);
-  cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
+  cuda_emulation::launch(forward_tiles, kThreads, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, false, __nv_bfloat16>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale, out.data(),
         {.row_lse = row_lse.data()}, {});
@@ -99,7 +101,7 @@ void check(const Case& c) {
   std::vector<int32_t> tile_key_ends(query_tiles.x, -7);
   std::vector<float> saved_stats = stats;
   std::vector<int32_t> saved_key_ends = tile_key_ends;
-  cuda_emulation::launch(query_tiles, kWarps * 32, StageLayout<D>::total, [&] {
+  cuda_emulation::launch(forward_tiles, kThreads, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, __nv_bfloat16, true>(
         q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(), s, scale,
         static_cast<float*>(nullptr), {dy.data(), stats.data(), tile_key_ends.data()}, {});

@@ -88,7 +88,7 @@ Inputs<KV> inputs_for(const Case& c) {
 // block merges them; the counters they arrive on must be left zero.
 template <int D, typename Out>
 void run_flash(const Inputs<__nv_bfloat16>& in, int splits, std::vector<Out>& out) {
-  const int64_t query_tiles = (in.shape.seq + kBlockRows - 1) / kBlockRows;
+  const int64_t query_tiles = forward_query_tile_count(in.shape);
   const dim3 grid{static_cast<unsigned>(query_tiles * splits),
                   static_cast<unsigned>(in.shape.q_heads), static_cast<unsigned>(in.shape.batch)};
   std::vector<float> partials(
@@ -96,7 +96,7 @@ void run_flash(const Inputs<__nv_bfloat16>& in, int splits, std::vector<Out>& ou
   std::vector<unsigned> arrivals(
       static_cast<size_t>(in.shape.batch * in.shape.q_heads * query_tiles), 0);
   const KeySplits key_splits{splits, partials.data(), arrivals.data()};
-  cuda_emulation::launch(grid, kWarps * 32, StageLayout<D>::total, [&] {
+  cuda_emulation::launch(grid, kThreads, ForwardLayout<D>::total, [&] {
     flash_attention_kernel<D, float, false, Out>(in.q.data(), in.k.data(), in.v.data(),
                                                  in.mask.data(), in.slots.data(), in.shape,
                                                  in.scale, out.data(), {}, key_splits);
@@ -129,7 +129,9 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, FlashAttentionKernelTest,
     ::testing::Values(Case{2, 12, 20, 4, 2, 16, 0}, Case{1, 70, 96, 2, 1, 32, 5},
                       Case{2, 130, 200, 4, 1, 64, 40}, Case{2, 65, 160, 2, 2, 128, 7},
-                      Case{1, 2, 300, 4, 2, 128, 250}, Case{2, 65, 160, 2, 2, 64, 7, 8.f}),
+                      Case{1, 2, 300, 4, 2, 128, 250}, Case{2, 65, 160, 2, 2, 64, 7, 8.f},
+                      // Two blocks' queries at head_dim 128, the second's last rows past seq.
+                      Case{1, 200, 230, 2, 1, 128, 20}),
     [](const auto& info) { return describe(info.param); });
 
 }  // namespace

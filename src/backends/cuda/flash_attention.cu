@@ -1,6 +1,7 @@
 // Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
-// autocast in training, forward and backward. A block takes 64 queries of one head (16 per warp)
-// and walks the keys in tiles of 64, each tile's products on tensor cores (bf16 in, f32
+// autocast in training, forward and backward. A forward block takes 128 queries of one head (32
+// per warp; the backward kernels' blocks 64 queries or keys, 16 per warp) and walks the keys in
+// tiles of 64, each tile's products on tensor cores (bf16 in, f32
 // accumulation; mma.sync on fragments in registers, the tile's read from shared memory by
 // ldmatrix) and the softmax kept online per query row: scores never reach global memory. The next
 // tile is copied into shared memory (cp.async) while the warps compute on this one.
@@ -25,9 +26,14 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
                                 static_cast<int>(bytes)));
 }
 
-dim3 query_tiles(const AttentionShape& s) {
-  return dim3(static_cast<unsigned>(query_tile_count(s)), static_cast<unsigned>(s.q_heads),
+// The grid of a launch over query tiles of `count` tiles a head.
+dim3 query_tiles(const AttentionShape& s, int64_t count) {
+  return dim3(static_cast<unsigned>(count), static_cast<unsigned>(s.q_heads),
               static_cast<unsigned>(s.batch));
+}
+dim3 query_tiles(const AttentionShape& s) { return query_tiles(s, query_tile_count(s)); }
+dim3 forward_query_tiles(const AttentionShape& s) {
+  return query_tiles(s, forward_query_tile_count(s));
 }
 
 // Key splits for a launch whose query tiles alone would leave most of an H200's 132
@@ -36,7 +42,7 @@ dim3 query_tiles(const AttentionShape& s) {
 constexpr int64_t kWantedBlocks = 264;
 
 int key_split_count(const AttentionShape& s) {
-  const dim3 tiles = query_tiles(s);
+  const dim3 tiles = forward_query_tiles(s);
   const int64_t blocks = std::max<int64_t>(1, int64_t{tiles.x} * tiles.y * tiles.z);
   const int64_t key_tiles = std::max<int64_t>(1, key_tile_count(s));
   return static_cast<int>(std::clamp<int64_t>((kWantedBlocks + blocks - 1) / blocks, 1, key_tiles));
@@ -49,11 +55,11 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
   if ((kStats || stats.row_lse != nullptr) && splits.count != 1) {
     throw Error("[cuda attention] the rows' statistics need the keys in one split");
   }
-  constexpr size_t bytes = StageLayout<D>::total;
+  constexpr size_t bytes = ForwardLayout<D>::total;
   allow_shared_memory(flash_attention_kernel<D, Q, kStats, Out>, bytes);
-  dim3 grid = query_tiles(s);
+  dim3 grid = forward_query_tiles(s);
   grid.x *= static_cast<unsigned>(splits.count);
-  flash_attention_kernel<D, Q, kStats, Out><<<grid, kWarps * 32, bytes, stream>>>(
+  flash_attention_kernel<D, Q, kStats, Out><<<grid, kThreads, bytes, stream>>>(
       static_cast<const Q*>(q), static_cast<const __nv_bfloat16*>(k),
       static_cast<const __nv_bfloat16*>(v), mask, slots, s, scale, out, stats, splits);
 }
@@ -198,7 +204,7 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
                      float scale, void* out, DType out_dtype, float* row_lse, void* scratch,
                      unsigned* arrivals, cudaStream_t stream) {
   if (shape.batch * shape.seq * shape.q_heads == 0) return;  // a grid of 0 blocks is a launch error
-  check_aligned({k, v});
+  check_aligned({q, k, v});
   KeySplits splits;
   if (scratch != nullptr && arrivals != nullptr) {
     splits = {key_split_count(shape), static_cast<float*>(scratch), arrivals};
