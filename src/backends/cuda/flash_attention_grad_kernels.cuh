@@ -17,16 +17,24 @@
 namespace tfm::cuda {
 namespace {
 
-// A warp's 16 rows of two [B, n, heads, D] tensors (rows first .. first + 15 of the block's tile)
-// as left-hand fragments, through the tiles of a stage: the block's first use of them.
+// A warp's 16 rows of two [B, n, heads, D] tensors (rows first .. first + 15 of the block's tile
+// of rows first .., those past n or left out by a mask, the batch row's [n], zeros) as left-hand
+// fragments, through the tiles of a stage: the block's first use of them.
 template <int D>
 __device__ void warp_fragments(const __nv_bfloat16* a_src, const __nv_bfloat16* b_src, int64_t b,
                                int64_t n, int64_t heads, int64_t head, int64_t first,
                                const int32_t* mask, const StageTiles<D>& tiles,
                                uint32_t (&a)[D / 16][4], uint32_t (&b_frag)[D / 16][4]) {
-  load_tile<D>(a_src, b, n, heads, head, first, mask, tiles.rows_a);
-  load_tile<D>(b_src, b, n, heads, head, first, mask, tiles.rows_b);
-  __syncthreads();
+  stage_rows<D>(a_src, b, n, heads, head, first, tiles.rows_a);
+  stage_rows<D>(b_src, b, n, heads, head, first, tiles.rows_b);
+  if (mask != nullptr) stage_ints(mask + b * n + first, n - first, tiles.ints);
+  commit_copies();
+  wait_copies<0>();
+  if (mask != nullptr) {
+    clear_masked_rows<D>(tiles.ints, tiles.rows_a, tiles.rows_b);  // after a barrier
+  } else {
+    __syncthreads();
+  }
   const int warp_first = static_cast<int>(threadIdx.x / 32) * kWarpRows;
   row_fragments<D>(tiles.rows_a, warp_first, a);
   row_fragments<D>(tiles.rows_b, warp_first, b_frag);

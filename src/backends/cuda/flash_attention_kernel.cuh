@@ -112,26 +112,11 @@ struct StageTiles {
   }
 };
 
-// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile, waited for:
-// rows past n, and with a mask (the batch row's [n] mask) the rows it leaves out, are zeros.
-template <int D>
-__device__ void load_tile(const __nv_bfloat16* src, int64_t b, int64_t n, int64_t heads,
-                          int64_t head, int64_t first, const int32_t* mask, __nv_bfloat16* tile) {
-  constexpr int kPieces = D / 8;  // 16-byte pieces of a row
-  for (int e = threadIdx.x; e < kTileKeys * kPieces; e += blockDim.x) {
-    const int r = e / kPieces, part = e % kPieces;
-    const int64_t j = first + r;
-    const bool present = j < n && (mask == nullptr || mask[b * n + j] != 0);
-    *reinterpret_cast<uint4*>(tile + r * TileLayout<D>::ld + part * 8) =
-        present ? *reinterpret_cast<const uint4*>(src + ((b * n + j) * heads + head) * D + part * 8)
-                : uint4{0, 0, 0, 0};
-  }
-}
-
-// The same rows staged by asynchronous copies (async_copy.cuh), rows past n zeros; a mask is
-// applied after they land (clear_masked_rows). Thread x copies the same 16-byte piece of rows
-// x / pieces, x / pieces + kThreads / pieces, ..: one address each, stepped by a stride, where
-// an address a copy would leave the walk too few registers.
+// Rows first .. first + 63 of one head of a [B, n, heads, D] tensor into a tile by
+// asynchronous copies (async_copy.cuh), rows past n zeros; a mask is applied after they land
+// (clear_masked_rows). Thread x copies the same 16-byte piece of rows x / pieces,
+// x / pieces + kThreads / pieces, ..: one address each, stepped by a stride, where an address a
+// copy would leave the walk too few registers.
 template <int D>
 __device__ __forceinline__ void stage_rows(const __nv_bfloat16* src, int64_t b, int64_t n,
                                            int64_t heads, int64_t head, int64_t first,
