@@ -40,6 +40,12 @@ __device__ __forceinline__ void prefetch_l2([[maybe_unused]] const void* p) {
 #endif
 }
 
+// Elements of x before its first 16-byte boundary (at most n).
+__device__ __forceinline__ int64_t before_boundary(const float* x, int64_t n) {
+  const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) / sizeof(float) % 4);
+  return min(n, (4 - misaligned) % 4);
+}
+
 __device__ __forceinline__ float silu(float v) { return v / (1.f + expf(-v)); }
 
 struct Sum {

@@ -14,12 +14,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kChunkElements = int64_t{1} << 15;  // one block's share of a sum
 constexpr int kMaxBlocks = 1 << 16;
 
-// Elements of x before its first 16-byte boundary (at most n).
-__device__ __forceinline__ int64_t before_boundary(const float* x, int64_t n) {
-  const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) / sizeof(float) % 4);
-  return min(n, (4 - misaligned) % 4);
-}
-
 // AdamW over n elements, four at a time (16-byte loads and stores) from p's first 16-byte
 // boundary on, the few before it and after the last whole four one at a time by the grid's first
 // threads. p, g, m and v are the same offset into buffers of one alignment, so p's boundary is

@@ -122,13 +122,29 @@ __global__ void add_bias_kernel(float* y, const float* bias, int64_t n, int64_t 
 constexpr int kArgmaxThreads = 1024;
 
 // One block per row: each thread scans a strided slice, then the block reduces (value, index).
+// A row is read four at a time (16-byte loads, four of them in flight a thread) from its first
+// 16-byte boundary, the few before it and after the last whole four one at a time: one
+// multiprocessor reads the whole row (a vocabulary's logits), so what it keeps in flight sets
+// the time.
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_kernel(const float* x, int64_t n, int32_t* out) {
   const float* row = x + blockIdx.x * n;
   float best = -INFINITY;
   int64_t best_at = n;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    if (row[i] > best) best = row[i], best_at = i;
+  // The larger value wins, then the smaller index, whatever order a thread sees them in; NaN
+  // never does.
+  const auto consider = [&](float v, int64_t i) {
+    if (v > best || (v == best && i < best_at)) best = v, best_at = i;
+  };
+  const int64_t head = before_boundary(row, n), quads = (n - head) / 4, tail = head + 4 * quads;
+  for (int64_t i = threadIdx.x; i < head; i += blockDim.x) consider(row[i], i);
+  for (int64_t i = tail + threadIdx.x; i < n; i += blockDim.x) consider(row[i], i);
+  const auto* fours = reinterpret_cast<const float4*>(row + head);
+#pragma unroll 4
+  for (int64_t q = threadIdx.x; q < quads; q += blockDim.x) {
+    const float4 v = fours[q];
+    const int64_t at = head + 4 * q;
+    consider(v.x, at), consider(v.y, at + 1), consider(v.z, at + 2), consider(v.w, at + 3);
   }
   __shared__ float values[kArgmaxThreads];
   __shared__ int64_t indices[kArgmaxThreads];
