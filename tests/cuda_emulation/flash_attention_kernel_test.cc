@@ -130,8 +130,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{2, 12, 20, 4, 2, 16, 0}, Case{1, 70, 96, 2, 1, 32, 5},
                       Case{2, 130, 200, 4, 1, 64, 40}, Case{2, 65, 160, 2, 2, 128, 7},
                       Case{1, 2, 300, 4, 2, 128, 250}, Case{2, 65, 160, 2, 2, 64, 7, 8.f},
-                      // Two blocks' queries at head_dim 128, the second's last rows past seq.
-                      Case{1, 200, 230, 2, 1, 128, 20}),
+                      // Two blocks' queries at head_dim 128 and 32, the second's last rows past
+                      // seq.
+                      Case{1, 200, 230, 2, 1, 128, 20}, Case{2, 140, 150, 2, 1, 32, 10}),
     [](const auto& info) { return describe(info.param); });
 
 }  // namespace
