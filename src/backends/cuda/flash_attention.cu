@@ -1,10 +1,10 @@
 // Attention flash-style on tensor cores: prefill over a bf16 cache, and attention under bf16
 // autocast in training, forward and backward. A forward block takes 128 queries of one head (32
 // per warp; the backward kernels' blocks 64 queries or keys, 16 per warp) and walks the keys in
-// tiles of 64, each tile's products on tensor cores (bf16 in, f32
-// accumulation; mma.sync on fragments in registers, the tile's read from shared memory by
-// ldmatrix) and the softmax kept online per query row: scores never reach global memory. The next
-// tile is copied into shared memory (cp.async) while the warps compute on this one.
+// tiles of 64, each tile's products on tensor cores (bf16 in, f32 accumulation; mma.sync on
+// fragments in registers, the tile's read from shared memory by ldmatrix) and the softmax kept
+// online per query row: scores never reach global memory. The next tile is copied into shared
+// memory (cp.async) while the warps compute on this one.
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
