@@ -221,25 +221,6 @@ __device__ inline int64_t keys_seen_by(const int32_t* slots, const AttentionShap
 // Block i of n takes query tile n - 1 - i (causal: the later a tile, the more keys it sees).
 __device__ __forceinline__ int latest_first(int i, int n) { return n - 1 - i; }
 
-// A bf16 pair of a row in shared memory, as one fragment register.
-__device__ __forceinline__ uint32_t shared_pair(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// A warp's 16 rows first .. first + 15 of a tile as the left-hand fragments of a product over d
-// (warp_mma.cuh's layout).
-template <int D>
-__device__ void row_fragments(const __nv_bfloat16* tile, int first, uint32_t (&a)[D / 16][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const __nv_bfloat16* upper = tile + (first + g) * TileLayout<D>::ld + 2 * t;
-  const __nv_bfloat16* lower = upper + 8 * TileLayout<D>::ld;
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    a[kc][0] = shared_pair(upper + kc * 16), a[kc][1] = shared_pair(lower + kc * 16);
-    a[kc][2] = shared_pair(upper + kc * 16 + 8), a[kc][3] = shared_pair(lower + kc * 16 + 8);
-  }
-}
-
 // Lane l's address for an ldmatrix .x4 over rows first .. first + 15 of a tile, columns from
 // `column`: row l % 8 + 8 ((l / 8) % 2), columns from column + 8 (l / 16). Straight, the matrices
 // are a left-hand fragment (rows by k); transposed, the right-hand fragments of two [16, 8]
@@ -250,6 +231,16 @@ __device__ __forceinline__ const __nv_bfloat16* fragment_row(const __nv_bfloat16
   const int lane = threadIdx.x % 32;
   return tile + (first + lane % 8 + 8 * (lane / 8 % 2)) * TileLayout<D>::ld + column +
          8 * (lane / 16);
+}
+
+// A warp's 16 rows first .. first + 15 of a tile as the left-hand fragments of a product over d
+// (warp_mma.cuh's layout), one ldmatrix .x4 a step of 16.
+template <int D>
+__device__ void row_fragments(const __nv_bfloat16* tile, int first, uint32_t (&a)[D / 16][4]) {
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    load_matrices_x4<false>(a[kc], fragment_row<D>(tile, first, kc * 16));
+  }
 }
 
 // The right-hand fragments of q k^T for keys first .. first + 7 (m[0], m[1]) and first + 8 ..
