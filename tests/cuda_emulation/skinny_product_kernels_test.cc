@@ -1,8 +1,8 @@
 // The CUDA tensor-core products of 9 to 16 rows, their own source run on the CPU through the
-// emulation in shim/ (WMMA included), against the scalar reference in src/ops: the plain product
-// with bias and residual, q, k and v's products in one launch, and the gated (SiLU) product, each
-// tile read by 1 to 8 warps, with and without the input RMSNorm. The kernels read x's m f32 rows
-// (AddressSanitizer sees a read past them) and round them, normed or not, to bf16.
+// emulation in shim/ (mma.sync included), against the scalar reference in src/ops: the plain
+// product with bias and residual, q, k and v's products in one launch, and the gated (SiLU)
+// product, each tile read by 1 to 8 warps, with and without the input RMSNorm. The kernels read x's
+// m f32 rows (AddressSanitizer sees a read past them) and round them, normed or not, to bf16.
 #include "backends/cuda/skinny_product_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -46,30 +46,47 @@ dim3 grid_for(int64_t columns, int slices) {
   return {static_cast<unsigned>(skinny_blocks(columns / kTile, slices)), 1, 1};
 }
 
+// Values after `offset` floats of padding: at 1, not 16-byte aligned where the vector's data is.
+std::vector<float> after_padding(const std::vector<float>& values, int offset) {
+  std::vector<float> padded(static_cast<size_t>(offset), 0.f);
+  padded.insert(padded.end(), values.begin(), values.end());
+  return padded;
+}
+
+// x and g start `offset` floats into their buffers.
 template <bool kNorm>
-void check_product(int m) {
+void check_product(int m, int offset = 0) {
   constexpr int n = 48, k = 256;
   const std::vector<float> x = random_values(static_cast<size_t>(m * k), 1, -2.f, 2.f);
   const std::vector<float> g = random_values(k, 2, 0.5f, 1.5f);
+  const std::vector<float> x_at = after_padding(x, offset), g_at = after_padding(g, offset);
   const Bf16s w = aligned_bf16(random_values(static_cast<size_t>(n * k), 3));
   const std::vector<float> bias = random_values(n, 4), residual = random_values(m * n, 5);
   std::vector<float> want =
       reference_product(rows_read(x, g, m, k, kNorm), w, bias.data(), m, n, k);
   for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-  const SkinnyRows<kNorm> rows{x.data(), m, k, kNorm ? g.data() : nullptr, kEps};
+  const SkinnyRows<kNorm> rows{x_at.data() + offset, m, k, kNorm ? g_at.data() + offset : nullptr,
+                               kEps};
   for (const int slices : kSlices) {
     std::vector<float> y(want.size(), -7.f);
-    cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(1), [&] {
+    cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(1, k), [&] {
       skinny_linear_kernel<kNorm>(rows, w.data(), bias.data(), residual.data(), n, slices,
                                   y.data());
     });
-    expect_close(y, want, 1e-5f, "m " + std::to_string(m) + ", slices " + std::to_string(slices));
+    expect_close(y, want, 1e-5f,
+                 "m " + std::to_string(m) + ", offset " + std::to_string(offset) + ", slices " +
+                     std::to_string(slices));
   }
 }
 
 TEST(SkinnyProductKernels, ProductWithBiasAndResidual) {
   check_product<false>(9);
   check_product<true>(16);
+}
+
+TEST(SkinnyProductKernels, RowsNotSixteenByteAligned) {
+  check_product<false>(10, 1);
+  check_product<true>(13, 3);
 }
 
 TEST(SkinnyProductKernels, QkvProductsOfNormedRows) {
@@ -94,7 +111,7 @@ TEST(SkinnyProductKernels, QkvProductsOfNormedRows) {
                         {n[0], n[1], n[2]},
                         {y[0].data(), y[1].data(), y[2].data()}};
     cuda_emulation::launch(grid_for(n[0] + n[1] + n[2], slices), kSkinnyWarps * 32,
-                           skinny_shared_bytes(1), [&] { skinny_qkv_kernel(rows, p, slices); });
+                           skinny_shared_bytes(1, k), [&] { skinny_qkv_kernel(rows, p, slices); });
     for (size_t i = 0; i < 3; ++i) {
       expect_close(y[i], want[i], 1e-5f,
                    "product " + std::to_string(i) + ", slices " + std::to_string(slices));
@@ -103,7 +120,7 @@ TEST(SkinnyProductKernels, QkvProductsOfNormedRows) {
 }
 
 TEST(SkinnyProductKernels, GatedProduct) {
-  // k = 1088: 68 steps of 16, so the last group of each slice is partly empty. The f32 sums of
+  // k = 1088: 34 chunks of 32, so the last group of each slice is partly empty. The f32 sums of
   // 1088 products of up to 1 in another order than the reference's differ by up to ~1e-4.
   constexpr int m = 14, n = 32, k = 1088;
   const std::vector<float> x = random_values(static_cast<size_t>(m * k), 14);
@@ -118,7 +135,7 @@ TEST(SkinnyProductKernels, GatedProduct) {
   const SkinnyRows<false> rows{x.data(), m, k, nullptr, 0.f};
   for (const int slices : kSlices) {
     std::vector<float> y(want.size(), -7.f);
-    cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(2), [&] {
+    cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(2, k), [&] {
       skinny_gated_kernel(rows, wg.data(), wu.data(), bg.data(), bu.data(), n, slices, y.data());
     });
     expect_close(y, want, 1e-4f, "slices " + std::to_string(slices));

@@ -21,6 +21,15 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 
+// x[0..7] (activations or norm weights, small and reused) as two float4 through L1. Plain loads,
+// not the read-only path: the activations were written by the kernel before, which may still
+// have been running when this one started (overlapped_launch.h).
+__device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
 // The first call of a kernel started by launch_overlapped (overlapped_launch.h): it lets the
 // stream's next overlapped kernel be scheduled in turn, then waits until every earlier kernel has
 // finished and its writes are visible. Without that launch, or before sm_90, it does nothing.

@@ -31,15 +31,6 @@ __device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// x[0..7] (activations or norm weights, small and reused) as two float4 through L1. Plain loads,
-// not the read-only path: the activations were written by the kernel before, which may still
-// have been running when this one started (overlapped_launch.h).
-__device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
-  const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
-
 __device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5] +
          a[6] * b[6] + a[7] * b[7];

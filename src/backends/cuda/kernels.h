@@ -95,10 +95,12 @@ void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dt
 
 // The same three products for up to kSkinnyMaxRows rows, on tensor cores: x's rows (f32, normed
 // by `norm` on the way as the GEMV does) are rounded to bf16 as cuBLASLt's products read them; the
-// weights bf16, k % 16 == 0, every n % 16 == 0 (skinny_shapes_fit), the weights 32-byte aligned.
+// weights bf16, k % 32 == 0, every n % 16 == 0 (skinny_shapes_fit), the weights 16-byte aligned.
+// A block holds x's 16 rows in shared memory as bf16, which bounds k.
 inline constexpr int64_t kSkinnyMaxRows = 16;
+inline constexpr int64_t kSkinnyMaxK = 6144;
 inline bool skinny_shapes_fit(int64_t k, std::initializer_list<int64_t> columns) {
-  bool fit = k % 16 == 0;
+  bool fit = k % 32 == 0 && k <= kSkinnyMaxK;
   for (int64_t n : columns) fit = fit && n % 16 == 0;
   return fit;
 }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.h"
@@ -13,22 +12,16 @@ namespace tfm::cuda {
 namespace {
 
 constexpr int kSkinnyWarps = 8;  // per block; each tile of 16 columns takes 1, 2, 4 or 8 of them
-constexpr int kTile = 16;        // WMMA's bf16 fragments: 16 x 16 x 16
-
-using SkinnyA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, kTile, kTile, kTile, __nv_bfloat16,
-                                       nvcuda::wmma::row_major>;
-// w [n, k] row-major is w^T [k, n] column-major: the product's right-hand side as stored.
-using SkinnyB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, kTile, kTile, kTile, __nv_bfloat16,
-                                       nvcuda::wmma::col_major>;
-using SkinnyC = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, kTile, kTile, kTile, float>;
+constexpr int kTile = 16;        // a tile's weight rows: the 16 output columns a warp computes
+// A step of k: lane t of a row group reads 16 bytes (8 weights) from element 8 t of a chunk.
+constexpr int kChunk = 32;
+constexpr int kGroupChunks = 4;  // chunks whose weights a warp loads before it multiplies
 
 // The grid for `tiles` tiles of `slices` warps each.
 inline int skinny_blocks(int64_t tiles, int slices) {
   const int64_t tiles_per_block = kSkinnyWarps / slices;
   return static_cast<int>((tiles + tiles_per_block - 1) / tiles_per_block);
 }
-
-constexpr int kGroupSteps = 4;  // k steps whose weights a warp loads before it multiplies
 
 // x's rows 0 .. 15 in bf16 as the tiles read them: rows past m are zeros and, with an input norm,
 // each row is RMS-normed on the way (g * (x / rms(x)), rounded as the rms_norm kernel rounds).
@@ -41,138 +34,189 @@ struct SkinnyRows {
   float eps;
 };
 
-// Shared memory a launch of `products` products per warp needs: each warp's x tiles for a group of
-// steps, its sums per product (to add up a tile's slices), and the rows' 1 / rms.
-inline size_t skinny_shared_bytes(int products) {
-  return kSkinnyWarps * kGroupSteps * kTile * kTile * sizeof(__nv_bfloat16) +
-         static_cast<size_t>(products) * kSkinnyWarps * kTile * kTile * sizeof(float) +
-         kTile * sizeof(float);
+// The elements between the starts of x's staged rows: k, padded so that rows start 64 bytes
+// apart modulo 128, where the two rows a quarter of a warp reads (64 bytes each) use all 32 banks.
+__host__ __device__ constexpr int skinny_row_stride(int k) { return k % 64 == 0 ? k + 32 : k; }
+
+// Shared memory a launch of `products` products per warp over k needs: x's 16 rows in bf16, then
+// each warp's sums per product (to add up a tile's slices).
+constexpr size_t skinny_shared_bytes(int products, int64_t k) {
+  return kTile * static_cast<size_t>(skinny_row_stride(static_cast<int>(k))) *
+             sizeof(__nv_bfloat16) +
+         static_cast<size_t>(products) * kSkinnyWarps * kTile * kTile * sizeof(float);
+}
+// An sm_90 block may have 227 KB of shared memory.
+static_assert(skinny_shared_bytes(2, kSkinnyMaxK) <= 227 * 1024);
+
+// x[0..7], as two float4 where x and the norm's weight are 16-byte aligned (a compiled graph's
+// values are), else one float at a time (an eager run's input may start anywhere).
+__device__ __forceinline__ void load8_any(const float* x, bool vectors, float (&out)[8]) {
+  if (vectors) return load8_cached(x, out);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = x[i];
 }
 
-// 1 / rms of each of x's first 16 rows (those past m: 0), by the block's warps, into inv_rms.
+// x's 16 rows, normed when asked, into xs as bf16 (row r at r * skinny_row_stride(k)), by the
+// whole block: half a warp a row, lane j of it 8 columns from 8 j on, every 128. With a norm the
+// lanes first read the row for its sum of squares; the second read, to stage it, finds it in L1.
+// Plain loads, not the read-only path: x was written by the kernel before, which may still have
+// been running when this one started (overlapped_launch.h).
 template <bool kNorm>
-__device__ __forceinline__ void rows_inverse_rms(const SkinnyRows<kNorm>& rows, float* inv_rms) {
+__device__ __forceinline__ void stage_x(const SkinnyRows<kNorm>& rows, __nv_bfloat16* xs) {
+  constexpr int kLanesPerRow = 16, kRowsAtOnce = kSkinnyWarps * 32 / kLanesPerRow;
+  static_assert(kRowsAtOnce == kTile, "each row takes half a warp");
+  const int row = static_cast<int>(threadIdx.x) / kLanesPerRow,
+            first = static_cast<int>(threadIdx.x) % kLanesPerRow * 8;
+  const int k = rows.k, ld = skinny_row_stride(k);
+  const float* in = rows.x + static_cast<int64_t>(row) * k;
+  const bool present = row < rows.m;
+  const bool vectors =
+      (reinterpret_cast<uintptr_t>(rows.x) | reinterpret_cast<uintptr_t>(rows.g)) % 16 == 0;
+  float inv_rms = 1.f;
   if constexpr (kNorm) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int row = warp; row < kTile; row += kSkinnyWarps) {
-      float sum_sq = 0.f;
-      if (row < rows.m) {
-        const float* in = rows.x + static_cast<int64_t>(row) * rows.k;
-        for (int i = lane; i < rows.k; i += 32) sum_sq += in[i] * in[i];
-      }
-      sum_sq = warp_sum(sum_sq);
-      if (lane == 0) {
-        inv_rms[row] =
-            row < rows.m ? 1.f / sqrtf(sum_sq / static_cast<float>(rows.k) + rows.eps) : 0.f;
+    float sum_sq = 0.f;
+    if (present) {
+#pragma unroll 4
+      for (int c = first; c < k; c += kLanesPerRow * 8) {
+        float v[8];
+        load8_any(in + c, vectors, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum_sq += v[i] * v[i];
       }
     }
-    __syncthreads();
+#pragma unroll
+    for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2) {
+      sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+    }
+    inv_rms = 1.f / sqrtf(sum_sq / static_cast<float>(k) + rows.eps);
+  }
+#pragma unroll 4
+  for (int c = first; c < k; c += kLanesPerRow * 8) {
+    float v[8] = {};
+    if (present) {
+      load8_any(in + c, vectors, v);
+      if constexpr (kNorm) {
+        float g[8];
+        load8_any(rows.g + c, vectors, g);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = g[i] * (v[i] * inv_rms);
+      }
+    }
+    uint4 packed;
+    packed.x = bf16_pair(v[0], v[1]), packed.y = bf16_pair(v[2], v[3]);
+    packed.z = bf16_pair(v[4], v[5]), packed.w = bf16_pair(v[6], v[7]);
+    *reinterpret_cast<uint4*>(xs + row * ld + c) = packed;
   }
 }
 
-// Writes the 16 x 16 tile of x's rows at column `step`, as bf16, into `tile` (row-major): lane l
-// converts row l / 2, columns (l % 2) * 8 .. + 7, and stores them as one 16-byte piece. Plain
-// loads, not the read-only path: x was written by the kernel before, which may still have been
-// running when this one started (overlapped_launch.h).
-template <bool kNorm>
-__device__ __forceinline__ void stage_rows(const SkinnyRows<kNorm>& rows, const float* inv_rms,
-                                           int step, __nv_bfloat16* tile) {
-  const int lane = threadIdx.x % 32, row = lane / 2, column = step + (lane % 2) * 8;
-  float v[8] = {};
-  if (row < rows.m) {
-    const float* in = rows.x + static_cast<int64_t>(row) * rows.k + column;
+// A chunk's weights of one lane, for one product: 8 of row g of the tile and 8 of row g + 8.
+struct ChunkWeights {
+  uint4 upper, lower;
+};
+
+// acc[0] (x's rows 0 .. 7) and acc[1] (rows 8 .. 15) += a chunk of 32 k. The order of k within a
+// product does not matter, so each lane's 16 bytes of weights and of x are used as they lie
+// rather than shuffled into mma's layout (warp_mma.cuh): its pairs 0 and 1 are the lane's k
+// positions 2t, 2t + 1 and 2t + 8, 2t + 9 of one mma step, pairs 2 and 3 of a second, for the
+// weights (a: rows g, g + 8) and x (b: column g) alike.
+__device__ __forceinline__ void multiply_chunk(const ChunkWeights& w, const uint4& x_low,
+                                               const uint4& x_high, float (&acc)[2][4]) {
+  const uint32_t upper[4] = {w.upper.x, w.upper.y, w.upper.z, w.upper.w};
+  const uint32_t lower[4] = {w.lower.x, w.lower.y, w.lower.z, w.lower.w};
+  const uint32_t low[4] = {x_low.x, x_low.y, x_low.z, x_low.w};
+  const uint32_t high[4] = {x_high.x, x_high.y, x_high.z, x_high.w};
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = in[i];
-    if constexpr (kNorm) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = rows.g[column + i] * (v[i] * inv_rms[row]);
-    }
+  for (int step = 0; step < 2; ++step) {
+    const uint32_t a[4] = {upper[2 * step], lower[2 * step], upper[2 * step + 1],
+                           lower[2 * step + 1]};
+    const uint32_t b_low[2] = {low[2 * step], low[2 * step + 1]};
+    const uint32_t b_high[2] = {high[2 * step], high[2 * step + 1]};
+    mma_16x8x16(acc[0], a, b_low);
+    mma_16x8x16(acc[1], a, b_high);
   }
-  uint4 packed;
-  packed.x = bf16_pair(v[0], v[1]), packed.y = bf16_pair(v[2], v[3]);
-  packed.z = bf16_pair(v[4], v[5]), packed.w = bf16_pair(v[6], v[7]);
-  *reinterpret_cast<uint4*>(tile + row * kTile + (lane % 2) * 8) = packed;
 }
 
 // Each warp multiplies x's 16 rows by one tile of 16 weight rows of each of P products, over its
 // slice of k: warp w takes the tile blockIdx.x * (kSkinnyWarps / slices) + w / slices and every
-// slices-th step of 16 from (w % slices) * 16, loading the weights of kGroupSteps steps before it
-// multiplies them. The slices of a tile are then summed in shared memory in a fixed order, and
-// `write(row, tile, column, values)` is called for each of the tile's outputs in rows below m,
-// column 0..15 within the tile, values[p] product p's sum. `weights(tile, p)` gives product p's
-// first weight row of a tile. Every tile starts 32-byte aligned, k % 16 == 0.
+// slices-th chunk of 32 from (w % slices) * 32, loading the weights of kGroupChunks chunks ahead of
+// the ones it multiplies. x's rows are staged once a block, in bf16. The slices of a tile are then
+// summed in shared memory in a fixed order, and `write(row, tile, column, values)` is called for
+// each of the tile's outputs in rows below m, column 0..15 within the tile, values[p] product p's
+// sum. `weights(tile, p)` gives product p's first weight row of a tile. Every tile starts 16-byte
+// aligned, k % 32 == 0.
 template <int P, bool kNorm, typename Weights, typename Write>
 __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
                                              int tiles, int slices, Write write) {
   TFM_DYNAMIC_SHARED_MEMORY(shared);
-  const int warp = threadIdx.x / 32, slice = warp % slices, k = rows.k;
-  // [kSkinnyWarps][kGroupSteps][16 x 16] bf16, then [P][kSkinnyWarps][16 x 16] f32, then [16] f32.
-  auto* staged = reinterpret_cast<__nv_bfloat16*>(shared) + warp * kGroupSteps * kTile * kTile;
-  auto* partial = reinterpret_cast<float*>(shared + kSkinnyWarps * kGroupSteps * kTile * kTile *
-                                                        sizeof(__nv_bfloat16));
-  float* inv_rms = partial + P * kSkinnyWarps * kTile * kTile;
+  const int k = rows.k, ld = skinny_row_stride(k);
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(shared);
+  // [P][kSkinnyWarps][16 rows of x][16 columns] f32, after x's rows.
+  auto* partial = reinterpret_cast<float*>(shared + kTile * ld * sizeof(__nv_bfloat16));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int slice = warp % slices, stride = kChunk * slices;
   const int tile = blockIdx.x * (kSkinnyWarps / slices) + warp / slices;
   const bool active = tile < tiles;
-  const int stride = kTile * slices;  // between a warp's steps of k
-  if (active) {  // the first group's weights: lane l, row l % 16 of the tile, every other step
-    const int lane = threadIdx.x % 32;
+  const __nv_bfloat16* w[P] = {};
+  ChunkWeights group[P][kGroupChunks];
+  const auto load_group = [&](int first) {
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const __nv_bfloat16* row = weights(tile, p) + static_cast<int64_t>(lane % kTile) * k;
-      for (int s = lane / kTile, step = slice * kTile + s * stride; s < kGroupSteps && step < k;
-           s += 2, step += 2 * stride) {
-        prefetch_l2(row + step);
+    for (int s = 0; s < kGroupChunks; ++s) {
+      const int c = first + s * stride;
+      if (c >= k) break;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        // Weights are read once per step: stream them past the caches.
+        group[p][s].upper = __ldcs(reinterpret_cast<const uint4*>(w[p] + c));
+        group[p][s].lower = __ldcs(reinterpret_cast<const uint4*>(w[p] + 8 * k + c));
       }
     }
+  };
+  // The first group's weights need nothing the kernel before writes.
+  if (active) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) w[p] = weights(tile, p) + static_cast<int64_t>(g) * k + 8 * t;
+    load_group(slice * kChunk);
   }
   await_previous_kernels();
-  rows_inverse_rms(rows, inv_rms);
-  SkinnyC acc[P];
-#pragma unroll
-  for (int p = 0; p < P; ++p) nvcuda::wmma::fill_fragment(acc[p], 0.f);
+  stage_x(rows, xs);
+  __syncthreads();
+  float acc[P][2][4] = {};
   if (active) {
-    const __nv_bfloat16* w[P];
+    const __nv_bfloat16* x_low = xs + g * ld + 8 * t;  // x's row g; row g + 8 is 8 ld on
+    for (int first = slice * kChunk; first < k; first += stride * kGroupChunks) {
+      ChunkWeights current[P][kGroupChunks];
 #pragma unroll
-    for (int p = 0; p < P; ++p) w[p] = weights(tile, p);
-    for (int first = slice * kTile; first < k; first += stride * kGroupSteps) {
-      // Every weight load of the group goes out before x's rows are staged, whose shared stores
-      // the loads could not be moved past.
-      SkinnyB b[P][kGroupSteps];
+      for (int s = 0; s < kGroupChunks; ++s) {
 #pragma unroll
-      for (int s = 0; s < kGroupSteps; ++s) {
-        if (first + s * stride >= k) break;
-#pragma unroll
-        for (int p = 0; p < P; ++p) {
-          nvcuda::wmma::load_matrix_sync(b[p][s], w[p] + first + s * stride, k);
-        }
+        for (int p = 0; p < P; ++p) current[p][s] = group[p][s];
       }
+      if (first + stride * kGroupChunks < k) load_group(first + stride * kGroupChunks);
 #pragma unroll
-      for (int s = 0; s < kGroupSteps; ++s) {
-        if (first + s * stride >= k) break;
-        stage_rows(rows, inv_rms, first + s * stride, staged + s * kTile * kTile);
+      for (int s = 0; s < kGroupChunks; ++s) {
+        const int c = first + s * stride;
+        if (c >= k) break;
+        const uint4 low = *reinterpret_cast<const uint4*>(x_low + c);
+        const uint4 high = *reinterpret_cast<const uint4*>(x_low + 8 * ld + c);
+#pragma unroll
+        for (int p = 0; p < P; ++p) multiply_chunk(current[p][s], low, high, acc[p]);
       }
-      __syncwarp();
-#pragma unroll
-      for (int s = 0; s < kGroupSteps; ++s) {
-        if (first + s * stride >= k) break;
-        SkinnyA a;
-        nvcuda::wmma::load_matrix_sync(a, staged + s * kTile * kTile, kTile);
-#pragma unroll
-        for (int p = 0; p < P; ++p) nvcuda::wmma::mma_sync(acc[p], a, b[p][s], acc[p]);
-      }
-      __syncwarp();  // the tiles are read before the next group stages over them
     }
   }
+  // acc[p][h]: rows 8 h + 2 t and 8 h + 2 t + 1 of x, columns g ([0], [1]) and g + 8 ([2], [3]).
 #pragma unroll
   for (int p = 0; p < P; ++p) {
-    nvcuda::wmma::store_matrix_sync(partial + (p * kSkinnyWarps + warp) * kTile * kTile, acc[p],
-                                    kTile, nvcuda::wmma::mem_row_major);
+    float* sums = partial + (p * kSkinnyWarps + warp) * kTile * kTile;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = 8 * h + 2 * t;
+      sums[row * kTile + g] = acc[p][h][0], sums[(row + 1) * kTile + g] = acc[p][h][1];
+      sums[row * kTile + g + 8] = acc[p][h][2], sums[(row + 1) * kTile + g + 8] = acc[p][h][3];
+    }
   }
   __syncthreads();
   if (!active) return;
   const int first_warp = warp - slice;
-  for (int e = slice * 32 + static_cast<int>(threadIdx.x % 32); e < kTile * kTile;
-       e += 32 * slices) {
+  for (int e = slice * 32 + lane; e < kTile * kTile; e += 32 * slices) {
     const int row = e / kTile;
     if (row >= rows.m) continue;
     float values[P];

@@ -1,8 +1,10 @@
 // Matrix products of 9 to 16 rows (decode at batch 9 to 16): too many rows for the GEMV, which
 // keeps a sum per row in registers and reads x once per row for every weight, and too few for
-// cuBLASLt's tiles to find enough work. Each warp runs WMMA tensor-core steps of one 16-row x
-// 16-column tile over a slice of k, reading the weights once and converting (and norming) x's rows
-// to bf16 as it goes, so a product is one launch.
+// cuBLASLt's tiles to find enough work. Each block converts (and norms) x's rows to bf16 once, in
+// shared memory; each warp runs mma.sync steps of one tile of 16 weight rows against them over a
+// slice of k, reading the weights once, 16 bytes a lane, so a product is one launch.
+#include <utility>
+
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/overlapped_launch.h"
 #include "backends/cuda/skinny_product_kernels.cuh"
@@ -10,9 +12,23 @@
 namespace tfm::cuda {
 namespace {
 
-// Each tile is read by one to kSkinnyWarps warps, every slice taking at least a group of steps.
+// Each tile is read by one to kSkinnyWarps warps, every slice taking at least a group of chunks.
 int slices_for(int64_t tiles, int64_t k) {
-  return warps_per_output(tiles, k, int64_t{kTile} * kGroupSteps, kSkinnyWarps);
+  return warps_per_output(tiles, k, int64_t{kChunk} * kGroupChunks, kSkinnyWarps);
+}
+
+// Launches kernel with the shared memory of `products` products over k, which passes the 48 KB a
+// kernel may have unasked from k = 1536 on.
+template <typename... Params, typename... Args>
+void launch_tiles(const char* name, void (*kernel)(Params...), int64_t tiles, int slices,
+                  int products, int64_t k, cudaStream_t stream, Args&&... args) {
+  const size_t bytes = skinny_shared_bytes(products, k);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)),
+        name);
+  launch_overlapped(name, kernel, skinny_blocks(tiles, slices), kSkinnyWarps * 32, bytes, stream,
+                    std::forward<Args>(args)...);
+  check_launch(name);
 }
 
 // Calls launch(SkinnyRows<true or false>) as the norm is given or not.
@@ -33,11 +49,9 @@ void skinny_linear(const float* x, const void* w, const InputNorm& norm, const f
   if (m == 0 || n == 0) return;  // a grid of 0 blocks is a launch error
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    launch_overlapped("skinny_linear", skinny_linear_kernel<decltype(rows)::kNormed>,
-                      skinny_blocks(n / kTile, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
-                      stream, rows, bf16(w), bias, residual, static_cast<int>(n), slices, y);
+    launch_tiles("skinny_linear", skinny_linear_kernel<decltype(rows)::kNormed>, n / kTile, slices,
+                 1, k, stream, rows, bf16(w), bias, residual, static_cast<int>(n), slices, y);
   });
-  check_launch("skinny_linear");
 }
 
 void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& norm, int64_t m,
@@ -46,11 +60,9 @@ void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& no
   if (m == 0 || tiles == 0) return;
   const int slices = slices_for(tiles, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    launch_overlapped("skinny_qkv", skinny_qkv_kernel<decltype(rows)::kNormed>,
-                      skinny_blocks(tiles, slices), kSkinnyWarps * 32, skinny_shared_bytes(1),
-                      stream, rows, products, slices);
+    launch_tiles("skinny_qkv", skinny_qkv_kernel<decltype(rows)::kNormed>, tiles, slices, 1, k,
+                 stream, rows, products, slices);
   });
-  check_launch("skinny_qkv");
 }
 
 void skinny_gated(const float* x, const void* w_gate, const void* w_up, const InputNorm& norm,
@@ -59,12 +71,10 @@ void skinny_gated(const float* x, const void* w_gate, const void* w_up, const In
   if (m == 0 || n == 0) return;
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
-    launch_overlapped("skinny_gated", skinny_gated_kernel<decltype(rows)::kNormed>,
-                      skinny_blocks(n / kTile, slices), kSkinnyWarps * 32, skinny_shared_bytes(2),
-                      stream, rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up,
-                      static_cast<int>(n), slices, y);
+    launch_tiles("skinny_gated", skinny_gated_kernel<decltype(rows)::kNormed>, n / kTile, slices, 2,
+                 k, stream, rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up, static_cast<int>(n),
+                 slices, y);
   });
-  check_launch("skinny_gated");
 }
 
 }  // namespace tfm::cuda

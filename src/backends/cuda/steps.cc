@@ -137,7 +137,7 @@ ProductPath product_path(const graph::Graph& graph, const Node& n) {
   for (size_t i = 1; i <= weights; ++i) {
     const Node& w = input(graph, n, i);
     fit = fit && w.dtype == DType::bf16 && skinny_shapes_fit(w.shape[1], {w.shape[0]}) &&
-          matmul_operand(graph, n.inputs[i], true).alignment >= 32;
+          matmul_operand(graph, n.inputs[i], true).alignment >= 16;
   }
   return fit ? ProductPath::kSkinny : ProductPath::kMatmul;
 }
