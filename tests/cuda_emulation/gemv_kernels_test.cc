@@ -120,6 +120,7 @@ TEST(GemvKernels, GatedProduct) {
   check_gated<1, true>(64, 40, true);
   check_gated<4, false>(512, 24, false);
   check_gated<2, true>(256, 9, false);
+  check_gated<2, true>(2048, 16, true);  // 8 steps a lane at one warp a column: 4 past the early
 }
 
 // (x w^T + bias) + residual, f32 weights, by the vectorized kernel (k = 2048: every one of 8 slices

@@ -30,23 +30,27 @@ __device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// The first call of a kernel started by launch_overlapped (overlapped_launch.h): it lets the
-// stream's next overlapped kernel be scheduled in turn, then waits until every earlier kernel has
-// finished and its writes are visible. Without that launch, or before sm_90, it does nothing.
-__device__ __forceinline__ void await_previous_kernels() {
+// The first call of a kernel started by launch_overlapped (overlapped_launch.h): lets the
+// stream's next overlapped kernel be scheduled in turn. Without that launch, or before sm_90, it
+// does nothing.
+__device__ __forceinline__ void let_next_kernels_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Waits until every earlier kernel of the stream has finished and its writes are visible: a
+// kernel started by launch_overlapped calls it before it reads what those kernels write.
+__device__ __forceinline__ void wait_for_previous_kernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
-// Asks L2 for the line that holds p, without waiting. Never stale: every write goes through L2.
-// A kernel started by launch_overlapped prefetches its weights before await_previous_kernels(),
-// so their first reads overlap the kernel before it.
-__device__ __forceinline__ void prefetch_l2([[maybe_unused]] const void* p) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
+// Both, for a kernel with nothing to read before its wait.
+__device__ __forceinline__ void await_previous_kernels() {
+  let_next_kernels_start();
+  wait_for_previous_kernels();
 }
 
 // Elements of x before its first 16-byte boundary (at most n).

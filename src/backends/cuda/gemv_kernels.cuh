@@ -12,24 +12,40 @@ namespace {
 
 constexpr int kWarps = 8;  // per block; each output column takes 1, 2, 4 or 8 of them
 
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&out)[8]) {
-  // Weights are read once per step: stream them past the caches.
-  const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(p));
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
+// A lane's 8 weights of one step as loaded (16 bytes of bf16, or 32 of f32), widened when used.
+// Weights are read once per step: the loads stream them past the caches.
+template <typename W>
+struct Raw8;
 
-__device__ __forceinline__ void load8(const float* p, float (&out)[8]) {
-  const float4 a = __ldcs(reinterpret_cast<const float4*>(p));
-  const float4 b = __ldcs(reinterpret_cast<const float4*>(p) + 1);
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
+template <>
+struct Raw8<__nv_bfloat16> {
+  uint4 bits;
+  __device__ __forceinline__ void load(const __nv_bfloat16* p) {
+    bits = __ldcs(reinterpret_cast<const uint4*>(p));
+  }
+  __device__ __forceinline__ void widen(float (&out)[8]) const {
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(pairs[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+};
+
+template <>
+struct Raw8<float> {
+  float4 a, b;
+  __device__ __forceinline__ void load(const float* p) {
+    a = __ldcs(reinterpret_cast<const float4*>(p));
+    b = __ldcs(reinterpret_cast<const float4*>(p) + 1);
+  }
+  __device__ __forceinline__ void widen(float (&out)[8]) const {
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  }
+};
 
 __device__ __forceinline__ float dot8(const float (&a)[8], const float (&b)[8]) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3] + a[4] * b[4] + a[5] * b[5] +
@@ -117,60 +133,82 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
   }
 }
 
-// Prefetches into L2 the first loads of this lane's part of a weight row (what its first round of
-// loads asks for, one request per line): enough to overlap the kernel before, few enough that a
-// large layer's prefetches do not push each other out of L2.
-constexpr int kPrefetchedSteps = 4;
+// A lane's weights of its first kEarlySteps steps of R rows, loaded before the kernel waits for
+// the one before it, which never writes weights (overlapped_launch.h): for the decode products
+// every step a lane has, so that their round trip overlaps that kernel's end.
+constexpr int kEarlySteps = 4;
 
-template <typename W>
-__device__ __forceinline__ void prefetch_slice(const W* row, const ColumnSlice& c, int k) {
-  constexpr int kLanesPerLine = 128 / (8 * static_cast<int>(sizeof(W)));
-  if (!c.active || threadIdx.x % kLanesPerLine != 0) return;
-  for (int i = 0, base = c.first; i < kPrefetchedSteps && base < k; ++i, base += c.step) {
-    prefetch_l2(row + base);
+template <typename W, int R>
+struct EarlySteps {
+  const W* rows[R];
+  Raw8<W> steps[kEarlySteps][R];
+
+  __device__ __forceinline__ EarlySteps(const W* const (&from)[R], const ColumnSlice& c, int k) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = from[r];
+    if (!c.active) return;
+#pragma unroll
+    for (int i = 0; i < kEarlySteps; ++i) {
+      const int base = c.first + i * c.step;
+      if (base >= k) break;
+#pragma unroll
+      for (int r = 0; r < R; ++r) steps[i][r].load(rows[r] + base);
+    }
   }
-}
+
+  // Calls step(base, raw) for each step of this lane's slice, in order, raw[r] the weights of
+  // row r: the first kEarlySteps as loaded early, the rest loaded as it goes.
+  template <typename Step>
+  __device__ __forceinline__ void walk(int k, const ColumnSlice& c, Step step) const {
+    if (!c.active) return;
+#pragma unroll
+    for (int i = 0; i < kEarlySteps; ++i) {
+      const int base = c.first + i * c.step;
+      if (base >= k) return;
+      step(base, steps[i]);
+    }
+#pragma unroll 4
+    for (int base = c.first + kEarlySteps * c.step; base < k; base += c.step) {
+      Raw8<W> raw[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) raw[r].load(rows[r] + base);
+      step(base, raw);
+    }
+  }
+};
 
 // Whether this thread writes its column's results: lane 0 of the column's first slice.
 __device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) {
   return c.active && threadIdx.x % (32 * slices) == 0;
 }
 
-// acc[m] += row · x[m] over this slice of k (each lane streams 8 weights at a time), and with a
-// norm sum_sq[m] += x[m] · x[m]. Needs k % 8 == 0 and 16-byte aligned rows.
+// A column's products with x's M rows (normed when asked), summed over the column's warps; every
+// lane of those warps gets them. Loads the row's first weights, waits for the kernel before
+// (overlapped_launch.h), then streams the rest, each lane 8 weights a step, gathering the rows'
+// sums of squares from the same loads of x with a norm. Needs k % 8 == 0 and 16-byte aligned
+// rows.
 template <typename W, int M, bool kNorm>
-__device__ __forceinline__ void row_dots(const W* row, const float* x, NormedRows<kNorm> norm,
-                                         int k, const ColumnSlice& c, float (&acc)[M],
-                                         float (&sum_sq)[M]) {
-  if (!c.active) return;
-#pragma unroll 4
-  for (int base = c.first; base < k; base += c.step) {
+__device__ __forceinline__ void column_products(const W* row, const float* x,
+                                                NormedRows<kNorm> norm, int k, const ColumnSlice& c,
+                                                int slices, float (&sum)[M]) {
+  let_next_kernels_start();
+  const EarlySteps<W, 1> early({row}, c, k);
+  wait_for_previous_kernels();
+  float sum_sq[M] = {};
+#pragma unroll
+  for (int m = 0; m < M; ++m) sum[m] = 0.f;
+  early.walk(k, c, [&](int base, const Raw8<W>(&raw)[1]) {
     float wv[8];
-    load8(row + base, wv);
+    raw[0].widen(wv);
     norm.weigh(base, wv);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xv[8];
       load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
-      acc[m] += dot8(wv, xv);
+      sum[m] += dot8(wv, xv);
       if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
     }
-  }
-}
-
-// A column's products with x's M rows (normed when asked), summed over the column's warps; every
-// lane of those warps gets them. Prefetches the row's first weights, waits for the kernel before
-// (overlapped_launch.h), then streams the row.
-template <typename W, int M, bool kNorm>
-__device__ __forceinline__ void column_products(const W* row, const float* x,
-                                                NormedRows<kNorm> norm, int k, const ColumnSlice& c,
-                                                int slices, float (&sum)[M]) {
-  prefetch_slice(row, c, k);
-  await_previous_kernels();
-  float sum_sq[M] = {};
-#pragma unroll
-  for (int m = 0; m < M; ++m) sum[m] = 0.f;
-  row_dots(row, x, norm, k, c, sum, sum_sq);
+  });
   sum_slices(sum, slices);
   if constexpr (kNorm) sum_slices(sum_sq, slices);
 #pragma unroll
@@ -245,27 +283,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   const ColumnSlice c = column_slice(slices, n);
   const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
   const W* up_row = wu + static_cast<int64_t>(c.col) * k;
-  prefetch_slice(gate_row, c, k);
-  prefetch_slice(up_row, c, k);
-  await_previous_kernels();
+  let_next_kernels_start();
+  const EarlySteps<W, 2> early({gate_row, up_row}, c, k);
+  wait_for_previous_kernels();
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
-  if (c.active) {
-#pragma unroll 2
-    for (int base = c.first; base < k; base += c.step) {
-      float gv[8], uv[8];
-      load8(gate_row + base, gv);
-      load8(up_row + base, uv);
-      norm.weigh(base, gv, uv);
+  early.walk(k, c, [&](int base, const Raw8<W>(&raw)[2]) {
+    float gv[8], uv[8];
+    raw[0].widen(gv);
+    raw[1].widen(uv);
+    norm.weigh(base, gv, uv);
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xv[8];
-        load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
-        gate[m] += dot8(gv, xv);
-        up[m] += dot8(uv, xv);
-        if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
-      }
+    for (int m = 0; m < M; ++m) {
+      float xv[8];
+      load8_cached(x + static_cast<int64_t>(m) * k + base, xv);
+      gate[m] += dot8(gv, xv);
+      up[m] += dot8(uv, xv);
+      if constexpr (kNorm) sum_sq[m] += dot8(xv, xv);
     }
-  }
+  });
   sum_slices(gate, slices);
   sum_slices(up, slices);
   if constexpr (kNorm) sum_slices(sum_sq, slices);

@@ -1,9 +1,12 @@
 // Programmatic dependent launch (sm_90 and later): a kernel launched this way may be scheduled
 // while the stream's previous kernel is still running, so the gap between the small kernels of a
 // decode step (launch latency, block start-up) overlaps the work before it. Every kernel launched
-// here calls await_previous_kernels() (device_math.cuh) before it touches memory; kernels after
-// it rely on that too (a kernel's end implies every earlier kernel's), so none may return before
-// the call.
+// here first calls let_next_kernels_start() and, before it reads what earlier kernels write,
+// wait_for_previous_kernels() (device_math.cuh); kernels after it rely on that too (a kernel's
+// end implies every earlier kernel's), so none may return before the wait. Before the wait a
+// kernel may read only what no overlapped kernel writes: the products read their first weights
+// there, which an optimizer step, an upload or a collective (none of them launched here) has
+// finished writing before the overlapped kernel after it starts.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +17,7 @@
 
 namespace tfm::cuda {
 
-// Whether the kernels run as built for sm_90 or later, where await_previous_kernels() waits: a
+// Whether the kernels run as built for sm_90 or later, where wait_for_previous_kernels() waits: a
 // build for an older architecture JIT-compiled on a newer GPU would skip the wait. The kernels of
 // one build share their architecture, so the first launch decides. TFM_CUDA_OVERLAP=0 turns the
 // overlap off (to compare a step with and without it).

@@ -171,13 +171,14 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
       }
     }
   };
-  // The first group's weights need nothing the kernel before writes.
+  // The first group's weights need nothing the kernel before writes (overlapped_launch.h).
+  let_next_kernels_start();
   if (active) {
 #pragma unroll
     for (int p = 0; p < P; ++p) w[p] = weights(tile, p) + static_cast<int64_t>(g) * k + 8 * t;
     load_group(slice * kChunk);
   }
-  await_previous_kernels();
+  wait_for_previous_kernels();
   stage_x(rows, xs);
   __syncthreads();
   float acc[P][2][4] = {};
