@@ -2,7 +2,9 @@
 // (no GPU needed), against the scalar references in src/ops: q, k and v's products in one launch,
 // the gated (SiLU) product, and the plain product with bias and residual; with and without the
 // layer's input RMSNorm applied inside the product; the vectorized kernels (k % 8 == 0), each
-// column read by 1 to 8 warps, and the any-k ones.
+// column read by 1 to 8 warps, and the any-k ones. Kernels read their first weights before or
+// after the wait on the kernel before (both, across the tests: the same here, with no kernel
+// before).
 #include "backends/cuda/gemv_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -62,7 +64,7 @@ void check_qkv(int k, int nq, int nkv, bool biases, std::initializer_list<int> s
   for (const int slices : slice_counts) {
     for (auto& out : y) std::fill(out.begin(), out.end(), -7.f);
     cuda_emulation::launch(grid_for(nq + 2 * nkv, slices), kWarps * 32, 0, [&] {
-      qkv_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), norm, p, k, slices);
+      qkv_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), norm, p, k, slices, true);
     });
     for (size_t i = 0; i < 3; ++i) {
       expect_close(y[i], want[i], 1e-5f,
@@ -102,7 +104,7 @@ void check_gated(int k, int n, bool biases) {
     std::fill(y.begin(), y.end(), -7.f);
     cuda_emulation::launch(grid_for(n, slices), kWarps * 32, 0, [&] {
       gated_gemv_kernel<__nv_bfloat16, M, kNorm>(x.data(), wg.data(), wu.data(), norm, bias_g,
-                                                 bias_u, n, k, slices, y.data());
+                                                 bias_u, n, k, slices, y.data(), true);
     });
     expect_close(y, want, 1e-5f, "vectorized, slices " + std::to_string(slices));
   }
@@ -140,7 +142,7 @@ TEST(GemvKernels, ProductWithBiasAndResidual) {
       cuda_emulation::launch(grid_for(n, slices), kWarps * 32, 0, [&] {
         if (k % 8 == 0) {
           gemv_kernel<float, m, false>(x.data(), w.data(), NormedRows<false>{nullptr, 0.f},
-                                       bias.data(), residual.data(), n, k, slices, y.data());
+                                       bias.data(), residual.data(), n, k, slices, y.data(), false);
         } else {
           gemv_any_kernel<float>(x.data(), w.data(), InputNorm{}, bias.data(), residual.data(), m,
                                  n, k, y.data());

@@ -3,6 +3,8 @@
 // product with bias and residual, q, k and v's products in one launch, and the gated (SiLU)
 // product, each tile read by 1 to 8 warps, with and without the input RMSNorm. The kernels read x's
 // m f32 rows (AddressSanitizer sees a read past them) and round them, normed or not, to bf16.
+// They read their first weights before or after the wait on the kernel before (both, across the
+// tests: the same here, with no kernel before).
 #include "backends/cuda/skinny_product_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -70,8 +72,8 @@ void check_product(int m, int offset = 0) {
   for (const int slices : kSlices) {
     std::vector<float> y(want.size(), -7.f);
     cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(1, k), [&] {
-      skinny_linear_kernel<kNorm>(rows, w.data(), bias.data(), residual.data(), n, slices,
-                                  y.data());
+      skinny_linear_kernel<kNorm>(rows, w.data(), bias.data(), residual.data(), n, slices, y.data(),
+                                  true);
     });
     expect_close(y, want, 1e-5f,
                  "m " + std::to_string(m) + ", offset " + std::to_string(offset) + ", slices " +
@@ -111,7 +113,8 @@ TEST(SkinnyProductKernels, QkvProductsOfNormedRows) {
                         {n[0], n[1], n[2]},
                         {y[0].data(), y[1].data(), y[2].data()}};
     cuda_emulation::launch(grid_for(n[0] + n[1] + n[2], slices), kSkinnyWarps * 32,
-                           skinny_shared_bytes(1, k), [&] { skinny_qkv_kernel(rows, p, slices); });
+                           skinny_shared_bytes(1, k),
+                           [&] { skinny_qkv_kernel(rows, p, slices, false); });
     for (size_t i = 0; i < 3; ++i) {
       expect_close(y[i], want[i], 1e-5f,
                    "product " + std::to_string(i) + ", slices " + std::to_string(slices));
@@ -136,7 +139,8 @@ TEST(SkinnyProductKernels, GatedProduct) {
   for (const int slices : kSlices) {
     std::vector<float> y(want.size(), -7.f);
     cuda_emulation::launch(grid_for(n, slices), kSkinnyWarps * 32, skinny_shared_bytes(2, k), [&] {
-      skinny_gated_kernel(rows, wg.data(), wu.data(), bg.data(), bu.data(), n, slices, y.data());
+      skinny_gated_kernel(rows, wg.data(), wu.data(), bg.data(), bu.data(), n, slices, y.data(),
+                          true);
     });
     expect_close(y, want, 1e-4f, "slices " + std::to_string(slices));
   }

@@ -47,6 +47,17 @@ __device__ __forceinline__ void wait_for_previous_kernels() {
 #endif
 }
 
+// A product's calls around its first weight loads: with `early` (weights no kernel of the step
+// writes: overlapped_launch.h) the loads go out before the wait, so that they overlap the kernel
+// before; otherwise after it.
+__device__ __forceinline__ void before_first_weights(bool early) {
+  let_next_kernels_start();
+  if (!early) wait_for_previous_kernels();
+}
+__device__ __forceinline__ void after_first_weights(bool early) {
+  if (early) wait_for_previous_kernels();
+}
+
 // Both, for a kernel with nothing to read before its wait.
 __device__ __forceinline__ void await_previous_kernels() {
   let_next_kernels_start();

@@ -48,7 +48,7 @@ void with_norm(const InputNorm& norm, F launch) {
 
 template <typename W>
 void launch(const float* x, const W* w, const float* bias, const float* residual, int m, int n,
-            int k, float* y, cudaStream_t stream) {
+            int k, float* y, bool early, cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // nothing to write; a grid of 0 blocks is a launch error
   const int threads = kWarps * 32;
   if (!vectorizable(x, w, k)) {
@@ -60,13 +60,13 @@ void launch(const float* x, const W* w, const float* bias, const float* residual
   with_rows(m, [&](auto rows) {
     launch_overlapped("gemv", gemv_kernel<W, decltype(rows)::value, false>, gemv_blocks(n, slices),
                       threads, 0, stream, x, w, NormedRows<false>{nullptr, 0.f}, bias, residual, n,
-                      k, slices, y);
+                      k, slices, y, early);
   });
 }
 
 template <typename W>
 void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int m, int k,
-                cudaStream_t stream) {
+                bool early, cudaStream_t stream) {
   const int64_t n = p.n[0] + p.n[1] + p.n[2];
   if (m == 0 || n == 0) return;
   const int threads = kWarps * 32;
@@ -86,14 +86,14 @@ void launch_qkv(const float* x, const QkvProducts& p, const InputNorm& norm, int
     with_rows(m, [&](auto rows) {
       launch_overlapped("qkv_gemv",
                         qkv_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
-                        gemv_blocks(n, slices), threads, 0, stream, x, normed, p, k, slices);
+                        gemv_blocks(n, slices), threads, 0, stream, x, normed, p, k, slices, early);
     });
   });
 }
 
 template <typename W>
 void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& norm, const float* bg,
-                  const float* bu, int m, int n, int k, float* y, cudaStream_t stream) {
+                  const float* bu, int m, int n, int k, float* y, bool early, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   const int threads = kWarps * 32;
   if (!vectorizable(x, wg, k, norm) || !vectorizable(x, wu, k, norm)) {
@@ -104,9 +104,10 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
   const int slices = slices_for(n, k);
   with_norm(norm, [&](auto normed) {
     with_rows(m, [&](auto rows) {
-      launch_overlapped(
-          "gated_gemv", gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
-          gemv_blocks(n, slices), threads, 0, stream, x, wg, wu, normed, bg, bu, n, k, slices, y);
+      launch_overlapped("gated_gemv",
+                        gated_gemv_kernel<W, decltype(rows)::value, decltype(normed)::kNormed>,
+                        gemv_blocks(n, slices), threads, 0, stream, x, wg, wu, normed, bg, bu, n, k,
+                        slices, y, early);
     });
   });
 }
@@ -114,32 +115,34 @@ void launch_gated(const float* x, const W* wg, const W* wu, const InputNorm& nor
 }  // namespace
 
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
-          int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream) {
+          int64_t m, int64_t n, int64_t k, float* y, WeightReads reads, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   with_float_type(w_dtype, "linear", [&](auto type) {
     using T = typename decltype(type)::type;
-    launch(x, static_cast<const T*>(w), bias, residual, mi, ni, ki, y, stream);
+    launch(x, static_cast<const T*>(w), bias, residual, mi, ni, ki, y, reads == WeightReads::kEarly,
+           stream);
   });
   check_launch("gemv");
 }
 
 void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, const InputNorm& norm,
-              int64_t m, int64_t k, cudaStream_t stream) {
+              int64_t m, int64_t k, WeightReads reads, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ki = static_cast<int>(k);
   with_float_type(w_dtype, "qkv_linear", [&](auto type) {
-    launch_qkv<typename decltype(type)::type>(x, products, norm, mi, ki, stream);
+    launch_qkv<typename decltype(type)::type>(x, products, norm, mi, ki,
+                                              reads == WeightReads::kEarly, stream);
   });
   check_launch("qkv_gemv");
 }
 
 void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
                 const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
-                int64_t n, int64_t k, float* y, cudaStream_t stream) {
+                int64_t n, int64_t k, float* y, WeightReads reads, cudaStream_t stream) {
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   with_float_type(w_dtype, "gated_linear", [&](auto type) {
     using T = typename decltype(type)::type;
     launch_gated(x, static_cast<const T*>(w_gate), static_cast<const T*>(w_up), norm, bias_gate,
-                 bias_up, mi, ni, ki, y, stream);
+                 bias_up, mi, ni, ki, y, reads == WeightReads::kEarly, stream);
   });
   check_launch("gated_gemv");
 }

@@ -133,9 +133,9 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
   }
 }
 
-// A lane's weights of its first kEarlySteps steps of R rows, loaded before the kernel waits for
-// the one before it, which never writes weights (overlapped_launch.h): for the decode products
-// every step a lane has, so that their round trip overlaps that kernel's end.
+// A lane's weights of its first kEarlySteps steps of R rows, loaded apart from the rest so that
+// they may go out before the kernel waits for the one before it (before_first_weights): for the
+// decode products every step a lane has, so that their round trip overlaps that kernel's end.
 constexpr int kEarlySteps = 4;
 
 template <typename W, int R>
@@ -183,17 +183,17 @@ __device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) 
 }
 
 // A column's products with x's M rows (normed when asked), summed over the column's warps; every
-// lane of those warps gets them. Loads the row's first weights, waits for the kernel before
-// (overlapped_launch.h), then streams the rest, each lane 8 weights a step, gathering the rows'
-// sums of squares from the same loads of x with a norm. Needs k % 8 == 0 and 16-byte aligned
-// rows.
+// lane of those warps gets them. Loads the row's first weights (before the wait on the kernel
+// before when `early`: device_math.cuh), then streams the rest, each lane 8 weights a step,
+// gathering the rows' sums of squares from the same loads of x with a norm. Needs k % 8 == 0 and
+// 16-byte aligned rows.
 template <typename W, int M, bool kNorm>
 __device__ __forceinline__ void column_products(const W* row, const float* x,
                                                 NormedRows<kNorm> norm, int k, const ColumnSlice& c,
-                                                int slices, float (&sum)[M]) {
-  let_next_kernels_start();
+                                                int slices, bool early_weights, float (&sum)[M]) {
+  before_first_weights(early_weights);
   const EarlySteps<W, 1> early({row}, c, k);
-  wait_for_previous_kernels();
+  after_first_weights(early_weights);
   float sum_sq[M] = {};
 #pragma unroll
   for (int m = 0; m < M; ++m) sum[m] = 0.f;
@@ -219,10 +219,10 @@ template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, NormedRows<kNorm> norm,
                 const float* __restrict__ bias, const float* __restrict__ residual, int n, int k,
-                int slices, float* __restrict__ y) {
+                int slices, float* __restrict__ y, bool early_weights) {
   const ColumnSlice c = column_slice(slices, n);
   float sum[M];
-  column_products(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, slices, sum);
+  column_products(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, slices, early_weights, sum);
   if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -237,13 +237,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <typename W, int M, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32)
     qkv_gemv_kernel(const float* __restrict__ x, NormedRows<kNorm> norm,
-                    const __grid_constant__ QkvProducts p, int k, int slices) {
+                    const __grid_constant__ QkvProducts p, int k, int slices, bool early_weights) {
   ColumnSlice c = column_slice(slices, static_cast<int>(p.n[0] + p.n[1] + p.n[2]));
   int i = 0;
   while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
   float sum[M];
   column_products(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k, x, norm, k, c,
-                  slices, sum);
+                  slices, early_weights, sum);
   if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -279,13 +279,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     gated_gemv_kernel(const float* __restrict__ x, const W* __restrict__ wg,
                       const W* __restrict__ wu, NormedRows<kNorm> norm,
                       const float* __restrict__ bg, const float* __restrict__ bu, int n, int k,
-                      int slices, float* __restrict__ y) {
+                      int slices, float* __restrict__ y, bool early_weights) {
   const ColumnSlice c = column_slice(slices, n);
   const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
   const W* up_row = wu + static_cast<int64_t>(c.col) * k;
-  let_next_kernels_start();
+  before_first_weights(early_weights);
   const EarlySteps<W, 2> early({gate_row, up_row}, c, k);
-  wait_for_previous_kernels();
+  after_first_weights(early_weights);
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
   early.walk(k, c, [&](int base, const Raw8<W>(&raw)[2]) {
     float gv[8], uv[8];

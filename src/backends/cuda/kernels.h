@@ -65,11 +65,16 @@ struct EwKernelProgram {
 void elementwise(const EwKernelProgram& program, int64_t count, void* out, DType out_dtype,
                  cudaStream_t stream);
 
+// When the decode products read their weights (overlapped_launch.h): a graph's constants before
+// they wait for the kernel before them, so that the loads overlap its end; weights the step itself
+// writes (gathered for FSDP, cast under autocast) only after.
+enum class WeightReads { kEarly, kAfterWait };
+
 // y[m, n] = sum_k x[m, k] * w[n, k] + bias[n] + residual[m, n] for few rows (decode): one warp
 // per output column, bandwidth bound on the weights. bias and residual may be null.
 inline constexpr int64_t kGemvMaxRows = 8;
 void gemv(const float* x, const void* w, DType w_dtype, const float* bias, const float* residual,
-          int64_t m, int64_t n, int64_t k, float* y, cudaStream_t stream);
+          int64_t m, int64_t n, int64_t k, float* y, WeightReads reads, cudaStream_t stream);
 // An RMSNorm the products apply to x's rows on the way in (a decoder layer's input norm): they
 // read x / rms(x) * weight, rms over the row's k values. A null weight: x as it is.
 struct InputNorm {
@@ -86,12 +91,12 @@ struct QkvProducts {
   float* y[3];
 };
 void qkv_gemv(const float* x, const QkvProducts& products, DType w_dtype, const InputNorm& norm,
-              int64_t m, int64_t k, cudaStream_t stream);
+              int64_t m, int64_t k, WeightReads reads, cudaStream_t stream);
 // y[m, n] = silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x), for few rows, both
 // weights streamed in one pass. Biases may be null.
 void gated_gemv(const float* x, const void* w_gate, const void* w_up, DType w_dtype,
                 const InputNorm& norm, const float* bias_gate, const float* bias_up, int64_t m,
-                int64_t n, int64_t k, float* y, cudaStream_t stream);
+                int64_t n, int64_t k, float* y, WeightReads reads, cudaStream_t stream);
 
 // The same three products for up to kSkinnyMaxRows rows, on tensor cores: x's rows (f32, normed
 // by `norm` on the way as the GEMV does) are rounded to bf16 as cuBLASLt's products read them; the
@@ -106,12 +111,12 @@ inline bool skinny_shapes_fit(int64_t k, std::initializer_list<int64_t> columns)
 }
 void skinny_linear(const float* x, const void* w, const InputNorm& norm, const float* bias,
                    const float* residual, int64_t m, int64_t n, int64_t k, float* y,
-                   cudaStream_t stream);
+                   WeightReads reads, cudaStream_t stream);
 void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& norm, int64_t m,
-                int64_t k, cudaStream_t stream);
+                int64_t k, WeightReads reads, cudaStream_t stream);
 void skinny_gated(const float* x, const void* w_gate, const void* w_up, const InputNorm& norm,
                   const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
-                  float* y, cudaStream_t stream);
+                  float* y, WeightReads reads, cudaStream_t stream);
 
 // Attention over the static cache (see graph::Op::kAttention). Prefill over a bf16 cache runs
 // flash-style on tensor cores where flash_attention_applies(): q and the probabilities are read

@@ -4,9 +4,8 @@
 // here first calls let_next_kernels_start() and, before it reads what earlier kernels write,
 // wait_for_previous_kernels() (device_math.cuh); kernels after it rely on that too (a kernel's
 // end implies every earlier kernel's), so none may return before the wait. Before the wait a
-// kernel may read only what no overlapped kernel writes: the products read their first weights
-// there, which an optimizer step, an upload or a collective (none of them launched here) has
-// finished writing before the overlapped kernel after it starts.
+// kernel may read only what no kernel of the step writes: the decode products read a graph's
+// constant weights there (WeightReads in kernels.h), never ones an earlier step gathered or cast.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -143,10 +143,12 @@ __device__ __forceinline__ void multiply_chunk(const ChunkWeights& w, const uint
 // summed in shared memory in a fixed order, and `write(row, tile, column, values)` is called for
 // each of the tile's outputs in rows below m, column 0..15 within the tile, values[p] product p's
 // sum. `weights(tile, p)` gives product p's first weight row of a tile. Every tile starts 16-byte
-// aligned, k % 32 == 0.
+// aligned, k % 32 == 0. The first group's weights go out before the wait on the kernel before when
+// `early_weights` (device_math.cuh).
 template <int P, bool kNorm, typename Weights, typename Write>
 __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
-                                             int tiles, int slices, Write write) {
+                                             int tiles, int slices, bool early_weights,
+                                             Write write) {
   TFM_DYNAMIC_SHARED_MEMORY(shared);
   const int k = rows.k, ld = skinny_row_stride(k);
   auto* xs = reinterpret_cast<__nv_bfloat16*>(shared);
@@ -171,14 +173,13 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
       }
     }
   };
-  // The first group's weights need nothing the kernel before writes (overlapped_launch.h).
-  let_next_kernels_start();
+  before_first_weights(early_weights);
   if (active) {
 #pragma unroll
     for (int p = 0; p < P; ++p) w[p] = weights(tile, p) + static_cast<int64_t>(g) * k + 8 * t;
     load_group(slice * kChunk);
   }
-  wait_for_previous_kernels();
+  after_first_weights(early_weights);
   stage_x(rows, xs);
   __syncthreads();
   float acc[P][2][4] = {};
@@ -238,11 +239,11 @@ template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
     skinny_linear_kernel(const SkinnyRows<kNorm> rows, const __nv_bfloat16* __restrict__ w,
                          const float* __restrict__ bias, const float* __restrict__ residual, int n,
-                         int slices, float* __restrict__ y) {
+                         int slices, float* __restrict__ y, bool early_weights) {
   const int k = rows.k;
   skinny_tiles<1>(
       rows, [&](int tile, int) { return w + static_cast<int64_t>(tile) * kTile * k; }, n / kTile,
-      slices,
+      slices, early_weights,
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int col = tile * kTile + column;
         const int64_t at = static_cast<int64_t>(row) * n + col;
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
 template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
     skinny_qkv_kernel(const SkinnyRows<kNorm> rows, const __grid_constant__ QkvProducts p,
-                      int slices) {
+                      int slices, bool early_weights) {
   const int k = rows.k;
   const auto product_of = [&](int& tile) {
     int i = 0;
@@ -268,7 +269,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
         const int i = product_of(tile);
         return static_cast<const __nv_bfloat16*>(p.w[i]) + static_cast<int64_t>(tile) * kTile * k;
       },
-      tiles, slices,
+      tiles, slices, early_weights,
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int i = product_of(tile);
         const int col = tile * kTile + column;
@@ -281,14 +282,15 @@ template <bool kNorm>
 __global__ void __launch_bounds__(kSkinnyWarps * 32)
     skinny_gated_kernel(const SkinnyRows<kNorm> rows, const __nv_bfloat16* __restrict__ wg,
                         const __nv_bfloat16* __restrict__ wu, const float* __restrict__ bg,
-                        const float* __restrict__ bu, int n, int slices, float* __restrict__ y) {
+                        const float* __restrict__ bu, int n, int slices, float* __restrict__ y,
+                        bool early_weights) {
   const int k = rows.k;
   skinny_tiles<2>(
       rows,
       [&](int tile, int product) {
         return (product == 0 ? wg : wu) + static_cast<int64_t>(tile) * kTile * k;
       },
-      n / kTile, slices,
+      n / kTile, slices, early_weights,
       [&](int row, int tile, int column, const float(&v)[2]) {
         const int col = tile * kTile + column;
         const float gate = v[0] + (bg ? bg[col] : 0.f), up = v[1] + (bu ? bu[col] : 0.f);

@@ -3,6 +3,8 @@
 // cuBLASLt's tiles to find enough work. Each block converts (and norms) x's rows to bf16 once, in
 // shared memory; each warp runs mma.sync steps of one tile of 16 weight rows against them over a
 // slice of k, reading the weights once, 16 bytes a lane, so a product is one launch.
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
@@ -17,15 +19,29 @@ int slices_for(int64_t tiles, int64_t k) {
   return warps_per_output(tiles, k, int64_t{kChunk} * kGroupChunks, kSkinnyWarps);
 }
 
-// Launches kernel with the shared memory of `products` products over k, which passes the 48 KB a
-// kernel may have unasked from k = 1536 on.
+// Raises a kernel's dynamic shared memory limit on this device to `bytes`, past the 48 KB a
+// kernel may have unasked (from k = 1536 on), and never lowers it: a graph captured with a larger
+// launch of the same kernel may replay after a smaller one.
+void allow_shared_memory(const void* kernel, size_t bytes, const char* name) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, size_t> allowed;
+  int device = 0;
+  check(cudaGetDevice(&device), name);
+  const std::lock_guard<std::mutex> lock(mutex);
+  size_t& limit = allowed[{device, kernel}];
+  if (bytes <= limit) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)),
+        name);
+  limit = bytes;
+}
+
+// Launches kernel with the shared memory of `products` products over k.
 template <typename... Params, typename... Args>
 void launch_tiles(const char* name, void (*kernel)(Params...), int64_t tiles, int slices,
                   int products, int64_t k, cudaStream_t stream, Args&&... args) {
   const size_t bytes = skinny_shared_bytes(products, k);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes)),
-        name);
+  allow_shared_memory(reinterpret_cast<const void*>(kernel), bytes, name);
   launch_overlapped(name, kernel, skinny_blocks(tiles, slices), kSkinnyWarps * 32, bytes, stream,
                     std::forward<Args>(args)...);
   check_launch(name);
@@ -45,35 +61,36 @@ const __nv_bfloat16* bf16(const void* p) { return static_cast<const __nv_bfloat1
 
 void skinny_linear(const float* x, const void* w, const InputNorm& norm, const float* bias,
                    const float* residual, int64_t m, int64_t n, int64_t k, float* y,
-                   cudaStream_t stream) {
+                   WeightReads reads, cudaStream_t stream) {
   if (m == 0 || n == 0) return;  // a grid of 0 blocks is a launch error
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
     launch_tiles("skinny_linear", skinny_linear_kernel<decltype(rows)::kNormed>, n / kTile, slices,
-                 1, k, stream, rows, bf16(w), bias, residual, static_cast<int>(n), slices, y);
+                 1, k, stream, rows, bf16(w), bias, residual, static_cast<int>(n), slices, y,
+                 reads == WeightReads::kEarly);
   });
 }
 
 void skinny_qkv(const float* x, const QkvProducts& products, const InputNorm& norm, int64_t m,
-                int64_t k, cudaStream_t stream) {
+                int64_t k, WeightReads reads, cudaStream_t stream) {
   const int64_t tiles = (products.n[0] + products.n[1] + products.n[2]) / kTile;
   if (m == 0 || tiles == 0) return;
   const int slices = slices_for(tiles, k);
   with_rows(x, norm, m, k, [&](auto rows) {
     launch_tiles("skinny_qkv", skinny_qkv_kernel<decltype(rows)::kNormed>, tiles, slices, 1, k,
-                 stream, rows, products, slices);
+                 stream, rows, products, slices, reads == WeightReads::kEarly);
   });
 }
 
 void skinny_gated(const float* x, const void* w_gate, const void* w_up, const InputNorm& norm,
                   const float* bias_gate, const float* bias_up, int64_t m, int64_t n, int64_t k,
-                  float* y, cudaStream_t stream) {
+                  float* y, WeightReads reads, cudaStream_t stream) {
   if (m == 0 || n == 0) return;
   const int slices = slices_for(n / kTile, k);
   with_rows(x, norm, m, k, [&](auto rows) {
     launch_tiles("skinny_gated", skinny_gated_kernel<decltype(rows)::kNormed>, n / kTile, slices, 2,
                  k, stream, rows, bf16(w_gate), bf16(w_up), bias_gate, bias_up, static_cast<int>(n),
-                 slices, y);
+                 slices, y, reads == WeightReads::kEarly);
   });
 }
 

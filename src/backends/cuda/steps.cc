@@ -142,6 +142,18 @@ ProductPath product_path(const graph::Graph& graph, const Node& n) {
   return fit ? ProductPath::kSkinny : ProductPath::kMatmul;
 }
 
+// Whether a product's weights (inputs first .. last) are graph constants, views and reshapes of
+// them included: what no step writes, which the decode products may read before they wait for the
+// kernel before (overlapped_launch.h). Not weights gathered (FSDP) or cast (autocast) by a step.
+WeightReads weight_reads(const graph::Graph& graph, const Node& n, size_t first, size_t last) {
+  for (size_t i = first; i <= last; ++i) {
+    const Node* w = &input(graph, n, i);
+    while (w->op == Op::kView || w->op == Op::kReshape) w = &input(graph, *w, 0);
+    if (w->op != Op::kWeight) return WeightReads::kAfterWait;
+  }
+  return WeightReads::kEarly;
+}
+
 size_t arena_aligned(size_t bytes) {
   return (bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
 }
@@ -231,12 +243,13 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
   const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
   const ProductRows rows = product_rows(graph, n, "linear");
+  const WeightReads reads = weight_reads(graph, n, 1, 1);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], dt,
            has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
            has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
-           static_cast<float*>(c.ptrs[out]), c.stream);
+           static_cast<float*>(c.ptrs[out]), reads, c.stream);
     };
   }
   if (rows.path == ProductPath::kSkinny) {
@@ -244,7 +257,7 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
       skinny_linear(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], rows.input_norm(c),
                     has_bias ? static_cast<const float*>(c.ptrs[bias]) : nullptr,
                     has_residual ? static_cast<const float*>(c.ptrs[residual]) : nullptr, m, nn, k,
-                    static_cast<float*>(c.ptrs[out]), c.stream);
+                    static_cast<float*>(c.ptrs[out]), reads, c.stream);
     };
   }
   // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
@@ -292,16 +305,17 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     return p;
   };
   const ProductRows rows = product_rows(graph, n, "qkv_linear");
+  const WeightReads reads = weight_reads(graph, n, 1, 3);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.input_norm(c), m, k,
-               c.stream);
+               reads, c.stream);
     };
   }
   if (rows.path == ProductPath::kSkinny) {
     return [=](StepContext& c) {
       skinny_qkv(static_cast<const float*>(rows.prepare(c)), bind(c), rows.input_norm(c), m, k,
-                 c.stream);
+                 reads, c.stream);
     };
   }
   std::array<std::shared_ptr<const Matmul>, 3> products;
@@ -350,18 +364,19 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     return has_bias ? static_cast<const float*>(c.ptrs[i]) : nullptr;
   };
   const ProductRows rows = product_rows(graph, n, "gated_linear");
+  const WeightReads reads = weight_reads(graph, n, 1, 2);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
                  rows.input_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
-                 static_cast<float*>(c.ptrs[out]), c.stream);
+                 static_cast<float*>(c.ptrs[out]), reads, c.stream);
     };
   }
   if (rows.path == ProductPath::kSkinny) {
     return [=](StepContext& c) {
       skinny_gated(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu],
                    rows.input_norm(c), bias(c, bg), bias(c, bu), m, nn, k,
-                   static_cast<float*>(c.ptrs[out]), c.stream);
+                   static_cast<float*>(c.ptrs[out]), reads, c.stream);
     };
   }
   // The two weights are separate allocations, each with its own alignment.
