@@ -26,8 +26,8 @@ inline std::vector<float> widened(const std::vector<__nv_bfloat16>& values) {
 
 inline std::vector<float> widened(const std::vector<float>& values) { return values; }
 
-// Storage 32-byte aligned, as WMMA needs of the tiles it loads from global memory (a device
-// allocation is 256-byte aligned; std::vector's only 16).
+// Storage 32-byte aligned, as a device allocation is at least (256), for the kernels' 16-byte
+// vector loads: std::vector's alignment is only what operator new gives on the platform.
 template <typename T>
 struct Aligned32 {
   using value_type = T;
