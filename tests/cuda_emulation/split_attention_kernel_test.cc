@@ -119,7 +119,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitAttentionKernelTest,
                                            // A short context in a long cache; more chunks than
                                            // lanes (the merge reads them 32 at a time).
                                            Case{1, 1, 1024, 16, 8, 128, 20, 0, true},
-                                           Case{1, 1, 2048, 1, 1, 32, 1500, 3, false}),
+                                           Case{1, 1, 2048, 1, 1, 32, 1500, 3, false},
+                                           // 3 splits of 21 keys: 5 or 6 a warp, in batches.
+                                           Case{1, 1, 63, 2, 1, 64, 62, 5, true}),
                          [](const auto& info) { return describe(info.param); });
 
 // Decode with prepare_attention fused in: the kernel gets the token's q, k and v as the products

@@ -62,6 +62,40 @@ __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShap
   }
 }
 
+// A warp's next keys, kKeysAtOnce of them kWarps apart from j0 (the warp's keys in its order):
+// their rows of k and v and whether each is kept, loaded together so that their round trips
+// overlap. Keys from `last` on are not loaded, nor the fresh token's own slot (`own_slot`, -1 if
+// none), which another block may be writing; a masked key's row is loaded but never used. Two
+// at once: a decode warp has one or two keys at the usual cuts, and four took the kernel from 48
+// to 80 registers (`-Xptxas -v`, head_dim 128), six blocks a multiprocessor where a long cache's
+// 2048-block launches want ten; two take 64.
+constexpr int kKeysAtOnce = 2;
+
+template <typename KV, int E>
+struct KeyBatch {
+  KV k[kKeysAtOnce][E], v[kKeysAtOnce][E];
+  bool kept[kKeysAtOnce];
+
+  __device__ void load(const KV* k_cache, const KV* v_cache, const int32_t* mask,
+                       const AttentionShape& s, int64_t b, int64_t kvh, int64_t j0, int64_t last,
+                       int64_t own_slot, int lane) {
+#pragma unroll
+    for (int u = 0; u < kKeysAtOnce; ++u) {
+      const int64_t j = j0 + u * kWarps;
+      const bool present = j < last;
+      kept[u] = present && mask[b * s.cache_len + j] != 0;
+      const bool read = present && j != own_slot;
+      const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * s.head_dim;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int d = lane + 32 * e;
+        k[u][e] = read && d < s.head_dim ? k_cache[at + d] : KV{};
+        v[u][e] = read && d < s.head_dim ? v_cache[at + d] : KV{};
+      }
+    }
+  }
+};
+
 // q, k, v and out are not __restrict__: the fused form writes the fresh token's k and v into the
 // caches it reads, and its out may be the buffer its fresh q came in.
 template <typename KV, int E>
@@ -82,11 +116,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
   const int64_t first = split * keys_per_split;
   const int64_t last = min(first + keys_per_split, visible_end);
+  const bool fused = fresh.in.q != nullptr;
+  // The warp's first keys go out before the fresh token is prepared: neither waits on the other.
+  KeyBatch<KV, E> batch;
+  batch.load(k, v, mask, s, b, kvh, first + warp, last, fused ? slot : -1, lane);
 
   // With the step's token fresh (seq 1): its q, and its k and v as the cache would hold them.
   // The first query head of a group, first split, stores the group's k and v; the others read
   // them from shared memory when their keys include the slot, never from the slot.
-  const bool fused = fresh.in.q != nullptr;
   const bool stores =
       fused && h % (s.q_heads / s.kv_heads) == 0 && split == 0 && slot >= 0 && slot < s.cache_len;
   __shared__ float fresh_q[32 * E], fresh_k[32 * E], fresh_v[32 * E];
@@ -110,26 +147,30 @@ __global__ void __launch_bounds__(kWarps * 32)
     qr[e] = d < D ? (fused ? fresh_q[d] : q[row * D + d]) : 0.f;
   }
   float m = -INFINITY, l = 0.f, acc[E] = {};
-  for (int64_t j = first + warp; j < last; j += kWarps) {
-    if (mask[b * s.cache_len + j] == 0) continue;
-    const int64_t at = ((b * s.cache_len + j) * s.kv_heads + kvh) * D;
-    const bool own = fused && j == slot;  // the fresh token's key: from shared memory
-    float dot = 0.f;
+  for (int64_t j0 = first + warp; j0 < last; j0 += kWarps * kKeysAtOnce) {
+    if (j0 != first + warp) batch.load(k, v, mask, s, b, kvh, j0, last, fused ? slot : -1, lane);
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int d = lane + 32 * e;
-      if (d < D) dot += qr[e] * (own ? fresh_k[d] : widen(k[at + d]));
-    }
-    const float score = warp_sum(dot) * scale;
-    const float m_new = fmaxf(m, score);
-    const float correction = expf(m - m_new), p = expf(score - m_new);
-    l = l * correction + p;
+    for (int u = 0; u < kKeysAtOnce; ++u) {
+      if (!batch.kept[u]) continue;
+      const bool own = fused && j0 + u * kWarps == slot;  // the fresh token's key: shared memory
+      float dot = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int d = lane + 32 * e;
-      acc[e] = acc[e] * correction + (d < D ? p * (own ? fresh_v[d] : widen(v[at + d])) : 0.f);
+      for (int e = 0; e < E; ++e) {
+        const int d = lane + 32 * e;
+        if (d < D) dot += qr[e] * (own ? fresh_k[d] : widen(batch.k[u][e]));
+      }
+      const float score = warp_sum(dot) * scale;
+      const float m_new = fmaxf(m, score);
+      const float correction = expf(m - m_new), p = expf(score - m_new);
+      l = l * correction + p;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int d = lane + 32 * e;
+        acc[e] =
+            acc[e] * correction + (d < D ? p * (own ? fresh_v[d] : widen(batch.v[u][e])) : 0.f);
+      }
+      m = m_new;
     }
-    m = m_new;
   }
 
   __shared__ float warp_m[kWarps], warp_l[kWarps];
