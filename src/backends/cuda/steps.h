@@ -40,6 +40,10 @@ AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n);
 MatmulOperand matmul_operand(const graph::Graph& graph, graph::ValueId id, bool transposed);
 MatmulOperand matmul_operand(uint32_t start_alignment, uint64_t row_bytes, bool transposed);
 
+// A fused elementwise chain over `inputs` inputs as the kernel runs it; throws when the chain is
+// longer, reads more inputs or writes more results than the kernel holds.
+EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs);
+
 size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
 // Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.
 // `plan`: the compiled plan the graph belongs to (its arena placement decides what steps may
