@@ -14,17 +14,11 @@
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/flash_attention_grad_kernels.cuh"
 #include "backends/cuda/float_types.cuh"
+#include "backends/cuda/shared_memory_limit.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
 namespace {
-
-// Kernels whose shared memory passes 48 KB must say so before their launch.
-template <typename Kernel>
-void allow_shared_memory(Kernel kernel, size_t bytes) {
-  TFM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes)));
-}
 
 // The grid of a launch over query tiles of `count` tiles a head.
 dim3 query_tiles(const AttentionShape& s, int64_t count) {
@@ -56,7 +50,8 @@ void launch_forward(const void* q, const void* k, const void* v, const int32_t* 
     throw Error("[cuda attention] the rows' statistics need the keys in one split");
   }
   constexpr size_t bytes = ForwardLayout<D>::total;
-  allow_shared_memory(flash_attention_kernel<D, Q, kStats, Out>, bytes);
+  allow_shared_memory(reinterpret_cast<const void*>(flash_attention_kernel<D, Q, kStats, Out>),
+                      bytes, "flash_attention");
   dim3 grid = forward_query_tiles(s);
   grid.x *= static_cast<unsigned>(splits.count);
   flash_attention_kernel<D, Q, kStats, Out><<<grid, kThreads, bytes, stream>>>(
@@ -129,7 +124,8 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
   const auto* v16 = static_cast<const __nv_bfloat16*>(v);
   __nv_bfloat16* dk = grads + s.batch * s.seq * s.q_heads * D;
   __nv_bfloat16* dv = dk + s.batch * s.cache_len * s.kv_heads * D;
-  allow_shared_memory(flash_attention_dkdv_kernel<D>, bytes);
+  allow_shared_memory(reinterpret_cast<const void*>(flash_attention_dkdv_kernel<D>), bytes,
+                      "flash_attention_dkdv");
   const auto dkdv = [&](int64_t first_row, int64_t rows, __nv_bfloat16* saved_grads) {
     const dim3 key_tiles(static_cast<unsigned>(key_tile_count(s)),
                          static_cast<unsigned>(s.kv_heads), static_cast<unsigned>(rows));
@@ -140,12 +136,14 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
   const int64_t rows = score_grad_rows(s);
   if (rows == 0) {
     dkdv(0, s.batch, nullptr);
-    allow_shared_memory(flash_attention_dq_kernel<D>, bytes);
+    allow_shared_memory(reinterpret_cast<const void*>(flash_attention_dq_kernel<D>), bytes,
+                        "flash_attention_dq");
     flash_attention_dq_kernel<D><<<query_tiles(s), kWarps * 32, bytes, stream>>>(
         q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, grads);
     return;
   }
-  allow_shared_memory(flash_attention_dq_from_ds_kernel<D>, bytes);
+  allow_shared_memory(reinterpret_cast<const void*>(flash_attention_dq_from_ds_kernel<D>), bytes,
+                      "flash_attention_dq_from_ds");
   for (int64_t first = 0; first < s.batch; first += rows) {
     const int64_t count = std::min(rows, s.batch - first);
     dkdv(first, count, score_grads);

@@ -3,12 +3,11 @@
 // cuBLASLt's tiles to find enough work. Each block converts (and norms) x's rows to bf16 once, in
 // shared memory; each warp runs mma.sync steps of one tile of 16 weight rows against them over a
 // slice of k, reading the weights once, 16 bytes a lane, so a product is one launch.
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/overlapped_launch.h"
+#include "backends/cuda/shared_memory_limit.h"
 #include "backends/cuda/skinny_product_kernels.cuh"
 
 namespace tfm::cuda {
@@ -17,23 +16,6 @@ namespace {
 // Each tile is read by one to kSkinnyWarps warps, every slice taking at least a group of chunks.
 int slices_for(int64_t tiles, int64_t k) {
   return warps_per_output(tiles, k, int64_t{kChunk} * kGroupChunks, kSkinnyWarps);
-}
-
-// Raises a kernel's dynamic shared memory limit on this device to `bytes`, past the 48 KB a
-// kernel may have unasked (from k = 1536 on), and never lowers it: a graph captured with a larger
-// launch of the same kernel may replay after a smaller one.
-void allow_shared_memory(const void* kernel, size_t bytes, const char* name) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, size_t> allowed;
-  int device = 0;
-  check(cudaGetDevice(&device), name);
-  const std::lock_guard<std::mutex> lock(mutex);
-  size_t& limit = allowed[{device, kernel}];
-  if (bytes <= limit) return;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes)),
-        name);
-  limit = bytes;
 }
 
 // Launches kernel with the shared memory of `products` products over k.
