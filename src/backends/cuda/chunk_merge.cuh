@@ -16,42 +16,51 @@ __device__ __forceinline__ float* partial_at(float* partials, int64_t row, int64
   return partials + (row * splits + split) * (head_dim + 2);
 }
 
-// Merges a row's chunks into its output, one warp: lane i reads chunk i's max and sum (and every
-// 32nd after it), so the loads go out together. A query that sees no key gets zeros, as on the CPU.
-// Only chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the
+// How many chunks' values a merging warp loads before it uses them, about 24 floats a lane: one
+// round trip to L2 a group, where loading each chunk after using the one before cost one a chunk
+// (16 at batch-1 decode over a 256-slot cache, 128 over a long one). More raise the registers of
+// the decode attention kernel (72 at head_dim 128, E = 4; 88 with 8 chunks at once).
+template <int E>
+constexpr int kChunksAtOnce = E >= 8 ? 2 : 24 / (E + 2);
+
+// Merges a row's chunks into its output, one warp, in one pass: the online softmax over the
+// chunks, each lane keeping head_dim / 32 of the output and every lane reading each chunk's
+// max and sum (one broadcast load). A query that sees no key gets zeros, as on the CPU. Only
+// chunks that saw no key (sum 0) are skipped: a NaN sum is kept, so a NaN score reaches the
 // output as it does on the CPU instead of silently dropping its chunk. The chunks were written by
 // other blocks of this launch: they are read as volatile, from L2, past this SM's L1.
 template <int E, typename Out>
 __device__ void merge_chunks(const volatile float* first, int64_t splits, int head_dim, Out* out,
                              int lane) {
-  const auto chunk = [&](int64_t sp) { return first + sp * (head_dim + 2); };
-  float m = -INFINITY;
-  for (int64_t sp = lane; sp < splits; sp += 32) {
-    if (chunk(sp)[1] != 0.f) m = fmaxf(m, chunk(sp)[0]);
-  }
-  m = warp_reduce(m, Max{});
-  float denom = 0.f;
-  for (int64_t sp = lane; sp < splits; sp += 32) {
-    const float l = chunk(sp)[1];
-    if (l != 0.f) denom += l * expf(chunk(sp)[0] - m);
-  }
-  denom = warp_sum(denom);
-  const float inv = denom != 0.f ? 1.f / denom : 0.f;
-  float acc[E] = {};
-  for (int64_t base = 0; base < splits; base += 32) {
-    const int64_t mine = base + lane;
-    float weight = 0.f;
-    if (mine < splits && chunk(mine)[1] != 0.f) weight = expf(chunk(mine)[0] - m);
-    const int n = static_cast<int>(min(int64_t{32}, splits - base));
-    for (int j = 0; j < n; ++j) {
-      const float w = __shfl_sync(0xffffffffu, weight, j);
-      if (w == 0.f && chunk(base + j)[1] == 0.f) continue;
+  float m = -INFINITY, denom = 0.f, acc[E] = {};
+  constexpr int kAtOnce = kChunksAtOnce<E>;
+  const int stride = head_dim + 2;
+  for (int64_t left = splits; left > 0; left -= kAtOnce, first += kAtOnce * stride) {
+    float chunk_m[kAtOnce], chunk_l[kAtOnce], value[kAtOnce][E];
+#pragma unroll
+    for (int c = 0; c < kAtOnce; ++c) {
+      const volatile float* chunk = first + c * stride;
+      const bool present = c < left;
+      chunk_m[c] = present ? chunk[0] : 0.f;
+      chunk_l[c] = present ? chunk[1] : 0.f;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        if (lane + 32 * e < head_dim) acc[e] += chunk(base + j)[2 + lane + 32 * e] * w;
+        const int d = lane + 32 * e;
+        value[c][e] = present && d < head_dim ? chunk[2 + d] : 0.f;
       }
     }
+#pragma unroll
+    for (int c = 0; c < kAtOnce; ++c) {
+      if (chunk_l[c] == 0.f) continue;
+      const float m_new = fmaxf(m, chunk_m[c]);
+      const float correction = expf(m - m_new), weight = expf(chunk_m[c] - m_new);
+      denom = denom * correction + chunk_l[c] * weight;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = acc[e] * correction + value[c][e] * weight;
+      m = m_new;
+    }
   }
+  const float inv = denom != 0.f ? 1.f / denom : 0.f;
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     if (lane + 32 * e < head_dim) out[lane + 32 * e] = narrow<Out>(acc[e] * inv);
