@@ -116,8 +116,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitAttentionKernelTest,
                                            Case{2, 1, 1100, 2, 1, 128, 900, 500, false},
                                            Case{2, 12, 20, 4, 2, 48, 0, 4, false},
                                            Case{2, 1, 300, 2, 1, 24, 200, 250, true},
-                                           // A short context in a long cache; more chunks than
-                                           // lanes (the merge reads them 32 at a time).
+                                           // A short context in a long cache (3 of 64 chunks
+                                           // used), and a long one in 126 chunks of 12 keys.
                                            Case{1, 1, 1024, 16, 8, 128, 20, 0, true},
                                            Case{1, 1, 2048, 1, 1, 32, 1500, 3, false},
                                            // 3 splits of 21 keys: 5 or 6 a warp, in batches.

@@ -17,12 +17,14 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int64_t kMinKeysPerSplit = 16;
 // About as many blocks as an H200 holds at once (132 multiprocessors x 16 blocks of 128 threads):
-// decode has few rows, and each block walks its keys one at a time per warp.
+// decode has few rows, and each warp of a block walks its keys a batch at a time.
 constexpr int64_t kTargetBlocks = 2048;
 
-// How many chunks a row's keys are cut into. The cut itself is made in the kernel, over the keys a
-// query sees (its slot + 1, known only when the step runs), so a short context in a long cache
-// still spreads over every chunk.
+// How many chunks a row's keys may be cut into: the launch's blocks for the row. The cut itself is
+// made in the kernel, over the keys a query sees (its slot + 1, known only when the step runs),
+// into as many of those chunks as give each warp at least one batch of keys (KeyBatch); the
+// blocks past them leave at once, so a short context in a long cache neither spreads a few keys
+// over a hundred blocks nor merges a hundred chunks.
 struct Split {
   int64_t count;
 };
@@ -70,6 +72,7 @@ __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShap
 // to 80 registers (`-Xptxas -v`, head_dim 128), six blocks a multiprocessor where a long cache's
 // 2048-block launches want ten; two take 64.
 constexpr int kKeysAtOnce = 2;
+constexpr int64_t kMinKeysPerChunk = kWarps * kKeysAtOnce;
 
 template <typename KV, int E>
 struct KeyBatch {
@@ -113,9 +116,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t slot = slots[i];
   const int64_t visible_end = min(slot + 1, s.cache_len);
-  const int64_t keys_per_split = max(int64_t{1}, (visible_end + splits - 1) / splits);
-  const int64_t first = split * keys_per_split;
-  const int64_t last = min(first + keys_per_split, visible_end);
+  const int64_t keys_per_chunk = max(kMinKeysPerChunk, (visible_end + splits - 1) / splits);
+  const int64_t chunks = max(int64_t{1}, (visible_end + keys_per_chunk - 1) / keys_per_chunk);
+  if (split >= chunks) return;
+  const int64_t first = split * keys_per_chunk;
+  const int64_t last = min(first + keys_per_chunk, visible_end);
   const bool fused = fresh.in.q != nullptr;
   // The warp's first keys go out before the fresh token is prepared: neither waits on the other.
   KeyBatch<KV, E> batch;
@@ -211,9 +216,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     arrived = atomicAdd(arrivals + row, 1u);
   }
   __syncwarp();
-  if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(splits - 1)) return;
+  if (__shfl_sync(0xffffffffu, arrived, 0) != static_cast<unsigned>(chunks - 1)) return;
   __threadfence();
-  merge_chunks<E>(partial_at(partials, row, 0, splits, D), splits, D, out + row * D, lane);
+  merge_chunks<E>(partial_at(partials, row, 0, splits, D), chunks, D, out + row * D, lane);
   if (lane == 0) arrivals[row] = 0;
 }
 
