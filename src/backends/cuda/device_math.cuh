@@ -30,6 +30,16 @@ __device__ __forceinline__ void load8_cached(const float* x, float (&out)[8]) {
   out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
+// Asks for the L1 line holding p, with no register waiting for it. ptxas issues a load next to
+// its first use when it saves registers, even where the source loads several values before
+// using any, so a walk of several steps takes a round trip to L2 each; prefetches of every
+// step's lines first have those round trips overlap, and the loads find L1.
+__device__ __forceinline__ void prefetch_l1([[maybe_unused]] const void* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+
 // The first call of a kernel started by launch_overlapped (overlapped_launch.h): lets the
 // stream's next overlapped kernel be scheduled in turn. Without that launch, or before sm_90, it
 // does nothing.

@@ -177,6 +177,23 @@ struct EarlySteps {
   }
 };
 
+// Brings the inputs of a lane's early steps (x's M rows and the norm's weights, which the kernel
+// before wrote or which every block reads) into L1 at once, after the wait: the walk then loads
+// them a step at a time (prefetch_l1).
+template <int M, bool kNorm>
+__device__ __forceinline__ void prefetch_early_inputs(const float* x, const NormedRows<kNorm>& norm,
+                                                      int k, const ColumnSlice& c) {
+  if (!c.active) return;
+#pragma unroll
+  for (int i = 0; i < kEarlySteps; ++i) {
+    const int base = c.first + i * c.step;
+    if (base >= k) return;
+#pragma unroll
+    for (int m = 0; m < M; ++m) prefetch_l1(x + static_cast<int64_t>(m) * k + base);
+    if constexpr (kNorm) prefetch_l1(norm.g + base);
+  }
+}
+
 // Whether this thread writes its column's results: lane 0 of the column's first slice.
 __device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) {
   return c.active && threadIdx.x % (32 * slices) == 0;
@@ -194,6 +211,7 @@ __device__ __forceinline__ void column_products(const W* row, const float* x,
   before_first_weights(early_weights);
   const EarlySteps<W, 1> early({row}, c, k);
   after_first_weights(early_weights);
+  prefetch_early_inputs<M>(x, norm, k, c);
   float sum_sq[M] = {};
 #pragma unroll
   for (int m = 0; m < M; ++m) sum[m] = 0.f;
@@ -286,6 +304,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   before_first_weights(early_weights);
   const EarlySteps<W, 2> early({gate_row, up_row}, c, k);
   after_first_weights(early_weights);
+  prefetch_early_inputs<M>(x, norm, k, c);
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
   early.walk(k, c, [&](int base, const Raw8<W>(&raw)[2]) {
     float gv[8], uv[8];
