@@ -19,12 +19,21 @@ struct Params {
   float* q_out;
 };
 
+// Asks for the L1 lines of x[0 .. count), a line a lane (a warp's loops over a head then find
+// them there: their loads otherwise go out one loop step at a time, a round trip to L2 each).
+__device__ __forceinline__ void prefetch_row(const float* x, int count, int lane) {
+  for (int i = lane * 32; i < count; i += 32 * 32) prefetch_l1(x + i);
+}
+
 // A head's D values normed (when `norm` is given) and rotated; pairs (f, f + D/2) go to
 // store(f, first, second). The arithmetic is the rms_norm and rope kernels', in their order.
 template <typename Store>
 __device__ void norm_and_rotate(const Params& p, const float* x, const float* norm, int64_t token,
                                 int lane, Store store) {
   const int d = static_cast<int>(p.shape.head_dim), half = d / 2;
+  prefetch_row(x, d, lane);
+  if (norm != nullptr) prefetch_row(norm, d, lane);
+  prefetch_row(p.in.inv_freq, half, lane);
   float inv_rms = 1.f;
   if (norm != nullptr) {
     float sum_sq = 0.f;
@@ -79,6 +88,7 @@ __global__ void __launch_bounds__(kThreads)
                       out[f + half] = narrow<T>(second);
                     });
   } else {
+    prefetch_row(p.in.v + from, static_cast<int>(d), lane);
     for (int64_t i = lane; i < d; i += 32) v_cache[to + i] = narrow<T>(p.in.v[from + i]);
   }
 }

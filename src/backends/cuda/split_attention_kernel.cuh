@@ -58,6 +58,7 @@ __device__ void prepare_fresh_token(const FreshToken& fresh, const AttentionShap
                       k_out[f + half] = widen(narrow<KV>(second));
                     });
   } else if (warp == 2 && needs_kv) {
+    prefetch_row(fresh.in.v + (b * s.kv_heads + kvh) * d, static_cast<int>(d), lane);
     for (int64_t e = lane; e < d; e += 32) {
       v_out[e] = widen(narrow<KV>(fresh.in.v[(b * s.kv_heads + kvh) * d + e]));
     }
@@ -107,13 +108,16 @@ __global__ void __launch_bounds__(kWarps * 32)
                              const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
                              AttentionShape s, float scale, float* __restrict__ partials,
                              unsigned* __restrict__ arrivals, float* out, const FreshToken fresh) {
-  await_previous_kernels();
+  // Where the block works depends on the launch alone: worked out (64-bit divisions) before the
+  // wait, while the kernel before finishes.
+  let_next_kernels_start();
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
   const int64_t h = row % s.q_heads, token = row / s.q_heads;
   const int64_t i = token % s.seq, b = token / s.seq;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  wait_for_previous_kernels();
   const int64_t slot = slots[i];
   const int64_t visible_end = min(slot + 1, s.cache_len);
   const int64_t keys_per_chunk = max(kMinKeysPerChunk, (visible_end + splits - 1) / splits);
