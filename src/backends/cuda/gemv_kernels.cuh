@@ -202,16 +202,19 @@ __device__ __forceinline__ bool writes_column(const ColumnSlice& c, int slices) 
 // A column's products with x's M rows (normed when asked), summed over the column's warps; every
 // lane of those warps gets them. Loads the row's first weights (before the wait on the kernel
 // before when `early`: device_math.cuh), then streams the rest, each lane 8 weights a step,
-// gathering the rows' sums of squares from the same loads of x with a norm. Needs k % 8 == 0 and
-// 16-byte aligned rows.
-template <typename W, int M, bool kNorm>
+// gathering the rows' sums of squares from the same loads of x with a norm. after_wait() runs
+// once the kernel before is done (the caller's prefetches of what it reads after the products).
+// Needs k % 8 == 0 and 16-byte aligned rows.
+template <typename W, int M, bool kNorm, typename AfterWait>
 __device__ __forceinline__ void column_products(const W* row, const float* x,
                                                 NormedRows<kNorm> norm, int k, const ColumnSlice& c,
-                                                int slices, bool early_weights, float (&sum)[M]) {
+                                                int slices, bool early_weights, float (&sum)[M],
+                                                AfterWait after_wait) {
   before_first_weights(early_weights);
   const EarlySteps<W, 1> early({row}, c, k);
   after_first_weights(early_weights);
   prefetch_early_inputs<M>(x, norm, k, c);
+  after_wait();
   float sum_sq[M] = {};
 #pragma unroll
   for (int m = 0; m < M; ++m) sum[m] = 0.f;
@@ -240,7 +243,15 @@ __global__ void __launch_bounds__(kWarps * 32)
                 int slices, float* __restrict__ y, bool early_weights) {
   const ColumnSlice c = column_slice(slices, n);
   float sum[M];
-  column_products(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, slices, early_weights, sum);
+  // The residual (written by a kernel before) comes into L1 while the products run, so that the
+  // write does not wait a round trip for it.
+  const auto prefetch_residual = [&] {
+    if (residual == nullptr || !writes_column(c, slices)) return;
+#pragma unroll
+    for (int m = 0; m < M; ++m) prefetch_l1(residual + static_cast<int64_t>(m) * n + c.col);
+  };
+  column_products(w + static_cast<int64_t>(c.col) * k, x, norm, k, c, slices, early_weights, sum,
+                  prefetch_residual);
   if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -261,7 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   while (i < 2 && c.col >= p.n[i]) c.col -= static_cast<int>(p.n[i++]);
   float sum[M];
   column_products(static_cast<const W*>(p.w[i]) + static_cast<int64_t>(c.col) * k, x, norm, k, c,
-                  slices, early_weights, sum);
+                  slices, early_weights, sum, [] {});
   if (!writes_column(c, slices)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m)
