@@ -144,11 +144,12 @@ __device__ __forceinline__ void multiply_chunk(const ChunkWeights& w, const uint
 // each of the tile's outputs in rows below m, column 0..15 within the tile, values[p] product p's
 // sum. `weights(tile, p)` gives product p's first weight row of a tile. Every tile starts 16-byte
 // aligned, k % 32 == 0. The first group's weights go out before the wait on the kernel before when
-// `early_weights` (device_math.cuh).
-template <int P, bool kNorm, typename Weights, typename Write>
+// `early_weights` (device_math.cuh). Right after the wait, `before_write(row, tile, column)` is
+// called for the same outputs, for the write's prefetches of what the kernels before wrote.
+template <int P, bool kNorm, typename Weights, typename BeforeWrite, typename Write>
 __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weights weights,
                                              int tiles, int slices, bool early_weights,
-                                             Write write) {
+                                             BeforeWrite before_write, Write write) {
   TFM_DYNAMIC_SHARED_MEMORY(shared);
   const int k = rows.k, ld = skinny_row_stride(k);
   auto* xs = reinterpret_cast<__nv_bfloat16*>(shared);
@@ -180,6 +181,13 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
     load_group(slice * kChunk);
   }
   after_first_weights(early_weights);
+  // The outputs this lane writes: the tile's (row, column) below row m, e = 16 row + column.
+  const auto for_each_output = [&](auto f) {
+    for (int e = slice * 32 + lane; e < kTile * kTile; e += 32 * slices) {
+      if (e / kTile < rows.m) f(e, e / kTile, e % kTile);
+    }
+  };
+  if (active) for_each_output([&](int, int row, int column) { before_write(row, tile, column); });
   stage_x(rows, xs);
   __syncthreads();
   float acc[P][2][4] = {};
@@ -218,9 +226,7 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
   __syncthreads();
   if (!active) return;
   const int first_warp = warp - slice;
-  for (int e = slice * 32 + lane; e < kTile * kTile; e += 32 * slices) {
-    const int row = e / kTile;
-    if (row >= rows.m) continue;
+  for_each_output([&](int e, int row, int column) {
     float values[P];
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -230,9 +236,12 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
       }
       values[p] = total;
     }
-    write(row, tile, e % kTile, values);
-  }
+    write(row, tile, column, values);
+  });
 }
+
+// A skinny kernel's before_write with nothing to prefetch.
+__device__ __forceinline__ void nothing_to_prefetch(int, int, int) {}
 
 // y = (x w^T + bias) + residual, as the GEMV; bias and residual may be null.
 template <bool kNorm>
@@ -244,6 +253,11 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
   skinny_tiles<1>(
       rows, [&](int tile, int) { return w + static_cast<int64_t>(tile) * kTile * k; }, n / kTile,
       slices, early_weights,
+      // The residual (written by a kernel before) comes into L1 while the products run, so that
+      // the writes do not wait a round trip each for it.
+      [&](int row, int tile, int column) {
+        if (residual) prefetch_l1(residual + static_cast<int64_t>(row) * n + tile * kTile + column);
+      },
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int col = tile * kTile + column;
         const int64_t at = static_cast<int64_t>(row) * n + col;
@@ -269,7 +283,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
         const int i = product_of(tile);
         return static_cast<const __nv_bfloat16*>(p.w[i]) + static_cast<int64_t>(tile) * kTile * k;
       },
-      tiles, slices, early_weights,
+      tiles, slices, early_weights, nothing_to_prefetch,
       [&](int row, int tile, int column, const float(&v)[1]) {
         const int i = product_of(tile);
         const int col = tile * kTile + column;
@@ -290,7 +304,7 @@ __global__ void __launch_bounds__(kSkinnyWarps * 32)
       [&](int tile, int product) {
         return (product == 0 ? wg : wu) + static_cast<int64_t>(tile) * kTile * k;
       },
-      n / kTile, slices, early_weights,
+      n / kTile, slices, early_weights, nothing_to_prefetch,
       [&](int row, int tile, int column, const float(&v)[2]) {
         const int col = tile * kTile + column;
         const float gate = v[0] + (bg ? bg[col] : 0.f), up = v[1] + (bu ? bu[col] : 0.f);
