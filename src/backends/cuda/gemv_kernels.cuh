@@ -138,6 +138,18 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
 // decode products every step a lane has, so that their round trip overlaps that kernel's end.
 constexpr int kEarlySteps = 4;
 
+// Calls f(i, base) for the first kEarlySteps steps of a lane's slice that start below k.
+template <typename F>
+__device__ __forceinline__ void for_each_early_step(const ColumnSlice& c, int k, F f) {
+  if (!c.active) return;
+#pragma unroll
+  for (int i = 0; i < kEarlySteps; ++i) {
+    const int base = c.first + i * c.step;
+    if (base >= k) return;
+    f(i, base);
+  }
+}
+
 template <typename W, int R>
 struct EarlySteps {
   const W* rows[R];
@@ -146,14 +158,10 @@ struct EarlySteps {
   __device__ __forceinline__ EarlySteps(const W* const (&from)[R], const ColumnSlice& c, int k) {
 #pragma unroll
     for (int r = 0; r < R; ++r) rows[r] = from[r];
-    if (!c.active) return;
-#pragma unroll
-    for (int i = 0; i < kEarlySteps; ++i) {
-      const int base = c.first + i * c.step;
-      if (base >= k) break;
+    for_each_early_step(c, k, [&](int i, int base) {
 #pragma unroll
       for (int r = 0; r < R; ++r) steps[i][r].load(rows[r] + base);
-    }
+    });
   }
 
   // Calls step(base, raw) for each step of this lane's slice, in order, raw[r] the weights of
@@ -161,12 +169,7 @@ struct EarlySteps {
   template <typename Step>
   __device__ __forceinline__ void walk(int k, const ColumnSlice& c, Step step) const {
     if (!c.active) return;
-#pragma unroll
-    for (int i = 0; i < kEarlySteps; ++i) {
-      const int base = c.first + i * c.step;
-      if (base >= k) return;
-      step(base, steps[i]);
-    }
+    for_each_early_step(c, k, [&](int i, int base) { step(base, steps[i]); });
 #pragma unroll 4
     for (int base = c.first + kEarlySteps * c.step; base < k; base += c.step) {
       Raw8<W> raw[R];
@@ -183,15 +186,11 @@ struct EarlySteps {
 template <int M, bool kNorm>
 __device__ __forceinline__ void prefetch_early_inputs(const float* x, const NormedRows<kNorm>& norm,
                                                       int k, const ColumnSlice& c) {
-  if (!c.active) return;
-#pragma unroll
-  for (int i = 0; i < kEarlySteps; ++i) {
-    const int base = c.first + i * c.step;
-    if (base >= k) return;
+  for_each_early_step(c, k, [&](int, int base) {
 #pragma unroll
     for (int m = 0; m < M; ++m) prefetch_l1(x + static_cast<int64_t>(m) * k + base);
     if constexpr (kNorm) prefetch_l1(norm.g + base);
-  }
+  });
 }
 
 // Whether this thread writes its column's results: lane 0 of the column's first slice.
