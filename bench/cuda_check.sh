@@ -81,4 +81,13 @@ echo "tfm train bench, products backward, exit $?" | tee -a "$out/stages.log"
 timeout 90 python3 bench/anchor_train.py "$model/config.json" --device cuda --bf16 --batch 8 \
   --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
 echo "transformers train bench exit $?" | tee -a "$out/stages.log"
+
+stage decode-profile
+# Last, as the least needed: where a batch-1 decode step's GPU time goes, kernel by kernel
+# (TFM_CUDA_PROFILE=1: the steps run one by one between events, without the overlap), into
+# bench.log; bench/cuda_profile.sh has the fuller profiles.
+echo "decode profile, batch 1 (TFM_CUDA_PROFILE=1):" >> "$out/bench.log"
+TFM_CUDA_PROFILE=1 timeout 40 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
+  --new-tokens 3 --prefill 128 --batches 1 >> "$out/bench.log" 2>&1
+echo "decode profile exit $?" | tee -a "$out/stages.log"
 stage done
