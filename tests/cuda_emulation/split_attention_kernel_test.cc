@@ -127,9 +127,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitAttentionKernelTest,
 // Decode with prepare_attention fused in: the kernel gets the token's q, k and v as the products
 // left them, norms and rotates q and k itself, uses them for the token's own slot (which holds
 // NaN before the launch) and stores k and v there. Against the scalar references: rms_norm and
-// rope, the cache write rounded to the cache's dtype, then attention over that cache.
+// rope, the cache write rounded to the cache's dtype, then attention over that cache. With
+// keys_before_wait the first keys are read before the (emulated, empty) wait: the same results.
 template <typename KV, int E>
-void check_fused(int64_t head_dim, bool norms) {
+void check_fused(int64_t head_dim, bool norms, bool keys_before_wait) {
   const int64_t batch = 2, cache_len = 300, q_heads = 4, kv_heads = 2, d = head_dim, slot = 200;
   const AttentionShape s{batch, 1, cache_len, q_heads, kv_heads, d};
   const float scale = 1.f / std::sqrt(static_cast<float>(d)), eps = 1e-6f, scaling = 1.25f;
@@ -193,7 +194,8 @@ void check_fused(int64_t head_dim, bool norms) {
       {q.data(), k.data(), v.data(), positions.data(), slots.data(), inv_freq.data(),
        norms ? q_norm.data() : nullptr, norms ? k_norm.data() : nullptr},
       eps,
-      scaling};
+      scaling,
+      keys_before_wait};
   const Split split = split_of(s);
   const int64_t rows = batch * q_heads;
   std::vector<float> partials(static_cast<size_t>(rows * split.count * (d + 2)));
@@ -212,9 +214,10 @@ void check_fused(int64_t head_dim, bool norms) {
 }
 
 TEST(SplitAttentionKernel, FusedPrepareMatchesPrepareThenAttention) {
-  check_fused<__nv_bfloat16, 4>(128, true);
-  check_fused<float, 1>(32, false);
-  check_fused<__nv_bfloat16, 1>(16, true);
+  check_fused<__nv_bfloat16, 4>(128, true, false);
+  check_fused<__nv_bfloat16, 4>(128, true, true);
+  check_fused<float, 1>(32, false, true);
+  check_fused<__nv_bfloat16, 1>(16, true, false);
 }
 
 }  // namespace

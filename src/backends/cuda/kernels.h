@@ -138,9 +138,13 @@ struct AttentionInputs {
 // A decode step (seq 1) with prepare_attention fused into the attention kernel: the token's q, k
 // and v as the products left them. The kernel norms and rotates q and the new key itself, reads
 // them for the token's own slot, and one block per KV head writes k and v into the caches.
+// `keys_before_wait`: no kernel of the step writes the mask, the slots or the caches (the step's
+// inputs, and caches only this kernel writes), so the kernel reads its first keys before it waits
+// for the kernel before (overlapped_launch.h).
 struct FreshToken {
   AttentionInputs in;
   float eps = 0.f, scaling = 1.f;
+  bool keys_before_wait = false;
 };
 bool flash_attention_applies(const AttentionShape& shape, DType kv_dtype);
 size_t attention_scratch_bytes(const AttentionShape& shape, DType kv_dtype);

@@ -111,6 +111,30 @@ namespace {
 using graph::Node;
 using graph::Op;
 
+// Whether no kernel of the step writes what fused decode attention reads of its keys, so that it
+// may read them before it waits for the kernel before (FreshToken::keys_before_wait): the mask
+// and the slots are the run's inputs, and the caches are state no node but the attention and the
+// prepare folded into it takes.
+bool keys_written_by_no_step(const graph::Graph& graph, const Node& n, graph::ValueId attention,
+                             graph::ValueId prepare) {
+  const auto run_input = [&](size_t i, bool state) {
+    const Node& x = input(graph, n, i);
+    return x.op == Op::kInput && x.is_state == state;
+  };
+  if (!run_input(1, true) || !run_input(2, true) || !run_input(3, false) || !run_input(4, false)) {
+    return false;
+  }
+  for (size_t j = 0; j < graph.nodes.size(); ++j) {
+    if (static_cast<graph::ValueId>(j) == attention || static_cast<graph::ValueId>(j) == prepare) {
+      continue;
+    }
+    for (graph::ValueId x : graph.nodes[j].inputs) {
+      if (x == n.inputs[1] || x == n.inputs[2]) return false;
+    }
+  }
+  return true;
+}
+
 // Device memory on the current device, zeroed before any step runs.
 std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
   int device = 0;
@@ -231,8 +255,9 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       if (graph::prepare_folds_into_attention(graph, n.inputs[0], plan)) {
         const std::vector<size_t> prepare_args(in(0).inputs.begin(), in(0).inputs.end());
         const float eps = in(0).eps, scaling = in(0).scale;
+        const bool keys_before_wait = keys_written_by_no_step(graph, n, id, n.inputs[0]);
         return [=](StepContext& c) {
-          const FreshToken fresh{attention_inputs(c, prepare_args), eps, scaling};
+          const FreshToken fresh{attention_inputs(c, prepare_args), eps, scaling, keys_before_wait};
           attention(nullptr, c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32_at(c, args[3]),
                     i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
                     static_cast<unsigned*>(arrivals.get()), &fresh, c.stream);
