@@ -5,7 +5,8 @@
 // wait_for_previous_kernels() (device_math.cuh); kernels after it rely on that too (a kernel's
 // end implies every earlier kernel's), so none may return before the wait. Before the wait a
 // kernel may read only what no kernel of the step writes: the decode products read a graph's
-// constant weights there (WeightReads in kernels.h), never ones an earlier step gathered or cast.
+// constant weights there (WeightReads in kernels.h), never ones an earlier step gathered or cast,
+// and fused decode attention its first keys (FreshToken::keys_before_wait).
 #pragma once
 
 #include <cuda_runtime.h>
