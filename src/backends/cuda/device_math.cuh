@@ -57,14 +57,14 @@ __device__ __forceinline__ void wait_for_previous_kernels() {
 #endif
 }
 
-// A product's calls around its first weight loads: with `early` (weights no kernel of the step
-// writes: overlapped_launch.h) the loads go out before the wait, so that they overlap the kernel
-// before; otherwise after it.
-__device__ __forceinline__ void before_first_weights(bool early) {
+// A kernel's calls around its first reads of what no kernel of the step may write (a product's
+// constant weights, fused decode attention's keys: overlapped_launch.h): with `early` the reads go
+// out before the wait, so that they overlap the kernel before; otherwise after it.
+__device__ __forceinline__ void before_early_reads(bool early) {
   let_next_kernels_start();
   if (!early) wait_for_previous_kernels();
 }
-__device__ __forceinline__ void after_first_weights(bool early) {
+__device__ __forceinline__ void after_early_reads(bool early) {
   if (early) wait_for_previous_kernels();
 }
 

@@ -134,7 +134,7 @@ __device__ __forceinline__ void sum_slices(float (&v)[N], int slices) {
 }
 
 // A lane's weights of its first kEarlySteps steps of R rows, loaded apart from the rest so that
-// they may go out before the kernel waits for the one before it (before_first_weights): for the
+// they may go out before the kernel waits for the one before it (before_early_reads): for the
 // decode products every step a lane has, so that their round trip overlaps that kernel's end.
 constexpr int kEarlySteps = 4;
 
@@ -209,9 +209,9 @@ __device__ __forceinline__ void column_products(const W* row, const float* x,
                                                 NormedRows<kNorm> norm, int k, const ColumnSlice& c,
                                                 int slices, bool early_weights, float (&sum)[M],
                                                 AfterWait after_wait) {
-  before_first_weights(early_weights);
+  before_early_reads(early_weights);
   const EarlySteps<W, 1> early({row}, c, k);
-  after_first_weights(early_weights);
+  after_early_reads(early_weights);
   prefetch_early_inputs<M>(x, norm, k, c);
   after_wait();
   float sum_sq[M] = {};
@@ -311,9 +311,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const ColumnSlice c = column_slice(slices, n);
   const W* gate_row = wg + static_cast<int64_t>(c.col) * k;
   const W* up_row = wu + static_cast<int64_t>(c.col) * k;
-  before_first_weights(early_weights);
+  before_early_reads(early_weights);
   const EarlySteps<W, 2> early({gate_row, up_row}, c, k);
-  after_first_weights(early_weights);
+  after_early_reads(early_weights);
   prefetch_early_inputs<M>(x, norm, k, c);
   float gate[M] = {}, up[M] = {}, sum_sq[M] = {};
   early.walk(k, c, [&](int base, const Raw8<W>(&raw)[2]) {

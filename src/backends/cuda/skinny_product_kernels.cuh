@@ -174,13 +174,13 @@ __device__ __forceinline__ void skinny_tiles(const SkinnyRows<kNorm>& rows, Weig
       }
     }
   };
-  before_first_weights(early_weights);
+  before_early_reads(early_weights);
   if (active) {
 #pragma unroll
     for (int p = 0; p < P; ++p) w[p] = weights(tile, p) + static_cast<int64_t>(g) * k + 8 * t;
     load_group(slice * kChunk);
   }
-  after_first_weights(early_weights);
+  after_early_reads(early_weights);
   // The outputs this lane writes: the tile's (row, column) below row m, e = 16 row + column.
   const auto for_each_output = [&](auto f) {
     for (int e = slice * 32 + lane; e < kTile * kTile; e += 32 * slices) {

@@ -108,24 +108,23 @@ __global__ void __launch_bounds__(kWarps * 32)
                              const int32_t* __restrict__ mask, const int32_t* __restrict__ slots,
                              AttentionShape s, float scale, float* __restrict__ partials,
                              unsigned* __restrict__ arrivals, float* out, const FreshToken fresh) {
-  // Where the block works depends on the launch alone: worked out (64-bit divisions) before the
-  // wait, while the kernel before finishes; so are its first keys when nothing of the step writes
-  // them (FreshToken::keys_before_wait).
-  let_next_kernels_start();
+  // When nothing of the step writes the slot, the mask or the keys (FreshToken::keys_before_wait),
+  // the block's indices (64-bit divisions) and its first keys are worked out and loaded before
+  // the wait, while the kernel before finishes.
+  const bool fused = fresh.in.q != nullptr, early = fused && fresh.keys_before_wait;
+  before_early_reads(early);
   const int64_t row = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const int D = static_cast<int>(s.head_dim);
   const int64_t h = row % s.q_heads, token = row / s.q_heads;
   const int64_t i = token % s.seq, b = token / s.seq;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bool fused = fresh.in.q != nullptr, early = fused && fresh.keys_before_wait;
-  if (!early) wait_for_previous_kernels();
   const int64_t slot = slots[i];
   const int64_t visible_end = min(slot + 1, s.cache_len);
   const int64_t keys_per_chunk = max(kMinKeysPerChunk, (visible_end + splits - 1) / splits);
   const int64_t chunks = max(int64_t{1}, (visible_end + keys_per_chunk - 1) / keys_per_chunk);
   if (split >= chunks) {
-    if (early) wait_for_previous_kernels();  // a kernel ends only after its wait
+    after_early_reads(early);  // a kernel ends only after its wait
     return;
   }
   const int64_t first = split * keys_per_chunk;
@@ -133,7 +132,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // The warp's first keys go out before the fresh token is prepared: neither waits on the other.
   KeyBatch<KV, E> batch;
   batch.load(k, v, mask, s, b, kvh, first + warp, last, fused ? slot : -1, lane);
-  if (early) wait_for_previous_kernels();
+  after_early_reads(early);
 
   // With the step's token fresh (seq 1): its q, and its k and v as the cache would hold them.
   // The first query head of a group, first split, stores the group's k and v; the others read
