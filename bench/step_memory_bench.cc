@@ -15,6 +15,8 @@
 #include <map>
 #include <string>
 
+#include "graph/effects.h"
+#include "graph/op_args.h"
 #include "graph/plan.h"
 #include "io/model_config.h"
 #include "models/architectures.h"
@@ -31,16 +33,17 @@ double bytes_of(const tfm::graph::Node& n) { return numel(n) * tfm::dtype_size(n
 // Multiply-adds x 2 of a matrix product step; 0 for the others.
 double product_flops(const tfm::graph::Graph& g, const tfm::graph::Node& n) {
   using tfm::graph::Op;
-  const auto in = [&](size_t i) -> const tfm::graph::Node& {
-    return g.nodes[static_cast<size_t>(n.inputs[i])];
+  const auto node = [&](tfm::graph::ValueId v) -> const tfm::graph::Node& {
+    return g.nodes[static_cast<size_t>(v)];
   };
   switch (n.op) {
     case Op::kLinear:  // out [..., N] from w [N, K]
-      return 2 * numel(n) * static_cast<double>(in(1).shape[1]);
-    case Op::kLinearGradInput:  // out [..., K] from w [N, K], after the sum it adds into
-      return 2 * numel(n) * static_cast<double>(in(tfm::graph::first_operand(n) + 1).shape[0]);
+      return 2 * numel(n) * static_cast<double>(node(tfm::graph::linear_args(n).w).shape[1]);
+    case Op::kLinearGradInput:  // out [..., K] from w [N, K]
+      return 2 * numel(n) *
+             static_cast<double>(node(tfm::graph::linear_grad_input_args(n).w).shape[0]);
     case Op::kLinearGradWeight: {  // out [N, K] over the rows of x [..., K]
-      const tfm::graph::Node& x = in(tfm::graph::first_operand(n) + 1);
+      const tfm::graph::Node& x = node(tfm::graph::linear_grad_weight_args(n).x);
       return 2 * numel(n) * numel(x) / static_cast<double>(x.shape.back());
     }
     default:
@@ -66,12 +69,13 @@ void print_traffic(const tfm::graph::Plan& plan) {
     for (tfm::graph::ValueId in : n.inputs) {
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
     }
-    // A norm gradient that adds its weight's gradient into an accumulator writes that too, and a
-    // loss its gradient over the logits.
-    if (n.adds_weight_grad)
-      step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs.back())]);
-    if (n.op == Op::kCrossEntropy && n.in_place)
-      step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs[0])]);
+    // A norm gradient that adds its weight's gradient into an accumulator writes that too, a
+    // loss its gradient over the logits, a cache write its rows.
+    for (size_t written : tfm::graph::written_inputs(n)) {
+      if (n.op == Op::kRmsNormGradInput || n.op == Op::kCrossEntropy) {
+        step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(n.inputs[written])]);
+      }
+    }
     step.flops = product_flops(plan.graph, n);
     for (Kind* k : {&kinds[std::string(tfm::graph::op_name(n.op)) + " " +
                            std::string(tfm::dtype_name(n.dtype))],

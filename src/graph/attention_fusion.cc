@@ -1,6 +1,8 @@
 #include "graph/attention_fusion.h"
 
+#include "graph/op_args.h"
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <utility>
 
@@ -20,7 +22,7 @@ std::pair<int64_t, int64_t> arena_span(const Plan& plan, ValueId id) {
     } else if (n.op != Op::kReshape) {
       break;
     }
-    id = n.inputs[0];
+    id = operand(n);
   }
   const int64_t base = plan.offset[static_cast<size_t>(id)];
   if (base < 0) return {-1, -1};
@@ -39,8 +41,10 @@ bool fused_inputs_survive(const Plan& plan, ValueId prepare, ValueId attention) 
     if (op != Op::kView && op != Op::kReshape) return false;
   }
   const auto out = arena_span(plan, attention);
+  const PrepareAttentionArgs p = prepare_attention_args(plan.graph.nodes[static_cast<size_t>(prepare)]);
+  const std::array<ValueId, 3> token{p.q, p.k, p.v};
   for (size_t i = 0; i < 3; ++i) {
-    const auto read = arena_span(plan, plan.graph.nodes[static_cast<size_t>(prepare)].inputs[i]);
+    const auto read = arena_span(plan, token[i]);
     const bool overlap =
         read.first >= 0 && out.first >= 0 && read.first < out.second && out.first < read.second;
     if (overlap && !(i == 0 && read == out)) return false;
@@ -65,10 +69,12 @@ bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const Pla
     }
   }
   if (!reader) return false;
-  const Node& a = graph.nodes[*reader];
-  const bool matches = a.op == Op::kAttention && a.inputs[0] == prepare &&
-                       a.inputs[1] == p.inputs[6] && a.inputs[2] == p.inputs[7] &&
-                       a.inputs[4] == p.inputs[5];
+  const Node& reads = graph.nodes[*reader];
+  if (reads.op != Op::kAttention) return false;
+  const AttentionArgs a = attention_args(reads);
+  const PrepareAttentionArgs prep = prepare_attention_args(p);
+  const bool matches = a.q == prepare && a.k == prep.k_cache && a.v == prep.v_cache &&
+                       a.slots == prep.slots;
   return matches &&
          (plan == nullptr || fused_inputs_survive(*plan, prepare, static_cast<ValueId>(*reader)));
 }

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "graph/op_args.h"
 #include "graph/plan.h"
 #include "graph/rewrite.h"
 
@@ -32,10 +33,11 @@ ValueId forward_of(const Graph& graph, size_t g) {
   for (size_t f = g; f-- > 0;) {
     const Node& attention = graph.nodes[f];
     if (attention.op != Op::kAttention || attention.scale != grad.scale) continue;
-    bool same = true;
-    for (size_t i = 0; i < 5 && same; ++i) {
-      same = same_value(graph, attention.inputs[i], grad.inputs[i]);
-    }
+    const AttentionArgs a = attention_args(attention);
+    const AttentionGradArgs g = attention_grad_args(grad);
+    const bool same = same_value(graph, a.q, g.q) && same_value(graph, a.k, g.k) &&
+                      same_value(graph, a.v, g.v) && same_value(graph, a.mask, g.mask) &&
+                      same_value(graph, a.slots, g.slots);
     if (same) return static_cast<ValueId>(f);
   }
   return -1;
@@ -45,12 +47,15 @@ ValueId forward_of(const Graph& graph, size_t g) {
 
 void save_attention_statistics(Graph& graph) {
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
-    if (graph.nodes[g].op != Op::kAttentionGrad || graph.nodes[g].inputs.size() != 6) continue;
+    if (graph.nodes[g].op != Op::kAttentionGrad || attention_grad_args(graph.nodes[g]).forward >= 0)
+      continue;
     const ValueId f = forward_of(graph, g);
     // The gradient reads the output where it runs: nothing may write over it in between.
     if (f < 0 || written_between(graph, static_cast<size_t>(f), g, {f})) continue;
     graph.nodes[static_cast<size_t>(f)].saves_row_stats = true;
-    graph.nodes[g].inputs.push_back(f);
+    AttentionGradArgs args = attention_grad_args(graph.nodes[g]);
+    args.forward = f;
+    set_args(graph.nodes[g], args);
   }
 }
 

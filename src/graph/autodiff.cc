@@ -5,6 +5,7 @@
 #include <map>
 
 #include "graph/builder.h"
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "tfm/error.h"
 
@@ -109,7 +110,7 @@ BackwardReads read_by_backward(const Graph& graph, const std::vector<Seed>& seed
   for (size_t i = forward_size; i-- > 0;) {
     const Node& n = graph.nodes[i];
     if ((n.op == Op::kReshape || n.op == Op::kView) && reads.unfused[i]) {
-      reads.unfused[static_cast<size_t>(n.inputs[0])] = true;
+      reads.unfused[static_cast<size_t>(operand(n))] = true;
     }
   }
   return reads;
@@ -119,7 +120,7 @@ BackwardReads read_by_backward(const Graph& graph, const std::vector<Seed>& seed
 bool gathered(const Graph& graph, ValueId v) {
   const Node* n = &graph.nodes[static_cast<size_t>(v)];
   while (n->op == Op::kReshape || n->op == Op::kView) {
-    n = &graph.nodes[static_cast<size_t>(n->inputs[0])];
+    n = &graph.nodes[static_cast<size_t>(operand(*n))];
   }
   return n->op == Op::kGatherShards;
 }
@@ -138,7 +139,7 @@ bool worth_recomputing(const Graph& graph, const Node& n, size_t id, const Backw
     case Op::kGatherShards:
       return true;
     case Op::kCast:
-      return gathered(graph, n.inputs[0]);
+      return gathered(graph, operand(n));
     case Op::kElementwise:
       return !reads.unfused[id];
     default:

@@ -1,5 +1,8 @@
 #include "graph/builder.h"
 
+#include "graph/effects.h"
+#include "graph/op_args.h"
+
 #include "ops/shapes.h"
 #include "tfm/error.h"
 
@@ -24,6 +27,16 @@ ValueId Builder::add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::
   n.shape = std::move(shape);
   n.name = std::move(name);
   return graph_.add(std::move(n));
+}
+
+void Builder::update_state(ValueId state, ValueId value) {
+  for (StateUpdate& u : graph_.updates) {
+    if (u.state == state) {
+      u.value = value;
+      return;
+    }
+  }
+  graph_.updates.push_back({state, value});
 }
 
 ValueId Builder::input(std::string name, Shape shape, DType dtype) {
@@ -59,8 +72,8 @@ ValueId Builder::embedding(ValueId table, ValueId ids) {
   // torch.autocast leaves lookups alone: the rows come from the f32 table, not from the bf16 copy
   // autocast made of it for the products (a tied output layer's).
   if (autocast_ != DType::f32 && node(table).op == Op::kCast &&
-      node(node(table).inputs[0]).dtype == DType::f32) {
-    table = node(table).inputs[0];
+      node(operand(node(table))).dtype == DType::f32) {
+    table = operand(node(table));
   }
   return add_node(Op::kEmbedding, {table, ids},
                   ops::embedding_shape(node(table).shape, node(ids).shape));
@@ -76,18 +89,13 @@ ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
   if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
   const Shape shape = ops::linear_shape(node(x).shape, node(w).shape, bias_shape);
-  std::vector<ValueId> inputs{x, w};
-  if (bias >= 0) inputs.push_back(bias);
-  if (residual >= 0) {
-    if (node(residual).shape != shape || node(residual).dtype != DType::f32) {
-      throw Error("[linear] residual " + shape_str(node(residual).shape) + " " +
-                  std::string(dtype_name(node(residual).dtype)) + " must be f32 " +
-                  shape_str(shape));
-    }
-    inputs.push_back(residual);
+  if (residual >= 0 && (node(residual).shape != shape || node(residual).dtype != DType::f32)) {
+    throw Error("[linear] residual " + shape_str(node(residual).shape) + " " +
+                std::string(dtype_name(node(residual).dtype)) + " must be f32 " +
+                shape_str(shape));
   }
-  const ValueId id = add_node(Op::kLinear, std::move(inputs), shape, node(w).name);
-  graph_.nodes.back().residual = residual >= 0;
+  const ValueId id = add_node(Op::kLinear, {}, shape, node(w).name);
+  set_args(graph_.nodes.back(), LinearArgs{x, w, bias, residual});
   return id;
 }
 
@@ -203,7 +211,7 @@ ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float atte
 ValueId Builder::accumulate(ValueId acc, ValueId x) {
   // The buffer added into: through earlier accumulations into it, to the value that owns it.
   ValueId owner = acc;
-  while (node(owner).op == Op::kAccumulate) owner = node(owner).inputs[0];
+  while (node(owner).op == Op::kAccumulate) owner = accumulate_args(node(owner)).acc;
   const Node& into = node(owner);
   const bool computed = into.op != Op::kInput && into.op != Op::kWeight && !aliases_input(into);
   TFM_CHECK(into.is_state || computed,
@@ -218,7 +226,20 @@ ValueId Builder::accumulate(ValueId acc, ValueId x) {
   }
   const bool is_state = into.is_state;
   const ValueId id = add_node(Op::kAccumulate, {acc, x}, node(acc).shape, node(acc).name);
-  if (is_state) graph_.effects.push_back(id);
+  if (is_state) update_state(owner, id);
+  return id;
+}
+
+ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
+  const ValueId state = storage_of(graph_, cache);
+  TFM_CHECK(node(state).is_state, "[cache_write] the cache must be a state input");
+  ops::cache_write_shape("cache_write", node(cache).shape, node(update).shape, node(slots).shape);
+  if (node(update).dtype != DType::f32) throw Error("[cache_write] the update must be f32");
+  const DType dtype = node(cache).dtype;
+  const ValueId id = add_node(Op::kCacheWrite, {cache, update, slots}, node(cache).shape,
+                              node(state).name);
+  graph_.nodes.back().dtype = dtype;
+  update_state(state, id);
   return id;
 }
 

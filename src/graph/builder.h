@@ -56,9 +56,12 @@ class Builder {
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   // acc += x, in place (acc: an f32 value of x's shape, a state input or one that nothing reads
-  // after this); on a state input the node is one of the graph's effects, so it runs though
-  // nothing reads it.
+  // after this); on a state input the result is the state's update (Graph::updates), so it runs
+  // though nothing reads it.
   ValueId accumulate(ValueId acc, ValueId x);
+  // The KV cache `cache` (a state input, or its last update) with `update`'s tokens written at
+  // `slots`, in place: the state's update, and what attention then reads.
+  ValueId cache_write(ValueId cache, ValueId update, ValueId slots);
   // Under autocast, q, k and v are read through casts to the autocast dtype.
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
@@ -128,6 +131,8 @@ class Builder {
 
  private:
   ValueId add_node(Op op, std::vector<ValueId> inputs, Shape shape, std::string name = {});
+  // Records that `value` is what state input `state` holds after the run (so far).
+  void update_state(ValueId state, ValueId value);
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
   ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
   // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "graph/effects.h"
+#include "graph/op_args.h"
 #include "graph/plan.h"
 #include "graph/rewrite.h"
 
@@ -12,7 +14,7 @@ namespace {
 // The steps whose kernels write bf16 as readily as f32: attention under autocast (bf16 q) too.
 bool writes_bf16(const Graph& graph, const Node& n) {
   if (n.op == Op::kAttention)
-    return graph.nodes[static_cast<size_t>(n.inputs[0])].dtype == DType::bf16;
+    return graph.nodes[static_cast<size_t>(attention_args(n).q)].dtype == DType::bf16;
   return n.op == Op::kRmsNorm || n.op == Op::kElementwise || n.op == Op::kRope ||
          n.op == Op::kRopeGrad || n.op == Op::kCrossEntropyGrad || n.op == Op::kRmsNormGradInput;
 }
@@ -38,10 +40,10 @@ void fold_casts(Graph& graph) {
     // The cast may read the producer through reshapes (heads split or merged) that nothing
     // else reads; they become reshapes of the bf16 result.
     std::vector<Node*> reshapes;
-    ValueId from = cast.inputs[0];
+    ValueId from = operand(cast);
     while (graph.nodes[static_cast<size_t>(from)].op == Op::kReshape && only_use(from)) {
       reshapes.push_back(&graph.nodes[static_cast<size_t>(from)]);
-      from = reshapes.back()->inputs[0];
+      from = operand(*reshapes.back());
     }
     Node& producer = graph.nodes[static_cast<size_t>(from)];
     if (!writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from)) continue;
@@ -61,10 +63,10 @@ void fold_widening_casts(Graph& graph) {
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
     Node& cast = graph.nodes[c];
     if (cast.op != Op::kCast || cast.dtype != DType::f32 || !chains_only[c] ||
-        graph.nodes[static_cast<size_t>(cast.inputs[0])].dtype != DType::bf16) {
+        graph.nodes[static_cast<size_t>(operand(cast))].dtype != DType::bf16) {
       continue;
     }
-    const ValueId narrow = cast.inputs[0];
+    const ValueId narrow = operand(cast);
     for (Node& reader : graph.nodes) {
       if (reader.op != Op::kElementwise) continue;
       std::replace(reader.inputs.begin(), reader.inputs.end(), static_cast<ValueId>(c), narrow);
@@ -92,8 +94,9 @@ void fold_gradient_sums(Graph& graph) {
     std::sort(chain.begin(), chain.end());
     for (size_t i = 1; i < chain.size(); ++i) {
       Node& p = graph.nodes[static_cast<size_t>(chain[i])];
-      p.inputs.insert(p.inputs.begin(), chain[i - 1]);
-      p.in_place = true;
+      LinearGradInputArgs args = linear_grad_input_args(p);
+      args.sum = chain[i - 1];
+      set_args(p, args);
     }
     sum.op = Op::kReshape;
     sum.inputs = {chain.back()};
@@ -125,8 +128,9 @@ void fold_residuals_into_norm_grads(Graph& graph) {
       // The gradient moves to where the add ran, adding the other operand as it writes; its own
       // node is left for dead.
       Node fused = grad;
-      fused.inputs.push_back(other);
-      fused.residual = true;
+      RmsNormGradInputArgs args = rms_norm_grad_input_args(grad);
+      args.residual = other;
+      set_args(fused, args);
       add = std::move(fused);
       leave_for_dead(grad);
       break;
@@ -140,7 +144,8 @@ void fold_accumulations(Graph& graph) {
   for (size_t a = 0; a < graph.nodes.size(); ++a) {
     Node& acc = graph.nodes[a];
     if (acc.op != Op::kAccumulate) continue;
-    const auto p = static_cast<size_t>(acc.inputs[1]);
+    const AccumulateArgs sum = accumulate_args(acc);
+    const auto p = static_cast<size_t>(sum.x);
     Node& product = graph.nodes[p];
     const bool sums = product.op == Op::kLinearGradWeight || product.op == Op::kRmsNormGradWeight;
     if (!sums || product.in_place || uses[p] != 1) continue;
@@ -148,8 +153,15 @@ void fold_accumulations(Graph& graph) {
     // The accumulation becomes the product, adding into what the accumulation added into.
     acc.op = product.op;
     acc.eps = product.eps;
-    acc.in_place = true;
-    acc.inputs = {acc.inputs[0], product.inputs[0], product.inputs[1]};
+    if (product.op == Op::kLinearGradWeight) {
+      LinearGradWeightArgs args = linear_grad_weight_args(product);
+      args.acc = sum.acc;
+      set_args(acc, args);
+    } else {
+      RmsNormGradWeightArgs args = rms_norm_grad_weight_args(product);
+      args.acc = sum.acc;
+      set_args(acc, args);
+    }
     leave_for_dead(product);
   }
 }
@@ -159,10 +171,12 @@ void fold_summed_accumulations(Graph& graph) {
   const std::vector<bool> early = free_effects(graph);
   const auto node = [&](ValueId v) -> Node& { return graph.nodes[static_cast<size_t>(v)]; };
   const auto read_once = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
-  for (const ValueId effect : graph.effects) {
+  for (const StateUpdate& update : graph.updates) {
+    const ValueId effect = update.value;
     Node& acc = node(effect);
     if (acc.op != Op::kAccumulate || !early[static_cast<size_t>(effect)]) continue;
-    const ValueId sum = acc.inputs[1];
+    const AccumulateArgs added = accumulate_args(acc);
+    const ValueId sum = added.x;
     if (!sums_its_inputs(node(sum)) || node(sum).dtype != DType::f32 || !read_once(sum)) continue;
     // Each term: a weight-gradient product, or a chain of them adding into the first
     // (fold_accumulations), or an embedding's gradient; its first step and its last.
@@ -173,8 +187,8 @@ void fold_summed_accumulations(Graph& graph) {
     for (const ValueId last : node(sum).inputs) {
       ValueId first = last;
       while (node(first).op == Op::kLinearGradWeight && node(first).in_place &&
-             read_once(node(first).inputs[0])) {
-        first = node(first).inputs[0];
+             read_once(linear_grad_weight_args(node(first)).acc)) {
+        first = linear_grad_weight_args(node(first)).acc;
       }
       const Node& f = node(first);
       const bool adds =
@@ -193,11 +207,18 @@ void fold_summed_accumulations(Graph& graph) {
     // accumulator itself, each where it runs: nothing else reads the accumulator (a free
     // effect's), and the terms run one after the other. The accumulation becomes a view of the
     // last term, the effect that orders them.
-    ValueId into = acc.inputs[0];
+    ValueId into = added.acc;
     for (const Term& term : terms) {
       Node& first = node(term.first);
-      first.inputs.insert(first.inputs.begin(), into);
-      first.in_place = true;
+      if (first.op == Op::kLinearGradWeight) {
+        LinearGradWeightArgs args = linear_grad_weight_args(first);
+        args.acc = into;
+        set_args(first, args);
+      } else {
+        EmbeddingGradArgs args = embedding_grad_args(first);
+        args.acc = into;
+        set_args(first, args);
+      }
       into = term.last;
     }
     leave_for_dead(node(sum));
@@ -211,16 +232,19 @@ void fuse_rope_grads_into_norm_grads(Graph& graph) {
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
     Node& grad = graph.nodes[g];
     if (grad.op != Op::kRmsNormGradInput || !grad.adds_weight_grad || grad.rotated) continue;
-    const auto r = static_cast<size_t>(grad.inputs[2]);
+    RmsNormGradInputArgs args = rms_norm_grad_input_args(grad);
+    const auto r = static_cast<size_t>(args.dy);
     const Node& rope = graph.nodes[r];
     if (rope.op != Op::kRopeGrad || uses[r] != 1 || rope.shape != grad.shape ||
         written_between(graph, r, g, rope.inputs)) {
       continue;
     }
     // RoPE's gradient moves to where the norm's gradient runs, rotating dy as it is loaded.
-    grad.inputs[2] = rope.inputs[0];
-    grad.inputs.insert(grad.inputs.end() - 1, {rope.inputs[1], rope.inputs[2]});
-    grad.rotated = true;
+    const RopeGradArgs rotation = rope_grad_args(rope);
+    args.dy = rotation.dy;
+    args.positions = rotation.positions;
+    args.inv_freq = rotation.inv_freq;
+    set_args(grad, args);
     grad.scale = rope.scale;
     leave_for_dead(graph.nodes[r]);
   }
@@ -228,20 +252,23 @@ void fuse_rope_grads_into_norm_grads(Graph& graph) {
 
 void fold_norm_weight_grads(Graph& graph) {
   const std::vector<bool> early = free_effects(graph);
-  for (ValueId& effect : graph.effects) {
+  for (StateUpdate& update : graph.updates) {
+    ValueId& effect = update.value;
     Node& sums = graph.nodes[static_cast<size_t>(effect)];
     if (sums.op != Op::kRmsNormGradWeight || !sums.in_place || !early[static_cast<size_t>(effect)])
       continue;
-    const ValueId acc = sums.inputs[0], x = sums.inputs[1], dy = sums.inputs[2];
+    const RmsNormGradWeightArgs added = rms_norm_grad_weight_args(sums);
     const auto grad = std::find_if(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) {
-      return n.op == Op::kRmsNormGradInput && !n.adds_weight_grad && n.inputs[0] == x &&
-             n.inputs[2] == dy && n.eps == sums.eps;
+      if (n.op != Op::kRmsNormGradInput || n.adds_weight_grad || n.eps != sums.eps) return false;
+      const RmsNormGradInputArgs args = rms_norm_grad_input_args(n);
+      return args.x == added.x && args.dy == added.dy;
     });
     if (grad == graph.nodes.end()) continue;
     // Nothing else reads the accumulator (a free effect's), so the sums may be added when the
-    // input gradient runs, which reads the same x and dy. The effect is now that step's.
-    grad->inputs.push_back(acc);
-    grad->adds_weight_grad = true;
+    // input gradient runs, which reads the same x and dy. The update is now that step's.
+    RmsNormGradInputArgs args = rms_norm_grad_input_args(*grad);
+    args.weight_grad = added.acc;
+    set_args(*grad, args);
     leave_for_dead(sums);
     effect = static_cast<ValueId>(grad - graph.nodes.begin());
   }
@@ -252,27 +279,26 @@ void fold_losses_into_gradients(Graph& graph) {
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
     Node& grad = graph.nodes[g];
     if (grad.op != Op::kCrossEntropyGrad || !grad.in_place || grad.shard) continue;
-    const ValueId logits = grad.inputs[0], targets = grad.inputs[1], d_loss = grad.inputs[2];
+    const auto [logits, targets, d_loss] = cross_entropy_grad_args(grad);
     if (uses[static_cast<size_t>(logits)] != 2) continue;
     for (auto l = static_cast<size_t>(logits) + 1; l < g; ++l) {
       Node& loss = graph.nodes[l];
-      if (loss.op != Op::kCrossEntropy || loss.shard || loss.in_place ||
-          loss.inputs != std::vector<ValueId>{logits, targets}) {
-        continue;
-      }
+      if (loss.op != Op::kCrossEntropy || loss.shard || loss.in_place) continue;
+      CrossEntropyArgs args = cross_entropy_args(loss);
+      if (args.logits != logits || args.targets != targets) continue;
       // The loss step reads d_loss and the targets where it runs, earlier than the gradient did:
       // d_loss must exist by then (not a value made from the loss, as a mean's gradient is).
       const Op d_loss_op = graph.nodes[static_cast<size_t>(d_loss)].op;
       const bool d_loss_ready =
           static_cast<size_t>(d_loss) < l || d_loss_op == Op::kInput || d_loss_op == Op::kWeight;
       if (!d_loss_ready || written_between(graph, l, g, {d_loss, targets})) break;
-      loss.inputs.push_back(d_loss);
-      loss.in_place = true;
+      args.d_loss = d_loss;
+      set_args(loss, args);
       // The gradient is then the logits' buffer, read only after the loss step has written it.
       grad.op = Op::kView;
       grad.start = 0;
       grad.in_place = false;
-      grad.inputs = {logits, static_cast<ValueId>(l)};
+      set_args(grad, ViewArgs{logits, static_cast<ValueId>(l)});
       break;
     }
   }
@@ -282,7 +308,7 @@ void fold_narrow_copies(Graph& graph) {
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
     Node& cast = graph.nodes[c];
     if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
-    const ValueId g = cast.inputs[0];
+    const ValueId g = operand(cast);
     Node& grad = graph.nodes[static_cast<size_t>(g)];
     // The copy is written where the gradient runs: nothing may write the gradient's buffer
     // between there and where the cast read it.

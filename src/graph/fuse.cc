@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "graph/op_args.h"
 #include "graph/plan.h"
 #include "graph/rewrite.h"
 
@@ -106,8 +107,8 @@ void pair_elementwise_siblings(Graph& graph) {
   // A sibling further on would hold its result from the first's step that much longer.
   constexpr size_t kReach = 8;
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  std::vector<bool> effect(graph.nodes.size(), false);  // effects keep their own steps
-  for (ValueId v : graph.effects) effect[static_cast<size_t>(v)] = true;
+  std::vector<bool> effect(graph.nodes.size(), false);  // state updates keep their own steps
+  for (const StateUpdate& u : graph.updates) effect[static_cast<size_t>(u.value)] = true;
   const auto single = [&](size_t i) {
     const Node& n = graph.nodes[i];
     return n.op == Op::kElementwise && !n.inputs.empty() && n.program.results == 1 && !effect[i] &&
@@ -168,15 +169,17 @@ void fuse_norms_into_rope(Graph& graph) {
   for (size_t r = 0; r < graph.nodes.size(); ++r) {
     Node& rope = graph.nodes[r];
     if (rope.op != Op::kRope || rope.normed) continue;
-    const auto v = static_cast<size_t>(rope.inputs[0]);
+    RopeArgs args = rope_args(rope);
+    const auto v = static_cast<size_t>(args.x);
     Node& norm = graph.nodes[v];
     if (norm.op != Op::kRmsNorm || norm.dtype != DType::f32 || uses[v] != 1 ||
         norm.shape != rope.shape || written_between(graph, v, r, norm.inputs)) {
       continue;
     }
-    rope.inputs[0] = norm.inputs[0];
-    rope.inputs.push_back(norm.inputs[1]);
-    rope.normed = true;
+    const RmsNormArgs normed = rms_norm_args(norm);
+    args.x = normed.x;
+    args.norm = normed.w;
+    set_args(rope, args);
     rope.eps = norm.eps;
     leave_for_dead(norm);
   }

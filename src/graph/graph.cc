@@ -24,6 +24,8 @@ const char* op_name(Op op) {
       return "rope";
     case Op::kPrepareAttention:
       return "prepare_attention";
+    case Op::kCacheWrite:
+      return "cache_write";
     case Op::kAccumulate:
       return "accumulate";
     case Op::kAttention:
@@ -108,29 +110,5 @@ int program_depth(const ElementwiseProgram& program) {
   }
   return deepest;
 }
-
-bool has_bias(const Node& node) {
-  const size_t weights = node.op == Op::kQkvLinear ? 3 : node.op == Op::kGatedLinear ? 2 : 1;
-  const size_t last = (node.residual ? 1 : 0) + (node.normed ? 1 : 0);
-  return node.inputs.size() > 1 + weights + last;
-}
-
-namespace {
-
-bool adds_into_input(const Node& node) {
-  return (node.op == Op::kLinearGradWeight || node.op == Op::kLinearGradInput ||
-          node.op == Op::kRmsNormGradWeight || node.op == Op::kEmbeddingGrad) &&
-         node.in_place;
-}
-
-}  // namespace
-
-bool aliases_input(const Node& node) {
-  return node.op == Op::kReshape || node.op == Op::kAccumulate || node.op == Op::kView ||
-         node.op == Op::kCopyToGroup || (node.op == Op::kCrossEntropyGrad && node.in_place) ||
-         adds_into_input(node);
-}
-
-size_t first_operand(const Node& node) { return adds_into_input(node) ? 1 : 0; }
 
 }  // namespace tfm::graph

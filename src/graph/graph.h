@@ -40,9 +40,11 @@ enum class Op : uint8_t {
   // rotated by RoPE (`scale`: attention_scaling); k and v written into the caches at `slots` in
   // place, where attention then reads them (inference graphs; no backward rule)
   kPrepareAttention,
+  kCacheWrite,     // (cache [B, L, H, D] state, update [B, S, H, D], slots [S] i32) -> the cache
+                   //   with update's token s written at slot slots[s] of every row, in place
   kAccumulate,     // (acc, x) -> acc + x written into acc: a state input (gradients summed over
-                   //   micro-batches where they live), run for its effect (Graph::effects), or a
-                   //   computed value nothing reads after
+                   //   micro-batches where they live: a Graph::updates value), or a computed value
+                   //   nothing reads after
   kAttention,      // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
                    //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
   kSliceSeq,       // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
@@ -157,24 +159,22 @@ struct Node {
   ElementwiseProgram program;  // kElementwise
 };
 
+// After a run, state input `state` holds `value`: a value that lives in the state's buffer
+// (written in place: storage_of(value) == state), the executable's aliased output (the donated
+// buffer of a compiler backend).
+struct StateUpdate {
+  ValueId state, value;
+  bool operator==(const StateUpdate&) const = default;
+};
+
 struct Graph {
   std::vector<Node> nodes;
-  std::vector<ValueId> outputs;
-  std::vector<ValueId> effects;  // nodes run for what they write into state inputs, not copied out
+  std::vector<ValueId> outputs;   // copied out to the host after a run
+  std::vector<StateUpdate> updates;  // state written by the run, in the order they were made
 
   ValueId add(Node node);
   std::vector<ValueId> inputs() const;     // kInput nodes in creation order
   std::string describe(ValueId id) const;  // "attention 'layers.0.attn' [1, 64, 16, 128] f32"
 };
-
-// Does the node's output share memory with input 0 instead of owning a buffer?
-bool aliases_input(const Node& node);
-// Where a step's operands start among its inputs: after the buffer an in-place gradient step adds
-// into (fold_gradient_sums, fold_accumulations), else at input 0.
-size_t first_operand(const Node& node);
-
-// Does a product node (kLinear, kGatedLinear, kQkvLinear) have biases? They follow its weights;
-// a residual or an input norm's weight comes last.
-bool has_bias(const Node& node);
 
 }  // namespace tfm::graph

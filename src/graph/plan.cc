@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "graph/effects.h"
+
 namespace tfm::graph {
 
 std::vector<bool> free_effects(const Graph& graph) {
@@ -11,11 +13,11 @@ std::vector<bool> free_effects(const Graph& graph) {
     for (ValueId in : n.inputs) ++readers[static_cast<size_t>(in)];
   }
   std::vector<bool> free(graph.nodes.size(), false);
-  for (ValueId id : graph.effects) {
-    const Node& n = graph.nodes[static_cast<size_t>(id)];
-    const auto target = static_cast<size_t>(n.inputs.at(0));
-    free[static_cast<size_t>(id)] = readers[static_cast<size_t>(id)] == 0 && readers[target] == 1 &&
-                                    graph.nodes[target].op == Op::kInput;
+  for (const StateUpdate& u : graph.updates) {
+    const Node& n = graph.nodes[static_cast<size_t>(u.value)];
+    free[static_cast<size_t>(u.value)] = readers[static_cast<size_t>(u.value)] == 0 &&
+                                         !n.inputs.empty() && n.inputs[0] == u.state &&
+                                         readers[static_cast<size_t>(u.state)] == 1;
   }
   return free;
 }
@@ -47,21 +49,12 @@ namespace {
 
 size_t aligned_bytes(const Node& n) { return aligned(output_bytes(n)); }
 
-// The node whose buffer a value lives in: aliases (reshape, view, accumulate, copy_to_group, an
-// in-place loss gradient or weight-gradient product) resolve to the node that owns the memory.
-ValueId storage_owner(const Graph& graph, ValueId id) {
-  while (aliases_input(graph.nodes[static_cast<size_t>(id)])) {
-    id = graph.nodes[static_cast<size_t>(id)].inputs[0];
-  }
-  return id;
-}
-
-// Nodes reachable backwards from the outputs and effects, in creation order (which is
+// Nodes reachable backwards from the outputs and the state updates, in creation order (which is
 // topological), except that an effect nothing depends on runs right after its last input.
 std::vector<ValueId> live_schedule(const Graph& graph) {
   std::vector<bool> needed(graph.nodes.size(), false);
   std::vector<ValueId> stack(graph.outputs.begin(), graph.outputs.end());
-  stack.insert(stack.end(), graph.effects.begin(), graph.effects.end());
+  for (const StateUpdate& u : graph.updates) stack.push_back(u.value);
   while (!stack.empty()) {
     const ValueId id = stack.back();
     stack.pop_back();
@@ -217,11 +210,11 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
   std::vector<size_t> last_use(n, 0);
   for (size_t step = 0; step < plan.schedule.size(); ++step) {
     for (ValueId in : graph.nodes[static_cast<size_t>(plan.schedule[step])].inputs) {
-      last_use[static_cast<size_t>(storage_owner(graph, in))] = step;
+      last_use[static_cast<size_t>(storage_of(graph, in))] = step;
     }
   }
   for (ValueId out : graph.outputs)
-    last_use[static_cast<size_t>(storage_owner(graph, out))] = SIZE_MAX;
+    last_use[static_cast<size_t>(storage_of(graph, out))] = SIZE_MAX;
 
   std::vector<Lifetime> buffers;
   for (size_t step = 0; step < plan.schedule.size(); ++step) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/effects.h"
+
 namespace tfm::graph {
 
 bool reads_slot(const Node& node, size_t slot) {
@@ -21,7 +23,7 @@ std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
     }
   }
   for (ValueId out : graph.outputs) ++uses[static_cast<size_t>(out)];
-  for (ValueId effect : graph.effects) ++uses[static_cast<size_t>(effect)];
+  for (const StateUpdate& u : graph.updates) ++uses[static_cast<size_t>(u.value)];
   return uses;
 }
 
@@ -32,15 +34,8 @@ std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector
     for (ValueId in : graph.nodes[i].inputs) only[static_cast<size_t>(in)] = false;
   }
   for (ValueId out : graph.outputs) only[static_cast<size_t>(out)] = false;
-  for (ValueId effect : graph.effects) only[static_cast<size_t>(effect)] = false;
+  for (const StateUpdate& u : graph.updates) only[static_cast<size_t>(u.value)] = false;
   return only;
-}
-
-ValueId storage_of(const Graph& graph, ValueId v) {
-  while (aliases_input(graph.nodes[static_cast<size_t>(v)])) {
-    v = graph.nodes[static_cast<size_t>(v)].inputs[0];
-  }
-  return v;
 }
 
 bool written_between(const Graph& graph, size_t from, size_t to,
@@ -51,12 +46,9 @@ bool written_between(const Graph& graph, size_t from, size_t to,
     return std::find(owners.begin(), owners.end(), storage_of(graph, v)) != owners.end();
   };
   for (size_t i = from + 1; i < to; ++i) {
-    const Node& n = graph.nodes[i];
-    if ((n.op == Op::kAccumulate || (aliases_input(n) && n.in_place)) && read(n.inputs[0])) {
-      return true;
+    for (ValueId buffer : written_buffers(graph, graph.nodes[i])) {
+      if (read(buffer)) return true;
     }
-    if (n.op == Op::kPrepareAttention && (read(n.inputs[6]) || read(n.inputs[7]))) return true;
-    if (n.op == Op::kCrossEntropy && n.in_place && read(n.inputs[0])) return true;
   }
   return false;
 }

@@ -12,13 +12,11 @@ namespace tfm::graph {
 // Does the node read its input `slot`? An elementwise node whose producer was inlined keeps the
 // slot (until the inputs are compacted) but no longer loads it.
 bool reads_slot(const Node& node, size_t slot);
-// How many times each value is read (outputs and effects count), by the nodes not `dead`.
+// How many times each value is read (outputs and state updates count), by the nodes not `dead`.
 std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead);
 // Is every use of each value by an elementwise node (not an output, an effect or another op), of
 // the nodes not `dead`?
 std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead);
-// The buffer a value lives in: its own, or (through views and in-place steps) an earlier one's.
-ValueId storage_of(const Graph& graph, ValueId v);
 // Does a node created after `from` and before `to` write in place into the buffer of one of
 // `reads`? A step reading them may move from `from` to `to` only where none does.
 bool written_between(const Graph& graph, size_t from, size_t to, const std::vector<ValueId>& reads);

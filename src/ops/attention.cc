@@ -1,6 +1,8 @@
 #include <cmath>
 #include <vector>
 
+#include "graph/effects.h"
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
 #include "tfm/error.h"
@@ -64,17 +66,17 @@ namespace tfm::ops {
 // One kernel computes dq, dk and dv together (they share the recomputed probabilities); views
 // split its flat output.
 InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const auto& in = n.inputs;
-  // A cache is a state input, read directly or through autocast's cast.
+  const graph::AttentionArgs a = graph::attention_args(n);
+  // A cache is a state input (or its update), read directly or through autocast's cast.
   const auto cached = [&](graph::ValueId id) {
-    while (b.node(id).op == graph::Op::kCast) id = b.node(id).inputs[0];
-    return b.node(id).is_state;
+    while (b.node(id).op == graph::Op::kCast) id = graph::operand(b.node(id));
+    return b.node(graph::storage_of(b.graph(), id)).is_state;
   };
-  if (cached(in[1]) || cached(in[2])) {
+  if (cached(a.k) || cached(a.v)) {
     throw Error("[autodiff] attention over a KV cache has no backward; train without a cache");
   }
-  const graph::ValueId packed = b.attention_grad(in[0], in[1], in[2], in[3], in[4], dy, n.scale);
-  const Shape q = b.shape(in[0]), k = b.shape(in[1]);
+  const graph::ValueId packed = b.attention_grad(a.q, a.k, a.v, a.mask, a.slots, dy, n.scale);
+  const Shape q = b.shape(a.q), k = b.shape(a.k);
   const int64_t q_numel = shape_numel(q), k_numel = shape_numel(k);
   return {b.view(packed, 0, q), b.view(packed, q_numel, k), b.view(packed, q_numel + k_numel, k),
           -1, -1};

@@ -1,5 +1,6 @@
 #include "ops/backward.h"
 
+#include "graph/op_args.h"
 #include "tfm/error.h"
 
 namespace tfm::ops {
@@ -27,7 +28,7 @@ InputGrads backward(graph::Builder& b, graph::Node n, graph::ValueId dy) {
     case Op::kCast:
       return cast_backward(b, n, dy);
     case Op::kView:
-      return {b.pad(dy, n.start, b.shape(n.inputs[0]))};
+      return {b.pad(dy, n.start, b.shape(graph::view_args(n).x))};
     // Megatron-LM's pair: what follows an all_reduce runs on every rank alike, so its gradient
     // passes through; a value copied into a split layer gets the sum of every rank's gradient.
     case Op::kAllReduce:
@@ -45,19 +46,20 @@ InputGrads backward(graph::Builder& b, graph::Node n, graph::ValueId dy) {
 }
 
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  return {b.reshape(dy, b.shape(n.inputs[0]))};
+  return {b.reshape(dy, b.shape(graph::operand(n)))};
 }
 
 // A cast passes its gradient straight through (as torch's autocast does), in the input's dtype,
 // but for the values whose backward reads a bf16 gradient as it is.
 InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const DType in = b.node(n.inputs[0]).dtype, grad = b.node(dy).dtype;
-  const bool kept = grad == in || (grad == DType::bf16 && reads_bf16_gradient(b, n.inputs[0]));
+  const graph::ValueId x = graph::operand(n);
+  const DType in = b.node(x).dtype, grad = b.node(dy).dtype;
+  const bool kept = grad == in || (grad == DType::bf16 && reads_bf16_gradient(b, x));
   return {kept ? dy : b.cast(dy, in)};
 }
 
 bool is_attention_output(const graph::Builder& b, graph::ValueId v) {
-  if (b.node(v).op == graph::Op::kReshape) v = b.node(v).inputs[0];
+  if (b.node(v).op == graph::Op::kReshape) v = graph::operand(b.node(v));
   return b.node(v).op == graph::Op::kAttention;
 }
 

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
 #include "tfm/error.h"
@@ -22,8 +23,9 @@ void embedding(const float* table, int64_t vocab, int64_t hidden, const int32_t*
 namespace tfm::ops {
 
 InputGrads embedding_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const int64_t vocab = b.shape(n.inputs[0])[0];
-  const graph::ValueId d_table = b.embedding_grad(dy, n.inputs[1], vocab);
+  const graph::EmbeddingArgs a = graph::embedding_args(n);
+  const int64_t vocab = b.shape(a.table)[0];
+  const graph::ValueId d_table = b.embedding_grad(dy, a.ids, vocab);
   return {n.shard ? b.as_vocab_shard(d_table, n) : d_table, -1};
 }
 

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "graph/effects.h"
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
 #include "tfm/error.h"
@@ -47,8 +49,9 @@ bool only_the_loss_reads(const graph::Graph& graph, graph::ValueId logits) {
 }  // namespace
 
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::ValueId d_logits = b.cross_entropy_grad(n.inputs[0], n.inputs[1], dy,
-                                                       only_the_loss_reads(b.graph(), n.inputs[0]));
+  const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
+  const graph::ValueId d_logits = b.cross_entropy_grad(a.logits, a.targets, dy,
+                                                       only_the_loss_reads(b.graph(), a.logits));
   return {n.shard ? b.as_vocab_shard(d_logits, n) : d_logits, -1};
 }
 

@@ -1,3 +1,4 @@
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
 
@@ -27,8 +28,8 @@ namespace tfm::ops {
 // dx stays f32, for the norms' backward and for the sums of several products' gradients.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   // n and x may be nodes of b's graph, which moves as nodes are added: read them first.
-  const graph::ValueId x_id = n.inputs[0], w = n.inputs[1];
-  const bool has_bias = n.inputs.size() > (n.residual ? 3u : 2u), residual = n.residual;
+  const graph::LinearArgs a = graph::linear_args(n);
+  const graph::ValueId x_id = a.x, w = a.w;
   const graph::Node& x = b.node(x_id);
   const DType operands = x.dtype;
   const bool narrow_dx =
@@ -37,8 +38,9 @@ InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::Value
   const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
   InputGrads grads{b.linear_grad_input(dy_operand, w, narrow_dx ? operands : DType::f32),
                    b.linear_grad_weight(dy_operand, x_id)};
-  if (has_bias) grads.push_back(b.reduce_rows(dy));
-  if (residual) grads.push_back(dy);
+  // In input order (graph::set_args).
+  if (a.bias >= 0) grads.push_back(b.reduce_rows(dy));
+  if (a.residual >= 0) grads.push_back(dy);
   return grads;
 }
 

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
 
@@ -21,8 +22,8 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
 namespace tfm::ops {
 
 InputGrads rms_norm_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::ValueId x = n.inputs[0], w = n.inputs[1];
-  return {b.rms_norm_grad_input(x, w, dy, n.eps), b.rms_norm_grad_weight(x, dy, n.eps)};
+  const graph::RmsNormArgs a = graph::rms_norm_args(n);
+  return {b.rms_norm_grad_input(a.x, a.w, dy, n.eps), b.rms_norm_grad_weight(a.x, dy, n.eps)};
 }
 
 }  // namespace tfm::ops

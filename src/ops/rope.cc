@@ -1,6 +1,8 @@
 #include <cmath>
 
+#include "graph/op_args.h"
 #include "ops/backward.h"
+#include "tfm/error.h"
 #include "ops/reference.h"
 
 namespace tfm::ops::reference {
@@ -34,7 +36,9 @@ namespace tfm::ops {
 
 // RoPE is a rotation per pair of elements: its transpose rotates by minus the same angle.
 InputGrads rope_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  return {b.rope_grad(dy, n.inputs[1], n.inputs[2], n.scale), -1, -1};
+  const graph::RopeArgs a = graph::rope_args(n);
+  if (a.norm >= 0) throw Error("[autodiff] RoPE with its norm folded in has no backward rule");
+  return {b.rope_grad(dy, a.positions, a.inv_freq, n.scale), -1, -1};
 }
 
 }  // namespace tfm::ops

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "graph/effects.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/plan.h"

@@ -1,7 +1,7 @@
 // The CUDA row-wise and element-wise kernels, their own source run on the CPU through the
 // emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
 // table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 in and out),
-// slice_seq, cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
+// slice_seq, cache_write (f32 and bf16 caches), cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
 // than the block) and fused elementwise programs (f32 and bf16 out, one result or two); against the
 // scalar references in src/ops or the op's closed form.
 #include "backends/cuda/pointwise_kernels.cuh"
@@ -148,6 +148,29 @@ TEST(PointwiseKernels, Rope) {
       check_rope<__nv_bfloat16, __nv_bfloat16>(head_dim, normed);
     }
   }
+}
+
+template <typename T>
+void check_cache_write() {
+  const int64_t batch = 2, cache_len = 9, seq = 3, row_elems = 37;
+  const std::vector<int32_t> slots{6, 2, 7};
+  const std::vector<float> before =
+      random_values(static_cast<size_t>(batch * cache_len * row_elems), 11);
+  const std::vector<float> update = random_values(static_cast<size_t>(batch * seq * row_elems), 12);
+  std::vector<T> cache = stored<T>(before);
+  const int64_t total = batch * seq * row_elems;
+  cuda_emulation::launch(grid_for(total), kThreads, 0, [&] {
+    cache_write_kernel(cache.data(), update.data(), slots.data(), seq, cache_len, row_elems, total);
+  });
+  std::vector<float> want = widened(stored<T>(before));
+  ops::reference::cache_write(want.data(), widened(stored<T>(update)).data(), slots.data(), batch,
+                              cache_len, seq, row_elems);
+  expect_close(widened(cache), want, 0.f, "cache_write");
+}
+
+TEST(PointwiseKernels, CacheWrite) {
+  check_cache_write<float>();
+  check_cache_write<__nv_bfloat16>();
 }
 
 TEST(PointwiseKernels, SliceSeq) {

@@ -1,5 +1,6 @@
 // Every op's backward rule and CPU kernel against central finite differences of its forward op:
 // the gradient of L = sum(y * dy) for a random dy, compiled and eager.
+#include "graph/effects.h"
 #include "graph/autodiff.h"
 
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/steps.h"
+#include "graph/effects.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "graph/op_args.h"
 #include "graph/plan.h"
 #include "tfm/error.h"
 
@@ -101,54 +102,65 @@ std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>&
                       });
 }
 
+// RoPE's inputs, or its gradient's as the same rotation reads them (dy as x).
+graph::RopeArgs rotation_args(const Node& n) {
+  if (n.op == Op::kRope) return graph::rope_args(n);
+  const graph::RopeGradArgs g = graph::rope_grad_args(n);
+  return {g.dy, g.positions, g.inv_freq};
+}
+
 }  // namespace
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                 std::vector<void*>& ptrs) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
-  const auto in = [&graph, &n](size_t i) -> const Node& {
-    return graph.nodes[static_cast<size_t>(n.inputs[i])];
+  const auto node = [&graph](graph::ValueId v) -> const Node& {
+    return graph.nodes[static_cast<size_t>(v)];
   };
-  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
   const auto out = static_cast<size_t>(id);
-  const auto f = [&ptrs](size_t i) { return static_cast<float*>(ptrs[i]); };
-  const auto i32 = [&ptrs](size_t i) { return static_cast<const int32_t*>(ptrs[i]); };
+  // A value's buffer by id, looked up when the step runs.
+  const auto f = [&ptrs](graph::ValueId v) { return static_cast<float*>(ptrs[static_cast<size_t>(v)]); };
+  const auto i32 = [&ptrs](graph::ValueId v) {
+    return static_cast<const int32_t*>(ptrs[static_cast<size_t>(v)]);
+  };
+  const auto ptr = [&ptrs](graph::ValueId v) { return ptrs[static_cast<size_t>(v)]; };
+  const auto out_f32 = [&ptrs, out] { return static_cast<float*>(ptrs[out]); };
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
       n.shard ? std::make_shared<const VocabShard>(VocabShard{n.start, n.group.get()}) : nullptr;
 
   switch (n.op) {
     case Op::kEmbedding: {
-      const Node& table = in(0);
+      const graph::EmbeddingArgs a = graph::embedding_args(n);
+      const Node& table = node(a.table);
       const DType dt = table.dtype;
       const int64_t vocab = table.shape[0], hidden = table.shape[1],
-                    count = shape_numel(in(1).shape), first_id = n.start;
+                    count = shape_numel(node(a.ids).shape), first_id = n.start;
       if (n.shard) {
-        return [=, &ptrs] {
-          embedding_shard(ptrs[args[0]], dt, vocab, hidden, first_id, i32(args[1]), count, f(out));
+        return [=] {
+          embedding_shard(ptr(a.table), dt, vocab, hidden, first_id, i32(a.ids), count, out_f32());
         };
       }
-      return
-          [=, &ptrs] { embedding(ptrs[args[0]], dt, vocab, hidden, i32(args[1]), count, f(out)); };
+      return [=] { embedding(ptr(a.table), dt, vocab, hidden, i32(a.ids), count, out_f32()); };
     }
     case Op::kLinear: {
-      const Node& w = in(1);
+      const graph::LinearArgs a = graph::linear_args(n);
+      const Node& w = node(a.w);
       const DType dt = w.dtype;
-      const int64_t m = rows_of(in(0).shape), nn = w.shape[0], k = w.shape[1];
-      const bool has_bias = graph::has_bias(n), has_residual = n.residual;
-      const DType x_dtype = in(0).dtype;
+      const int64_t m = rows_of(node(a.x).shape), nn = w.shape[0], k = w.shape[1];
+      const DType x_dtype = node(a.x).dtype;
       if (n.dtype == DType::f32) {
-        return [=, &ptrs] {
+        return [=] {
           std::vector<float> widened;
-          const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
-          linear(x, ptrs[args[1]], dt, has_bias ? f(args[2]) : nullptr, m, nn, k, f(out));
-          if (has_residual) add_into(f(out), f(args.back()), m * nn);
+          const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
+          linear(x, ptr(a.w), dt, a.bias >= 0 ? f(a.bias) : nullptr, m, nn, k, out_f32());
+          if (a.residual >= 0) add_into(out_f32(), f(a.residual), m * nn);
         };
       }
       // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) is computed a
       // block of columns at a time, so each weight row is read (and widened) once and no f32 copy
       // of the whole output is held; each block is narrowed into its place in the rows.
-      if (has_bias || has_residual) {
+      if (a.bias >= 0 || a.residual >= 0) {
         throw Error("[linear] a " + std::string(dtype_name(n.dtype)) +
                     " product takes no residual or bias");
       }
@@ -160,10 +172,10 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
       return [=, &ptrs] {
         std::vector<float> widened, block(static_cast<size_t>(m * cols));
-        const float* x = f32_operand(ptrs[args[0]], x_dtype, m * k, widened);
+        const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
-          linear(x, static_cast<const char*>(ptrs[args[1]]) + first * w_row_bytes, dt, nullptr, m,
+          linear(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, dt, nullptr, m,
                  width, k, block.data());
           auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
 #pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
@@ -176,116 +188,128 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       };
     }
     case Op::kGatedLinear: {
-      const DType dt = in(1).dtype, x_dtype = in(0).dtype;
-      const int64_t m = rows_of(in(0).shape), nn = in(1).shape[0], k = in(1).shape[1];
-      const bool normed = n.normed, has_bias = graph::has_bias(n);
+      const graph::GatedLinearArgs a = graph::gated_linear_args(n);
+      const DType dt = node(a.w_gate).dtype, x_dtype = node(a.x).dtype;
+      const int64_t m = rows_of(node(a.x).shape), nn = node(a.w_gate).shape[0],
+                    k = node(a.w_gate).shape[1];
       const float eps = n.eps;
       // silu(gate) * up, as the fused elementwise chain of the unfused graph computes it.
       const graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
                                               {graph::EwCode::kSilu},
                                               {graph::EwCode::kLoad, 1},
                                               {graph::EwCode::kMul}}};
-      return [=, &ptrs] {
+      return [=] {
         std::vector<float> widened, normed_rows, gate(static_cast<size_t>(m * nn));
-        const float* x = product_rows(f32_operand(ptrs[args[0]], x_dtype, m * k, widened),
-                                      normed ? f(args.back()) : nullptr, eps, m, k, normed_rows);
-        linear(x, ptrs[args[1]], dt, has_bias ? f(args[3]) : nullptr, m, nn, k, gate.data());
-        linear(x, ptrs[args[2]], dt, has_bias ? f(args[4]) : nullptr, m, nn, k, f(out));
-        const float* operands[2] = {gate.data(), f(out)};
-        elementwise(gating, operands, m * nn, f(out));
+        const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
+                                      a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
+        linear(x, ptr(a.w_gate), dt, a.bias_gate >= 0 ? f(a.bias_gate) : nullptr, m, nn, k,
+               gate.data());
+        linear(x, ptr(a.w_up), dt, a.bias_up >= 0 ? f(a.bias_up) : nullptr, m, nn, k, out_f32());
+        const float* operands[2] = {gate.data(), out_f32()};
+        elementwise(gating, operands, m * nn, out_f32());
       };
     }
     case Op::kQkvLinear: {
-      const DType dt = in(1).dtype, x_dtype = in(0).dtype;
-      const int64_t m = rows_of(in(0).shape), k = in(0).shape.back();
-      const std::array<int64_t, 3> nn{in(1).shape[0], in(2).shape[0], in(3).shape[0]};
-      const bool normed = n.normed, has_bias = graph::has_bias(n);
+      const graph::QkvLinearArgs a = graph::qkv_linear_args(n);
+      const DType dt = node(a.w[0]).dtype, x_dtype = node(a.x).dtype;
+      const int64_t m = rows_of(node(a.x).shape), k = node(a.x).shape.back();
+      const std::array<int64_t, 3> nn{node(a.w[0]).shape[0], node(a.w[1]).shape[0],
+                                      node(a.w[2]).shape[0]};
       const float eps = n.eps;
-      return [=, &ptrs] {
+      return [=] {
         std::vector<float> widened, normed_rows;
-        const float* x = product_rows(f32_operand(ptrs[args[0]], x_dtype, m * k, widened),
-                                      normed ? f(args.back()) : nullptr, eps, m, k, normed_rows);
-        float* y = f(out);
+        const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
+                                      a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
+        float* y = out_f32();
         for (size_t i = 0; i < 3; ++i) {
-          linear(x, ptrs[args[1 + i]], dt, has_bias ? f(args[4 + i]) : nullptr, m, nn[i], k, y);
+          linear(x, ptr(a.w[i]), dt, a.bias[i] >= 0 ? f(a.bias[i]) : nullptr, m, nn[i], k, y);
           y += m * nn[i];
         }
       };
     }
     case Op::kPrepareAttention: {
-      const Shape q = in(0).shape, k = in(1).shape, cache = in(6).shape;
-      const DType cache_dtype = in(6).dtype;
-      const bool norms = args.size() > 8;
+      const graph::PrepareAttentionArgs a = graph::prepare_attention_args(n);
+      const Shape q = node(a.q).shape, k = node(a.k).shape, cache = node(a.k_cache).shape;
+      const DType cache_dtype = node(a.k_cache).dtype;
       const float eps = n.eps, scaling = n.scale;
-      return [=, &ptrs] {
+      return [=] {
         std::vector<float> k_rotated(static_cast<size_t>(shape_numel(k)));
-        const float* q_in = f(args[0]);
-        const float* k_in = f(args[1]);
-        if (norms) {
-          rms_norm(q_in, f(args[8]), shape_numel(q) / q[3], q[3], eps, f(out));
-          rms_norm(k_in, f(args[9]), shape_numel(k) / k[3], k[3], eps, k_rotated.data());
-          q_in = f(out);
+        const float* q_in = f(a.q);
+        const float* k_in = f(a.k);
+        if (a.q_norm >= 0) {
+          rms_norm(q_in, f(a.q_norm), shape_numel(q) / q[3], q[3], eps, out_f32());
+          rms_norm(k_in, f(a.k_norm), shape_numel(k) / k[3], k[3], eps, k_rotated.data());
+          q_in = out_f32();
           k_in = k_rotated.data();
         }
-        const int32_t* positions = i32(args[3]);
-        const float* inv_freq = f(args[4]);
-        rope(q_in, positions, inv_freq, q[0], q[1], q[2], q[3], scaling, f(out));
-        rope(k_in, positions, inv_freq, k[0], k[1], k[2], k[3], scaling, k_rotated.data());
-        const int32_t* slots = i32(args[5]);
-        cache_write(ptrs[args[6]], cache_dtype, k_rotated.data(), slots, k[0], cache[1], k[1],
+        rope(q_in, i32(a.positions), f(a.inv_freq), q[0], q[1], q[2], q[3], scaling, out_f32());
+        rope(k_in, i32(a.positions), f(a.inv_freq), k[0], k[1], k[2], k[3], scaling,
+             k_rotated.data());
+        cache_write(ptr(a.k_cache), cache_dtype, k_rotated.data(), i32(a.slots), k[0], cache[1],
+                    k[1], k[2] * k[3]);
+        cache_write(ptr(a.v_cache), cache_dtype, f(a.v), i32(a.slots), k[0], cache[1], k[1],
                     k[2] * k[3]);
-        cache_write(ptrs[args[7]], cache_dtype, f(args[2]), slots, k[0], cache[1], k[1],
-                    k[2] * k[3]);
+      };
+    }
+    case Op::kCacheWrite: {
+      const graph::CacheWriteArgs a = graph::cache_write_args(n);
+      const Shape cache = node(a.cache).shape, update = node(a.update).shape;
+      const DType cache_dtype = node(a.cache).dtype;
+      return [=, &ptrs] {
+        ptrs[out] = ptr(a.cache);
+        cache_write(ptr(a.cache), cache_dtype, f(a.update), i32(a.slots), update[0], cache[1],
+                    update[1], update[2] * update[3]);
       };
     }
     // x may be a bf16 product's output (autocast), widened a block of rows at a time, as for
     // RoPE and the norm's gradients below.
     case Op::kRmsNorm: {
+      const graph::RmsNormArgs a = graph::rms_norm_args(n);
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
-      const DType x_dtype = in(0).dtype;
+      const DType x_dtype = node(a.x).dtype;
       return with_output(
           n, out, ptrs, hidden,
-          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
-                                                     float* dst) mutable {
-            rms_norm(f32_range(ptrs[args[0]], x_dtype, first * hidden, count * hidden, widened),
-                     f(args[1]), count, hidden, eps, dst);
+          [=, widened = std::vector<float>()](int64_t first, int64_t count, float* dst) mutable {
+            rms_norm(f32_range(ptr(a.x), x_dtype, first * hidden, count * hidden, widened),
+                     f(a.w), count, hidden, eps, dst);
           });
     }
     case Op::kRope:
     case Op::kRopeGrad: {
-      const Shape s = n.shape;
-      const float scaling = n.scale, eps = n.eps;
-      const bool normed = n.normed;
-      const auto rotate = n.op == Op::kRope ? rope : rope_grad;
       // Tokens are the rows: one position each, so a block of them is a batch of one. Each head
       // is normed first where graph::fuse_norms_into_rope folded its norm in; RoPE rotates the
       // normed rows where they are (in place), and its gradient rotates dy back.
+      const graph::RopeArgs a = rotation_args(n);
+      const Shape s = n.shape;
+      const float scaling = n.scale, eps = n.eps;
+      const auto rotate = n.op == Op::kRope ? rope : rope_grad;
       const int64_t row = s[2] * s[3];
-      const DType x_dtype = in(0).dtype;
+      const DType x_dtype = node(a.x).dtype;
       return with_output(
           n, out, ptrs, row,
-          [=, &ptrs, widened = std::vector<float>()](int64_t first, int64_t count,
-                                                     float* dst) mutable {
-            const float* x = f32_range(ptrs[args[0]], x_dtype, first * row, count * row, widened);
-            if (normed) {
-              rms_norm(x, f(args[3]), count * s[2], s[3], eps, dst);
+          [=, widened = std::vector<float>()](int64_t first, int64_t count, float* dst) mutable {
+            const float* x = f32_range(ptr(a.x), x_dtype, first * row, count * row, widened);
+            if (a.norm >= 0) {
+              rms_norm(x, f(a.norm), count * s[2], s[3], eps, dst);
               x = dst;
             }
-            rotate(x, i32(args[1]) + first, f(args[2]), 1, count, s[2], s[3], scaling, dst);
+            rotate(x, i32(a.positions) + first, f(a.inv_freq), 1, count, s[2], s[3], scaling, dst);
           });
     }
     case Op::kAccumulate: {
+      const graph::AccumulateArgs a = graph::accumulate_args(n);
       const int64_t count = shape_numel(n.shape);
       return [=, &ptrs] {
-        ptrs[out] = ptrs[args[0]];
-        add_into(f(args[0]), f(args[1]), count);
+        ptrs[out] = ptr(a.acc);
+        add_into(f(a.acc), f(a.x), count);
       };
     }
     case Op::kAttention: {
-      const Shape q = in(0).shape, k = in(1).shape;
+      const graph::AttentionArgs a = graph::attention_args(n);
+      const Shape q = node(a.q).shape, k = node(a.k).shape;
       const float scale = n.scale;
-      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype;
+      const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype;
       // A bf16 KV cache (with f32 q) is read as it is; under autocast (bf16 q, k and v) every
       // operand is widened exactly for the f32 kernels, whose long-sequence path is the fast one.
       // Its output may be bf16 there too (graph::fold_casts): computed in f32, rounded once.
@@ -294,45 +318,50 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         return [=, &ptrs] {
           std::vector<float> wq, wk, wv, narrowed;
           if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
-          float* dst = narrowed.empty() ? f(out) : narrowed.data();
-          attention(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
-                    f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
-                    f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), DType::f32,
-                    i32(args[3]), i32(args[4]), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
+          float* dst = narrowed.empty() ? out_f32() : narrowed.data();
+          attention(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
+                    f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
+                    f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32, i32(a.mask),
+                    i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
           if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
         };
       }
       check_f32(n, "attention");
-      return [=, &ptrs] {
-        attention(f(args[0]), ptrs[args[1]], ptrs[args[2]], kv_dtype, i32(args[3]), i32(args[4]),
-                  q[0], q[1], k[1], q[2], k[2], q[3], scale, f(out));
+      return [=] {
+        attention(f(a.q), ptr(a.k), ptr(a.v), kv_dtype, i32(a.mask), i32(a.slots), q[0], q[1], k[1],
+                  q[2], k[2], q[3], scale, out_f32());
       };
     }
     case Op::kSliceSeq: {
-      const Shape x = in(0).shape;
+      const graph::ValueId x_id = graph::operand(n);
+      const Shape x = node(x_id).shape;
       const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
-      return [=] { slice_seq(f(args[0]), x[0], x[1], inner, start, length, f(out)); };
+      return [=] { slice_seq(f(x_id), x[0], x[1], inner, start, length, out_f32()); };
     }
     case Op::kReshape:
-      return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
+    case Op::kCopyToGroup: {
+      const graph::ValueId x = graph::operand(n);
+      return [=, &ptrs] { ptrs[out] = ptr(x); };
+    }
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
+      const std::vector<graph::ValueId> operands = n.inputs;
       std::vector<DType> dtypes;
-      for (size_t i = 0; i < args.size(); ++i) dtypes.push_back(in(i).dtype);
+      for (graph::ValueId v : operands) dtypes.push_back(node(v).dtype);
       // Inputs in bf16 (autocast's products) are widened a block at a time as they are read;
       // f32 inputs are read where they lie, in one call.
       const bool narrow_inputs =
           std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
       return with_outputs(
           n, out, ptrs, 1,
-          [=, &ptrs, inputs = std::vector<const float*>(args.size()),
-           widened = std::vector<std::vector<float>>(args.size())](
+          [=, inputs = std::vector<const float*>(operands.size()),
+           widened = std::vector<std::vector<float>>(operands.size())](
               int64_t first, int64_t length, float* dst, float* second) mutable {
             const int64_t block = narrow_inputs ? kNarrowedBlock : std::max<int64_t>(length, 1);
             for (int64_t begin = first; begin < first + length; begin += block) {
               const int64_t count = std::min(block, first + length - begin);
-              for (size_t i = 0; i < args.size(); ++i) {
-                inputs[i] = f32_range(ptrs[args[i]], dtypes[i], begin, count, widened[i]);
+              for (size_t i = 0; i < operands.size(); ++i) {
+                inputs[i] = f32_range(ptr(operands[i]), dtypes[i], begin, count, widened[i]);
               }
               elementwise(program, inputs.data(), count, dst + (begin - first),
                           second != nullptr ? second + (begin - first) : nullptr);
@@ -340,242 +369,245 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           });
     }
     case Op::kCast: {
-      const DType from = in(0).dtype, to = n.dtype;
+      const graph::ValueId x = graph::operand(n);
+      const DType from = node(x).dtype, to = n.dtype;
       const auto count = static_cast<size_t>(shape_numel(n.shape));
-      return [=, &ptrs] { cast(ptrs[args[0]], from, ptrs[out], to, count); };
+      return [=, &ptrs] { cast(ptr(x), from, ptrs[out], to, count); };
     }
     case Op::kView: {
+      const graph::ViewArgs a = graph::view_args(n);
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
-      return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptrs[args[0]]) + byte_offset; };
+      return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptr(a.x)) + byte_offset; };
     }
     case Op::kPad: {
+      const graph::ValueId x = graph::operand(n);
       const size_t elem = dtype_size(n.dtype), offset = static_cast<size_t>(n.start) * elem,
-                   bytes = static_cast<size_t>(shape_numel(in(0).shape)) * elem,
+                   bytes = static_cast<size_t>(shape_numel(node(x).shape)) * elem,
                    total = static_cast<size_t>(shape_numel(n.shape)) * elem;
       return [=, &ptrs] {
         auto* dst = static_cast<char*>(ptrs[out]);
         std::memset(dst, 0, total);
-        std::memcpy(dst + offset, ptrs[args[0]], bytes);
+        std::memcpy(dst + offset, ptr(x), bytes);
       };
     }
     case Op::kConcatRows: {
+      const std::vector<graph::ValueId> parts = n.inputs;
       std::vector<size_t> bytes;
-      for (size_t i = 0; i < args.size(); ++i) {
-        bytes.push_back(static_cast<size_t>(shape_numel(in(i).shape)) * dtype_size(n.dtype));
+      for (graph::ValueId p : parts) {
+        bytes.push_back(static_cast<size_t>(shape_numel(node(p).shape)) * dtype_size(n.dtype));
       }
       return [=, &ptrs] {
         auto* dst = static_cast<char*>(ptrs[out]);
-        for (size_t i = 0; i < args.size(); ++i) {
-          std::memcpy(dst, ptrs[args[i]], bytes[i]);
+        for (size_t i = 0; i < parts.size(); ++i) {
+          std::memcpy(dst, ptr(parts[i]), bytes[i]);
           dst += bytes[i];
         }
       };
     }
     case Op::kReduceRows: {
-      const int64_t rows = rows_of(in(0).shape), cols = n.shape[0];
-      return [=] { reduce_rows(f(args[0]), rows, cols, f(out)); };
+      const graph::ValueId x = graph::operand(n);
+      const int64_t rows = rows_of(node(x).shape), cols = n.shape[0];
+      return [=] { reduce_rows(f(x), rows, cols, out_f32()); };
     }
     case Op::kArgmax: {
-      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
-      return [=, &ptrs] {
-        argmax_rows(f(args[0]), rows, cols, static_cast<int32_t*>(ptrs[out]));
-      };
+      const graph::ValueId x = graph::operand(n);
+      const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
+      return [=, &ptrs] { argmax_rows(f(x), rows, cols, static_cast<int32_t*>(ptrs[out])); };
     }
     case Op::kAllReduce: {
+      const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
       const std::shared_ptr<graph::Communicator> group = n.group;
       return [=] {
-        std::memcpy(f(out), f(args[0]), count * sizeof(float));
-        group->all_reduce_sum(f(out), count);
+        std::memcpy(out_f32(), f(x), count * sizeof(float));
+        group->all_reduce_sum(out_f32(), count);
       };
     }
     case Op::kAllGather: {
-      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
+      const graph::ValueId x = graph::operand(n);
+      const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
       const std::shared_ptr<graph::Communicator> group = n.group;
       return [=] {
         std::vector<float> gathered(static_cast<size_t>(rows * cols * group->size()));
-        group->all_gather(f(args[0]), static_cast<size_t>(rows * cols), gathered.data());
-        interleave_gathered(gathered.data(), rows, cols, group->size(), f(out));
+        group->all_gather(f(x), static_cast<size_t>(rows * cols), gathered.data());
+        interleave_gathered(gathered.data(), rows, cols, group->size(), out_f32());
       };
     }
     case Op::kCrossEntropy: {
-      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
-      const DType logits_dtype = in(0).dtype;
-      if (n.in_place) {  // and the gradient over the logits (graph::fold_losses_into_gradients)
-        return [=, &ptrs] {
-          cross_entropy_and_grad(ptrs[args[0]], logits_dtype, vocab, i32(args[1]), f(args[2]), rows,
-                                 f(out), shard.get());
+      const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
+      const int64_t rows = rows_of(node(a.logits).shape), vocab = node(a.logits).shape.back();
+      const DType logits_dtype = node(a.logits).dtype;
+      if (a.d_loss >= 0) {  // and the gradient over the logits (graph::fold_losses_into_gradients)
+        return [=] {
+          cross_entropy_and_grad(ptr(a.logits), logits_dtype, vocab, i32(a.targets), f(a.d_loss),
+                                 rows, out_f32(), shard.get());
         };
       }
-      return [=, &ptrs] {
-        cross_entropy({ptrs[args[0]], logits_dtype, vocab}, i32(args[1]), rows, f(out),
+      return [=] {
+        cross_entropy({ptr(a.logits), logits_dtype, vocab}, i32(a.targets), rows, out_f32(),
                       shard.get());
       };
     }
     case Op::kCrossEntropyGrad: {
-      const int64_t rows = rows_of(in(0).shape), vocab = in(0).shape.back();
+      const graph::CrossEntropyGradArgs a = graph::cross_entropy_grad_args(n);
+      const int64_t rows = rows_of(node(a.logits).shape), vocab = node(a.logits).shape.back();
       const bool in_place = n.in_place;
-      const DType dtype = n.dtype, logits_dtype = in(0).dtype;
+      const DType dtype = n.dtype, logits_dtype = node(a.logits).dtype;
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptrs[args[0]];
-        cross_entropy_grad({ptrs[args[0]], logits_dtype, vocab}, i32(args[1]), f(args[2]), rows,
+        if (in_place) ptrs[out] = ptr(a.logits);
+        cross_entropy_grad({ptr(a.logits), logits_dtype, vocab}, i32(a.targets), f(a.d_loss), rows,
                            ptrs[out], dtype, shard.get());
       };
     }
     case Op::kEmbeddingGrad: {
-      // In place, input 0 is the sum the rows add into (graph::fold_summed_accumulations).
-      const bool in_place = n.in_place;
-      const size_t first = graph::first_operand(n);
-      const int64_t count = shape_numel(in(first + 1).shape), vocab = n.shape[0],
+      // In place, the rows add into `acc` (graph::fold_summed_accumulations).
+      const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
+      const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0],
                     hidden = n.shape[1];
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptrs[args[0]];
-        embedding_grad(f(args[first]), i32(args[first + 1]), count, vocab, hidden, f(out),
-                       shard.get(), in_place);
+        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
+        embedding_grad(f(a.dy), i32(a.ids), count, vocab, hidden, out_f32(), shard.get(),
+                       a.acc >= 0);
       };
     }
-    case Op::kCopyToGroup:
-      return [=, &ptrs] { ptrs[out] = ptrs[args[0]]; };
     case Op::kGatherShards: {
       check_f32(n, "gather_shards");
-      const auto count = static_cast<size_t>(shape_numel(in(0).shape));
+      const graph::ValueId x = graph::operand(n);
+      const auto count = static_cast<size_t>(shape_numel(node(x).shape));
       graph::Communicator* group = n.group.get();
-      return [=] { group->all_gather(f(args[0]), count, f(out)); };
+      return [=] { group->all_gather(f(x), count, out_f32()); };
     }
     case Op::kSumOverReplicas: {
+      const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
       const int64_t block = n.start;
       graph::Communicator* group = n.group.get();
       return [=] {
         std::vector<float> all(count * static_cast<size_t>(group->size()));
-        group->all_gather(f(args[0]), count, all.data());
-        sum_replica_block(all.data(), count, group->rank() / block * block, block, f(out));
+        group->all_gather(f(x), count, all.data());
+        sum_replica_block(all.data(), count, group->rank() / block * block, block, out_f32());
       };
     }
     case Op::kReduceScatter: {
+      const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
       graph::Communicator* group = n.group.get();
-      return [=] { group->reduce_scatter_sum(f(args[0]), count, f(out)); };
+      return [=] { group->reduce_scatter_sum(f(x), count, out_f32()); };
     }
     case Op::kLinearGradInput: {
-      // In place, input 0 is a sum the product adds into (graph::fold_gradient_sums).
-      const bool in_place = n.in_place;
-      const size_t first = graph::first_operand(n);
-      const Node& w = in(first + 1);
+      // In place, the product adds into `sum` (graph::fold_gradient_sums).
+      const graph::LinearGradInputArgs a = graph::linear_grad_input_args(n);
+      const Node& w = node(a.w);
       const DType dt = w.dtype;
-      const int64_t m = rows_of(in(first).shape), nn = w.shape[0], k = w.shape[1];
-      const DType dy_dtype = in(first).dtype;
+      const int64_t m = rows_of(node(a.dy).shape), nn = w.shape[0], k = w.shape[1];
+      const DType dy_dtype = node(a.dy).dtype;
       const DType dx_dtype = n.dtype;
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptrs[args[0]];
+        if (a.sum >= 0) ptrs[out] = ptr(a.sum);
         std::vector<float> widened, narrowed;
-        const float* dy = f32_operand(ptrs[args[first]], dy_dtype, m * nn, widened);
+        const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, widened);
         // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once.
         if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
-        float* dx = narrowed.empty() ? f(out) : narrowed.data();
-        linear_grad_input(dy, ptrs[args[first + 1]], dt, m, nn, k, dx, in_place);
+        float* dx = narrowed.empty() ? out_f32() : narrowed.data();
+        linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, a.sum >= 0);
         if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
       };
     }
     case Op::kLinearGradWeight: {
-      // In place, input 0 is the accumulator the product adds into (graph::fold_accumulations).
-      const bool in_place = n.in_place;
-      const size_t first = graph::first_operand(n);
-      const int64_t m = rows_of(in(first).shape), nn = n.shape[0], k = n.shape[1];
-      const DType dy_dtype = in(first).dtype, x_dtype = in(first + 1).dtype;
+      // In place, the product adds into `acc` (graph::fold_accumulations).
+      const graph::LinearGradWeightArgs a = graph::linear_grad_weight_args(n);
+      const int64_t m = rows_of(node(a.dy).shape), nn = n.shape[0], k = n.shape[1];
+      const DType dy_dtype = node(a.dy).dtype, x_dtype = node(a.x).dtype;
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptrs[args[0]];
+        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
         std::vector<float> dy_widened, x_widened;
-        const float* dy = f32_operand(ptrs[args[first]], dy_dtype, m * nn, dy_widened);
-        const float* x = f32_operand(ptrs[args[first + 1]], x_dtype, m * k, x_widened);
-        linear_grad_weight(dy, x, m, nn, k, f(out), in_place);
+        const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, dy_widened);
+        const float* x = f32_operand(ptr(a.x), x_dtype, m * k, x_widened);
+        linear_grad_weight(dy, x, m, nn, k, out_f32(), a.acc >= 0);
       };
     }
     case Op::kRmsNormGradInput: {
+      const graph::RmsNormGradInputArgs a = graph::rms_norm_grad_input_args(n);
       const int64_t hidden = n.shape.back();
       const float eps = n.eps;
-      const bool residual = n.residual;
       // dy in bf16 too: attention's gradients under autocast, through RoPE's gradient inside.
-      const DType x_dtype = in(0).dtype, dy_dtype = in(2).dtype;
-      if (n.adds_weight_grad) {
+      const DType x_dtype = node(a.x).dtype, dy_dtype = node(a.dy).dtype;
+      if (a.weight_grad >= 0) {
         const int64_t rows = rows_of(n.shape);
         const DType dtype = n.dtype;
-        // Where RoPE's gradient runs inside (graph::fuse_rope_grads_into_norm_grads), its
-        // positions and frequencies follow the residual.
-        const bool rotated = n.rotated;
-        const size_t rope_args = residual ? 4 : 3;
+        // RoPE's gradient runs inside where graph::fuse_rope_grads_into_norm_grads put it.
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
         const int64_t copy_at = n.narrow_copy ? graph::second_result_bytes(n) : -1;
         return [=, &ptrs] {
           std::vector<float> widened, widened_dy;
-          const RopeGradRows rope{rotated ? i32(args[rope_args]) : nullptr,
-                                  rotated ? f(args[rope_args + 1]) : nullptr,
+          const bool rotated = a.positions >= 0;
+          const RopeGradRows rope{rotated ? i32(a.positions) : nullptr,
+                                  rotated ? f(a.inv_freq) : nullptr,
                                   s[0],
                                   s[1],
                                   s.size() == 4 ? s[2] : 1,
                                   scaling};
-          rms_norm_grads(f32_operand(ptrs[args[0]], x_dtype, rows * hidden, widened), f(args[1]),
-                         f32_operand(ptrs[args[2]], dy_dtype, rows * hidden, widened_dy),
-                         residual ? f(args[3]) : nullptr, rows, hidden, eps, ptrs[out], dtype,
-                         f(args.back()), rotated ? &rope : nullptr);
+          rms_norm_grads(f32_operand(ptr(a.x), x_dtype, rows * hidden, widened), f(a.w),
+                         f32_operand(ptr(a.dy), dy_dtype, rows * hidden, widened_dy),
+                         a.residual >= 0 ? f(a.residual) : nullptr, rows, hidden, eps, ptrs[out],
+                         dtype, f(a.weight_grad), rotated ? &rope : nullptr);
           if (copy_at >= 0) {
             cast(ptrs[out], dtype, static_cast<char*>(ptrs[out]) + copy_at, DType::bf16,
                  static_cast<size_t>(rows * hidden));
           }
         };
       }
-      if (n.rotated || n.narrow_copy) {
+      if (a.positions >= 0 || n.narrow_copy) {
         throw Error(
             "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
             "where the weight's gradient is added");
       }
       return with_output(
           n, out, ptrs, hidden,
-          [=, &ptrs, widened = std::vector<float>(), widened_dy = std::vector<float>()](
+          [=, widened = std::vector<float>(), widened_dy = std::vector<float>()](
               int64_t first, int64_t count, float* dst) mutable {
             const int64_t offset = first * hidden;
-            rms_norm_grad_input(
-                f32_range(ptrs[args[0]], x_dtype, offset, count * hidden, widened), f(args[1]),
-                f32_range(ptrs[args[2]], dy_dtype, offset, count * hidden, widened_dy), count,
-                hidden, eps, dst);
-            if (residual) add_into(dst, f(args[3]) + offset, count * hidden);
+            rms_norm_grad_input(f32_range(ptr(a.x), x_dtype, offset, count * hidden, widened),
+                                f(a.w),
+                                f32_range(ptr(a.dy), dy_dtype, offset, count * hidden, widened_dy),
+                                count, hidden, eps, dst);
+            if (a.residual >= 0) add_into(dst, f(a.residual) + offset, count * hidden);
           });
     }
     case Op::kRmsNormGradWeight: {
-      // In place, input 0 is the accumulator the sums add into (graph::fold_accumulations).
-      const bool in_place = n.in_place;
-      const size_t first = graph::first_operand(n);
-      const int64_t rows = rows_of(in(first).shape), hidden = n.shape[0];
+      // In place, the sums add into `acc` (graph::fold_accumulations).
+      const graph::RmsNormGradWeightArgs a = graph::rms_norm_grad_weight_args(n);
+      const int64_t rows = rows_of(node(a.x).shape), hidden = n.shape[0];
       const float eps = n.eps;
-      const DType x_dtype = in(first).dtype, dy_dtype = in(first + 1).dtype;
+      const DType x_dtype = node(a.x).dtype, dy_dtype = node(a.dy).dtype;
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptrs[args[0]];
+        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
         std::vector<float> widened, widened_dy;
-        rms_norm_grad_weight(
-            f32_operand(ptrs[args[first]], x_dtype, rows * hidden, widened),
-            f32_operand(ptrs[args[first + 1]], dy_dtype, rows * hidden, widened_dy), rows, hidden,
-            eps, f(out), in_place);
+        rms_norm_grad_weight(f32_operand(ptr(a.x), x_dtype, rows * hidden, widened),
+                             f32_operand(ptr(a.dy), dy_dtype, rows * hidden, widened_dy), rows,
+                             hidden, eps, out_f32(), a.acc >= 0);
       };
     }
     case Op::kAttentionGrad: {
-      const Shape q = in(0).shape, k = in(1).shape;
+      const graph::AttentionGradArgs a = graph::attention_grad_args(n);
+      const Shape q = node(a.q).shape, k = node(a.k).shape;
       const float scale = n.scale;
       // dy in bf16 too: attention's output gradient under autocast (ops::is_attention_output),
       // and then the gradients too (computed in f32, rounded once).
-      const DType q_dtype = in(0).dtype, kv_dtype = in(1).dtype, dy_dtype = in(5).dtype,
-                  out_dtype = n.dtype;
+      const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype,
+                  dy_dtype = node(a.dy).dtype, out_dtype = n.dtype;
       const int64_t grads = shape_numel(n.shape);
       return [=, &ptrs] {
         std::vector<float> wq, wk, wv, wdy, narrowed;
         if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
-        float* dst = narrowed.empty() ? f(out) : narrowed.data();
-        attention_grad(f32_operand(ptrs[args[0]], q_dtype, shape_numel(q), wq),
-                       f32_operand(ptrs[args[1]], kv_dtype, shape_numel(k), wk),
-                       f32_operand(ptrs[args[2]], kv_dtype, shape_numel(k), wv), i32(args[3]),
-                       i32(args[4]), f32_operand(ptrs[args[5]], dy_dtype, shape_numel(q), wdy),
-                       q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
+        float* dst = narrowed.empty() ? out_f32() : narrowed.data();
+        attention_grad(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
+                       f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
+                       f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), i32(a.mask),
+                       i32(a.slots), f32_operand(ptr(a.dy), dy_dtype, shape_numel(q), wdy), q[0],
+                       q[1], k[1], q[2], k[2], q[3], scale, dst);
         if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
       };
     }

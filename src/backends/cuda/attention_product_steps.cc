@@ -112,16 +112,23 @@ struct Operands {
   size_t q, k, v, mask, slots;
 };
 
+// An attention's operands, or its gradient's forward ones.
+graph::AttentionArgs attention_of(const graph::Node& n) {
+  return n.op == graph::Op::kAttention ? graph::attention_args(n)
+                                       : graph::attention_operands(graph::attention_grad_args(n));
+}
+
 Operands operands_of(const graph::Node& n) {
-  const auto id = [&](size_t i) { return static_cast<size_t>(n.inputs[i]); };
-  return {id(0), id(1), id(2), id(3), id(4)};
+  const graph::AttentionArgs a = attention_of(n);
+  return {slot(a.q), slot(a.k), slot(a.v), slot(a.mask), slot(a.slots)};
 }
 
 void check_bf16(const graph::Graph& graph, const graph::Node& n, const char* op) {
-  for (size_t i = 0; i < 3; ++i) {
-    if (input(graph, n, i).dtype != DType::bf16) {
+  const graph::AttentionArgs a = attention_of(n);
+  for (graph::ValueId x : {a.q, a.k, a.v}) {
+    if (node_of(graph, x).dtype != DType::bf16) {
       throw Error(std::string("[cuda ") + op + "] q, k and v must all be bf16 (autocast), got " +
-                  std::string(dtype_name(input(graph, n, i).dtype)));
+                  std::string(dtype_name(node_of(graph, x).dtype)));
     }
   }
 }
@@ -210,8 +217,9 @@ Step attention_grad_products_step(const graph::Graph& graph, const graph::Node& 
   auto dk = product(len, d, rows, l.scores_of(kBf16, true), l.queries(kBf16), l.keys(kF32));
   const Operands o = operands_of(n);
   // dy f32, or bf16 (attention's output gradient under autocast).
-  const size_t dy = static_cast<size_t>(n.inputs[5]);
-  const DType dy_dtype = input(graph, n, 5).dtype;
+  const graph::ValueId dy_id = graph::attention_grad_args(n).dy;
+  const size_t dy = slot(dy_id);
+  const DType dy_dtype = node_of(graph, dy_id).dtype;
   check_float_kind(dy_dtype, "attention_grad");
   const auto dy_bytes = static_cast<int64_t>(dtype_size(dy_dtype));
   const DType out_dtype = n.dtype;

@@ -19,7 +19,7 @@ size_t collective_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   // Every rank's copy, gathered before it is rearranged or summed.
   if (n.op == Op::kAllGather || n.op == Op::kSumOverReplicas) {
     const size_t copies = static_cast<size_t>(n.group->size());
-    return count_of(input(graph, n, 0).shape) * copies * sizeof(float);
+    return count_of(node_of(graph, graph::operand(n)).shape) * copies * sizeof(float);
   }
   return 0;
 }
@@ -34,7 +34,7 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
     case Op::kSumOverReplicas:
       break;
     case Op::kCopyToGroup: {
-      const auto x = static_cast<size_t>(n.inputs[0]), out = static_cast<size_t>(id);
+      const size_t x = slot(graph::operand(n)), out = slot(id);
       return [=](StepContext& c) { c.ptrs[out] = c.ptrs[x]; };
     }
     default:
@@ -45,8 +45,8 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
                 std::string(dtype_name(n.dtype)));
   }
   NcclGroup* group = &nccl_group(*n.group);
-  const auto x = static_cast<size_t>(n.inputs[0]), out = static_cast<size_t>(id);
-  const Shape& in_shape = input(graph, n, 0).shape;
+  const size_t x = slot(graph::operand(n)), out = slot(id);
+  const Shape& in_shape = node_of(graph, graph::operand(n)).shape;
   const size_t in_count = count_of(in_shape), out_count = count_of(n.shape);
   switch (n.op) {
     case Op::kAllReduce:

@@ -16,6 +16,8 @@
 #include "backends/cuda/step_profile.h"
 #include "backends/cuda/steps.h"
 #include "graph/backend.h"
+#include "graph/effects.h"
+#include "graph/op_args.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -66,6 +68,20 @@ struct IdCheck {
   bool is_target;  // the ignore index is allowed too
 };
 
+// The table (or the logits) and the ids (or the targets) a lookup (or a loss) reads.
+std::pair<ValueId, ValueId> ids_read(const Node& n) {
+  if (n.op == Op::kEmbedding) {
+    const graph::EmbeddingArgs a = graph::embedding_args(n);
+    return {a.table, a.ids};
+  }
+  if (n.op == Op::kCrossEntropy) {
+    const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
+    return {a.logits, a.targets};
+  }
+  const graph::CrossEntropyGradArgs a = graph::cross_entropy_grad_args(n);
+  return {a.logits, a.targets};
+}
+
 std::vector<IdCheck> id_checks(const Graph& graph, const std::vector<ValueId>& input_ids) {
   std::vector<IdCheck> checks;
   for (const Node& n : graph.nodes) {
@@ -73,13 +89,10 @@ std::vector<IdCheck> id_checks(const Graph& graph, const std::vector<ValueId>& i
     const bool is_target = n.op == Op::kCrossEntropy || n.op == Op::kCrossEntropyGrad;
     if ((n.op != Op::kEmbedding && !is_target) || n.shard) continue;
     // Through reshapes and views (a chunk of the targets) to the input that holds them all.
-    ValueId source = n.inputs[1];
-    while (graph::aliases_input(graph.nodes[static_cast<size_t>(source)])) {
-      source = graph.nodes[static_cast<size_t>(source)].inputs[0];
-    }
-    const auto at = std::find(input_ids.begin(), input_ids.end(), source);
+    const auto [table_id, ids] = ids_read(n);
+    const auto at = std::find(input_ids.begin(), input_ids.end(), graph::storage_of(graph, ids));
     if (at == input_ids.end()) continue;
-    const Shape& table = graph.nodes[static_cast<size_t>(n.inputs[0])].shape;
+    const Shape& table = graph.nodes[static_cast<size_t>(table_id)].shape;
     const IdCheck check{static_cast<size_t>(at - input_ids.begin()),
                         is_target ? table.back() : table[0], is_target};
     // Each chunk of the loss (and its gradient) reads the same targets: check them once.

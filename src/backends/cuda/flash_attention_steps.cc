@@ -10,8 +10,11 @@
 namespace tfm::cuda {
 
 bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n) {
-  for (size_t i = 0; i < 3; ++i) {
-    if (input(graph, n, i).dtype != DType::bf16) return false;
+  const graph::AttentionArgs a = n.op == graph::Op::kAttention
+                                     ? graph::attention_args(n)
+                                     : attention_operands(graph::attention_grad_args(n));
+  for (graph::ValueId x : {a.q, a.k, a.v}) {
+    if (node_of(graph, x).dtype != DType::bf16) return false;
   }
   return flash_attention_applies(attention_shape(graph, n), DType::bf16);
 }
@@ -21,7 +24,8 @@ bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) 
     const char* setting = std::getenv("TFM_CUDA_FLASH_GRAD");
     return setting == nullptr || std::string(setting) != "0";
   }();
-  return enabled && runs_flash_attention(graph, n) && input(graph, n, 5).dtype == DType::bf16;
+  return enabled && runs_flash_attention(graph, n) &&
+         node_of(graph, graph::attention_grad_args(n).dy).dtype == DType::bf16;
 }
 
 namespace {
@@ -38,12 +42,13 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
   const AttentionShape shape = attention_shape(graph, n);
   const float scale = n.scale;
   const DType out_dtype = n.dtype;
-  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
+  const graph::AttentionArgs a = graph::attention_args(n);
   const int64_t lse_at = n.saves_row_stats ? graph::second_result_bytes(n) : -1;
   return [=](StepContext& c) {
-    flash_attention(c.ptrs[args[0]], DType::bf16, c.ptrs[args[1]], c.ptrs[args[2]],
-                    i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, c.ptrs[out], out_dtype,
-                    lse_at >= 0 ? row_lse_in(c, out, lse_at) : nullptr, nullptr, nullptr, c.stream);
+    flash_attention(c.ptrs[slot(a.q)], DType::bf16, c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
+                    i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), shape, scale, c.ptrs[out],
+                    out_dtype, lse_at >= 0 ? row_lse_in(c, out, lse_at) : nullptr, nullptr,
+                    nullptr, c.stream);
   };
 }
 
@@ -54,20 +59,22 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
   }
   const AttentionShape shape = attention_shape(graph, n);
   const float scale = n.scale;
-  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
+  const graph::AttentionGradArgs a = graph::attention_grad_args(n);
   // The forward attention it reads (graph::save_attention_statistics) left its rows' statistics
   // where its own step ran flash-style too.
-  const graph::Node* forward = n.inputs.size() > 6 ? &input(graph, n, 6) : nullptr;
+  const graph::Node* forward = a.forward >= 0 ? &node_of(graph, a.forward) : nullptr;
   const bool saved =
       forward != nullptr && forward->saves_row_stats && runs_flash_attention(graph, *forward);
   const DType forward_dtype = saved ? forward->dtype : DType::f32;
   const int64_t lse_at = saved ? graph::second_result_bytes(*forward) : -1;
   return [=](StepContext& c) {
     const SavedForward from_forward =
-        saved ? SavedForward{c.ptrs[args[6]], forward_dtype, row_lse_in(c, args[6], lse_at)}
+        saved ? SavedForward{c.ptrs[slot(a.forward)], forward_dtype,
+                             row_lse_in(c, slot(a.forward), lse_at)}
               : SavedForward{};
-    flash_attention_grad(c.ptrs[args[0]], c.ptrs[args[1]], c.ptrs[args[2]], i32_at(c, args[3]),
-                         i32_at(c, args[4]), c.ptrs[args[5]], shape, scale, from_forward,
+    flash_attention_grad(c.ptrs[slot(a.q)], c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
+                         i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), c.ptrs[slot(a.dy)],
+                         shape, scale, from_forward,
                          c.ptrs[out], c.scratch, c.stream);
   };
 }

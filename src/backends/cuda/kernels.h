@@ -34,6 +34,11 @@ void rope(const void* x, DType x_dtype, const int32_t* positions, const float* i
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
+// The KV cache (f32 or bf16) [batch, cache_len, row_elems] with token s of `update` [batch, seq,
+// row_elems] written at slot slots[s] (graph::Op::kCacheWrite); slots outside the cache are skipped.
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
+                 cudaStream_t stream);
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t stream);
 // Collectives' data movement around NCCL. gathered holds `ranks` blocks of [rows, cols] one
 // after the other; out is [rows, cols x ranks], every rank's columns side by side.

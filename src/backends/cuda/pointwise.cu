@@ -71,6 +71,19 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
   check_launch("slice_seq");
 }
 
+void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
+                 int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
+                 cudaStream_t stream) {
+  const int64_t total = batch * seq * row_elems;
+  if (total == 0) return;  // a grid of 0 blocks is a launch error
+  with_float_type(cache_dtype, "cache_write", [&](auto type) {
+    using T = typename decltype(type)::type;
+    cache_write_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<T*>(cache), update, slots, seq, cache_len, row_elems, total);
+  });
+  check_launch("cache_write");
+}
+
 namespace {
 
 template <typename From, typename To>

@@ -19,30 +19,52 @@ using graph::Op;
 // read bf16 activations when the weights are bf16.
 enum class ProductPath { kGemv, kSkinny, kMatmul };
 
+// What the three products share: the rows they read, their weights and the input norm's weight
+// (-1: none), from their inputs (graph/op_args.h).
+struct ProductOperands {
+  graph::ValueId x;
+  std::vector<graph::ValueId> w;
+  graph::ValueId norm = -1;
+};
+
+ProductOperands product_operands(const Node& n) {
+  switch (n.op) {
+    case Op::kLinear:
+      return {graph::linear_args(n).x, graph::product_weights(n)};
+    case Op::kGatedLinear: {
+      const graph::GatedLinearArgs a = graph::gated_linear_args(n);
+      return {a.x, graph::product_weights(n), a.norm};
+    }
+    default: {
+      const graph::QkvLinearArgs a = graph::qkv_linear_args(n);
+      return {a.x, graph::product_weights(n), a.norm};
+    }
+  }
+}
+
 ProductPath product_path(const graph::Graph& graph, const Node& n) {
-  const Node& x = input(graph, n, 0);
+  const ProductOperands p = product_operands(n);
+  const Node& x = node_of(graph, p.x);
   const int64_t m = rows_of(x.shape);
   if (n.dtype != DType::f32) return ProductPath::kMatmul;  // only cuBLASLt writes bf16
   if (m <= kGemvMaxRows) return ProductPath::kGemv;
   if (m > kSkinnyMaxRows || x.dtype != DType::f32) return ProductPath::kMatmul;
-  // The weights: inputs 1 .. 3 of q, k and v's products, 1 .. 2 of the gated one, 1 otherwise.
-  const size_t weights = n.op == Op::kQkvLinear ? 3 : n.op == Op::kGatedLinear ? 2 : 1;
   bool fit = true;
-  for (size_t i = 1; i <= weights; ++i) {
-    const Node& w = input(graph, n, i);
+  for (graph::ValueId id : p.w) {
+    const Node& w = node_of(graph, id);
     fit = fit && w.dtype == DType::bf16 && skinny_shapes_fit(w.shape[1], {w.shape[0]}) &&
-          matmul_operand(graph, n.inputs[i], true).alignment >= 16;
+          matmul_operand(graph, id, true).alignment >= 16;
   }
   return fit ? ProductPath::kSkinny : ProductPath::kMatmul;
 }
 
-// Whether a product's weights (inputs first .. last) are graph constants, views and reshapes of
-// them included: what no step writes, which the decode products may read before they wait for the
-// kernel before (overlapped_launch.h). Not weights gathered (FSDP) or cast (autocast) by a step.
-WeightReads weight_reads(const graph::Graph& graph, const Node& n, size_t first, size_t last) {
-  for (size_t i = first; i <= last; ++i) {
-    const Node* w = &input(graph, n, i);
-    while (w->op == Op::kView || w->op == Op::kReshape) w = &input(graph, *w, 0);
+// Whether a product's weights are graph constants, views and reshapes of them included: what no
+// step writes, which the decode products may read before they wait for the kernel before
+// (overlapped_launch.h). Not weights gathered (FSDP) or cast (autocast) by a step.
+WeightReads weight_reads(const graph::Graph& graph, const Node& n) {
+  for (graph::ValueId id : product_operands(n).w) {
+    const Node* w = &node_of(graph, id);
+    while (w->op == Op::kView || w->op == Op::kReshape) w = &node_of(graph, graph::operand(*w));
     if (w->op != Op::kWeight) return WeightReads::kAfterWait;
   }
   return WeightReads::kEarly;
@@ -57,13 +79,14 @@ size_t arena_aligned(size_t bytes) {
 // dtype when the node has an input norm); for the GEMV and the tensor-core tiles, which read f32
 // rows and norm them as they read, autocast's bf16 activations widened.
 size_t linear_scratch_bytes(const graph::Graph& graph, const Node& n) {
-  const Node& x = input(graph, n, 0);
-  const DType w = input(graph, n, 1).dtype;
+  const ProductOperands p = product_operands(n);
+  const Node& x = node_of(graph, p.x);
+  const DType w = node_of(graph, p.w[0]).dtype;
   const auto count = static_cast<size_t>(shape_numel(x.shape));
   if (product_path(graph, n) != ProductPath::kMatmul) {
     return x.dtype == DType::f32 ? 0 : count * sizeof(float);
   }
-  return n.normed || (w != DType::f32 && x.dtype == DType::f32) ? count * dtype_size(w) : 0;
+  return p.norm >= 0 || (w != DType::f32 && x.dtype == DType::f32) ? count * dtype_size(w) : 0;
 }
 
 // A product's activations (input 0) as its kernel reads them (see linear_scratch_bytes).
@@ -73,7 +96,7 @@ struct ProductRows {
   int64_t count = 0, hidden = 0;
   ProductPath path = ProductPath::kMatmul;
   MatmulOperand operand;  // the rows as the cuBLASLt product reads them
-  bool normed = false;    // graph::Node::normed: `norm` is the input norm's weight
+  bool normed = false;    // `norm` is the input norm's weight
   size_t norm = 0;
   float eps = 0.f;
 
@@ -100,30 +123,24 @@ struct ProductRows {
 };
 
 ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* op) {
-  const Node& x = input(graph, n, 0);
-  const DType w_dtype = input(graph, n, 1).dtype;
-  if (x.dtype != DType::f32 && (x.dtype != w_dtype || n.normed)) {
+  const ProductOperands p = product_operands(n);
+  const Node& x = node_of(graph, p.x);
+  const DType w_dtype = node_of(graph, p.w[0]).dtype;
+  const bool normed = p.norm >= 0;
+  if (x.dtype != DType::f32 && (x.dtype != w_dtype || normed)) {
     throw Error(std::string("[cuda ") + op + "] " + std::string(dtype_name(x.dtype)) +
                 " activations with " + std::string(dtype_name(w_dtype)) +
-                " weights are not supported" + (n.normed ? " under an input norm" : ""));
+                " weights are not supported" + (normed ? " under an input norm" : ""));
   }
   const int64_t k = x.shape.back();
   const ProductPath path = product_path(graph, n);
   // Rows normed or cast into scratch start 256-aligned.
   const MatmulOperand operand =
-      x.dtype != w_dtype || n.normed
+      x.dtype != w_dtype || normed
           ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(w_dtype), false)
-          : matmul_operand(graph, n.inputs[0], false);
-  return {static_cast<size_t>(n.inputs[0]),
-          x.dtype,
-          w_dtype,
-          shape_numel(x.shape),
-          k,
-          path,
-          operand,
-          n.normed,
-          n.normed ? static_cast<size_t>(n.inputs.back()) : 0,
-          n.eps};
+          : matmul_operand(graph, p.x, false);
+  return {slot(p.x), x.dtype, w_dtype, shape_numel(x.shape), k, path, operand, normed,
+          normed ? slot(p.norm) : 0, n.eps};
 }
 
 // Where the gated product keeps the gate half on the cuBLASLt path: after the activations' cast.
@@ -146,15 +163,16 @@ size_t product_scratch_bytes(const graph::Graph& graph, const Node& n) {
 // The output never shares memory with an input (the planner keeps inputs alive through the step
 // that reads them), so the residual is read whole before any of the output is written.
 Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const Node& w = input(graph, n, 1);
+  const graph::LinearArgs a = graph::linear_args(n);
+  const Node& w = node_of(graph, a.w);
   const DType dt = w.dtype;
-  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
-  const size_t wi = static_cast<size_t>(n.inputs[1]);
-  const bool has_bias = graph::has_bias(n), has_residual = n.residual;
-  const size_t bias = has_bias ? static_cast<size_t>(n.inputs[2]) : 0;
-  const size_t residual = has_residual ? static_cast<size_t>(n.inputs.back()) : 0;
+  const int64_t m = rows_of(node_of(graph, a.x).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t wi = slot(a.w);
+  const bool has_bias = a.bias >= 0, has_residual = a.residual >= 0;
+  const size_t bias = has_bias ? slot(a.bias) : 0;
+  const size_t residual = has_residual ? slot(a.residual) : 0;
   const ProductRows rows = product_rows(graph, n, "linear");
-  const WeightReads reads = weight_reads(graph, n, 1, 1);
+  const WeightReads reads = weight_reads(graph, n);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wi], dt,
@@ -173,15 +191,14 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   }
   // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
   // A bf16 y (graph::Builder::autocast_linear) has neither residual nor bias.
-  MatmulOperand y_operand =
-      has_residual ? matmul_operand(graph, n.inputs.back(), false) : MatmulOperand{};
+  MatmulOperand y_operand = has_residual ? matmul_operand(graph, a.residual, false) : MatmulOperand{};
   y_operand.dtype = n.dtype;
   if (n.dtype != DType::f32 && (has_residual || has_bias)) {
     throw Error("[cuda linear] a " + std::string(dtype_name(n.dtype)) +
                 " product takes no residual or bias");
   }
   auto product = std::make_shared<const Matmul>(
-      m, nn, k, dt, rows.operand, matmul_operand(graph, n.inputs[1], true), y_operand);
+      m, nn, k, dt, rows.operand, matmul_operand(graph, a.w, true), y_operand);
   return [=](StepContext& c) {
     const void* lhs = rows.prepare(c);
     product->run(lhs, c.ptrs[wi], c.ptrs[out], c.workspace, c.stream,
@@ -194,15 +211,16 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 // q, k and v's products into the three blocks of one value: one GEMV launch over the three weights
 // for few rows; for many, three cuBLASLt products, each writing its block.
 Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const DType dt = input(graph, n, 1).dtype;
-  const int64_t m = rows_of(input(graph, n, 0).shape), k = input(graph, n, 0).shape.back();
-  const bool has_bias = graph::has_bias(n);
+  const graph::QkvLinearArgs a = graph::qkv_linear_args(n);
+  const DType dt = node_of(graph, a.w[0]).dtype;
+  const int64_t m = rows_of(node_of(graph, a.x).shape), k = node_of(graph, a.x).shape.back();
+  const bool has_bias = a.bias[0] >= 0;
   std::array<size_t, 3> weight{}, bias{};
   std::array<int64_t, 3> cols{}, offset{};
   for (size_t i = 0; i < 3; ++i) {
-    weight[i] = static_cast<size_t>(n.inputs[1 + i]);
-    bias[i] = has_bias ? static_cast<size_t>(n.inputs[4 + i]) : 0;
-    cols[i] = input(graph, n, 1 + i).shape[0];
+    weight[i] = slot(a.w[i]);
+    bias[i] = has_bias ? slot(a.bias[i]) : 0;
+    cols[i] = node_of(graph, a.w[i]).shape[0];
     offset[i] = i == 0 ? 0 : offset[i - 1] + m * cols[i - 1];
   }
   const auto bind = [=](StepContext& c) {
@@ -216,7 +234,7 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     return p;
   };
   const ProductRows rows = product_rows(graph, n, "qkv_linear");
-  const WeightReads reads = weight_reads(graph, n, 1, 3);
+  const WeightReads reads = weight_reads(graph, n);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       qkv_gemv(static_cast<const float*>(rows.prepare(c)), bind(c), dt, rows.input_norm(c), m, k,
@@ -238,7 +256,7 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
     const uint32_t y_alignment =
         matmul_operand(start, static_cast<uint64_t>(cols[i]) * sizeof(float), false).alignment;
     products[i] = std::make_shared<const Matmul>(m, cols[i], k, dt, rows.operand,
-                                                 matmul_operand(graph, n.inputs[1 + i], true),
+                                                 matmul_operand(graph, a.w[i], true),
                                                  MatmulOperand{.alignment = y_alignment});
   }
   return [=](StepContext& c) {
@@ -254,18 +272,18 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
 // silu(x w_gate^T + b_gate) * (x w_up^T + b_up): one GEMV over both weights for few rows; for many,
 // the two cuBLASLt products (the gate into scratch, the up into the output) and the gating pass.
 Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
-  const Node& w = input(graph, n, 1);
+  const graph::GatedLinearArgs a = graph::gated_linear_args(n);
+  const Node& w = node_of(graph, a.w_gate);
   const DType dt = w.dtype;
-  const int64_t m = rows_of(input(graph, n, 0).shape), nn = w.shape[0], k = w.shape[1];
-  const size_t wg = static_cast<size_t>(n.inputs[1]), wu = static_cast<size_t>(n.inputs[2]);
-  const bool has_bias = graph::has_bias(n);
-  const size_t bg = has_bias ? static_cast<size_t>(n.inputs[3]) : 0,
-               bu = has_bias ? static_cast<size_t>(n.inputs[4]) : 0;
+  const int64_t m = rows_of(node_of(graph, a.x).shape), nn = w.shape[0], k = w.shape[1];
+  const size_t wg = slot(a.w_gate), wu = slot(a.w_up);
+  const bool has_bias = a.bias_gate >= 0;
+  const size_t bg = has_bias ? slot(a.bias_gate) : 0, bu = has_bias ? slot(a.bias_up) : 0;
   const auto bias = [=](StepContext& c, size_t i) {
     return has_bias ? static_cast<const float*>(c.ptrs[i]) : nullptr;
   };
   const ProductRows rows = product_rows(graph, n, "gated_linear");
-  const WeightReads reads = weight_reads(graph, n, 1, 2);
+  const WeightReads reads = weight_reads(graph, n);
   if (rows.gemv()) {
     return [=](StepContext& c) {
       gated_gemv(static_cast<const float*>(rows.prepare(c)), c.ptrs[wg], c.ptrs[wu], dt,
@@ -282,9 +300,9 @@ Step gated_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   }
   // The two weights are separate allocations, each with its own alignment.
   auto gate = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
-                                             matmul_operand(graph, n.inputs[1], true));
+                                             matmul_operand(graph, a.w_gate, true));
   auto up = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
-                                           matmul_operand(graph, n.inputs[2], true));
+                                           matmul_operand(graph, a.w_up, true));
   const size_t gate_offset = gate_scratch_offset(graph, n);
   graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
                                     {graph::EwCode::kSilu},

@@ -14,6 +14,7 @@
 #include "backends/cuda/product_steps.h"
 #include "backends/cuda/training_steps.h"
 #include "graph/attention_fusion.h"
+#include "graph/effects.h"
 #include "graph/plan.h"
 #include "tfm/error.h"
 
@@ -21,8 +22,8 @@ namespace tfm::cuda {
 
 int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
 
-const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i) {
-  return graph.nodes[static_cast<size_t>(n.inputs[i])];
+const graph::Node& node_of(const graph::Graph& graph, graph::ValueId id) {
+  return graph.nodes[static_cast<size_t>(id)];
 }
 
 namespace {
@@ -53,7 +54,7 @@ uint32_t known_alignment(const graph::Graph& graph, graph::ValueId id) {
     } else if (!graph::aliases_input(n)) {
       break;
     }
-    id = n.inputs[0];
+    id = n.op == graph::Op::kView ? graph::view_args(n).x : n.inputs[0];
   }
   while (offset % alignment != 0) alignment /= 2;
   return alignment;
@@ -74,8 +75,11 @@ MatmulOperand matmul_operand(const graph::Graph& graph, graph::ValueId id, bool 
 }
 
 AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n) {
-  const Shape& q = input(graph, n, 0).shape;
-  const Shape& k = input(graph, n, 1).shape;
+  const graph::AttentionArgs a = n.op == graph::Op::kAttention
+                                     ? graph::attention_args(n)
+                                     : graph::attention_operands(graph::attention_grad_args(n));
+  const Shape& q = node_of(graph, a.q).shape;
+  const Shape& k = node_of(graph, a.k).shape;
   return {q[0], q[1], k[1], q[2], k[2], q[3]};
 }
 
@@ -117,11 +121,13 @@ using graph::Op;
 // prepare folded into it takes.
 bool keys_written_by_no_step(const graph::Graph& graph, const Node& n, graph::ValueId attention,
                              graph::ValueId prepare) {
-  const auto run_input = [&](size_t i, bool state) {
-    const Node& x = input(graph, n, i);
+  const graph::AttentionArgs a = graph::attention_args(n);
+  const auto run_input = [&](graph::ValueId v, bool state) {
+    const Node& x = node_of(graph, v);
     return x.op == Op::kInput && x.is_state == state;
   };
-  if (!run_input(1, true) || !run_input(2, true) || !run_input(3, false) || !run_input(4, false)) {
+  if (!run_input(a.k, true) || !run_input(a.v, true) || !run_input(a.mask, false) ||
+      !run_input(a.slots, false)) {
     return false;
   }
   for (size_t j = 0; j < graph.nodes.size(); ++j) {
@@ -129,7 +135,7 @@ bool keys_written_by_no_step(const graph::Graph& graph, const Node& n, graph::Va
       continue;
     }
     for (graph::ValueId x : graph.nodes[j].inputs) {
-      if (x == n.inputs[1] || x == n.inputs[2]) return false;
+      if (x == a.k || x == a.v) return false;
     }
   }
   return true;
@@ -144,18 +150,17 @@ std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
   return buffer;
 }
 
-// A prepare_attention node's inputs (graph::Builder::prepare_attention's order: q, k, v,
-// positions, inv_freq, slots, the caches, then the optional q and k norms) as its step reads them.
-AttentionInputs attention_inputs(StepContext& c, const std::vector<size_t>& args) {
-  const bool norms = args.size() > 8;
-  return {.q = f32_at(c, args[0]),
-          .k = f32_at(c, args[1]),
-          .v = f32_at(c, args[2]),
-          .positions = i32_at(c, args[3]),
-          .slots = i32_at(c, args[5]),
-          .inv_freq = f32_at(c, args[4]),
-          .q_norm = norms ? f32_at(c, args[8]) : nullptr,
-          .k_norm = norms ? f32_at(c, args[9]) : nullptr};
+// A prepare_attention node's inputs as its step reads them.
+AttentionInputs attention_inputs(StepContext& c, const graph::PrepareAttentionArgs& a) {
+  const bool norms = a.q_norm >= 0;
+  return {.q = f32_at(c, slot(a.q)),
+          .k = f32_at(c, slot(a.k)),
+          .v = f32_at(c, slot(a.v)),
+          .positions = i32_at(c, slot(a.positions)),
+          .slots = i32_at(c, slot(a.slots)),
+          .inv_freq = f32_at(c, slot(a.inv_freq)),
+          .q_norm = norms ? f32_at(c, slot(a.q_norm)) : nullptr,
+          .k_norm = norms ? f32_at(c, slot(a.k_norm)) : nullptr};
 }
 
 }  // namespace
@@ -165,9 +170,10 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   if (n.op == Op::kAttention) {
     const AttentionShape shape = attention_shape(graph, n);
     if (runs_flash_attention(graph, n)) return 0;
-    return input(graph, n, 0).dtype == DType::bf16
+    const graph::AttentionArgs a = graph::attention_args(n);
+    return node_of(graph, a.q).dtype == DType::bf16
                ? attention_products_scratch_bytes(shape, false)
-               : attention_scratch_bytes(shape, input(graph, n, 1).dtype);
+               : attention_scratch_bytes(shape, node_of(graph, a.k).dtype);
   }
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear || n.op == Op::kGatedLinear || n.op == Op::kQkvLinear) {
@@ -178,18 +184,19 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
 
 Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* plan) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
-  const auto in = [&](size_t i) -> const Node& { return input(graph, n, i); };
-  std::vector<size_t> args(n.inputs.begin(), n.inputs.end());
-  const auto out = static_cast<size_t>(id);
+  const auto node = [&](graph::ValueId v) -> const Node& { return node_of(graph, v); };
+  const size_t out = slot(id);
 
   switch (n.op) {
     case Op::kEmbedding: {
-      const DType dt = in(0).dtype;
-      const int64_t vocab = in(0).shape[0], hidden = in(0).shape[1],
-                    count = shape_numel(in(1).shape), first_id = n.shard ? n.start : 0;
+      const graph::EmbeddingArgs a = graph::embedding_args(n);
+      const DType dt = node(a.table).dtype;
+      const int64_t vocab = node(a.table).shape[0], hidden = node(a.table).shape[1],
+                    count = shape_numel(node(a.ids).shape), first_id = n.shard ? n.start : 0;
+      const size_t table = slot(a.table), ids = slot(a.ids);
       return [=](StepContext& c) {
-        embedding(c.ptrs[args[0]], dt, first_id, vocab, hidden, i32_at(c, args[1]), count,
-                  f32_at(c, out), c.stream);
+        embedding(c.ptrs[table], dt, first_id, vocab, hidden, i32_at(c, ids), count, f32_at(c, out),
+                  c.stream);
       };
     }
     case Op::kLinear:
@@ -200,46 +207,66 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       return qkv_linear_step(graph, n, out);
     case Op::kPrepareAttention: {
       if (graph::prepare_folds_into_attention(graph, id, plan)) return [](StepContext&) {};
-      const Shape q = in(0).shape, cache = in(6).shape;
+      const graph::PrepareAttentionArgs a = graph::prepare_attention_args(n);
+      const Shape q = node(a.q).shape, cache = node(a.k_cache).shape;
       const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
-      const DType cache_dtype = in(6).dtype;
+      const DType cache_dtype = node(a.k_cache).dtype;
       const float eps = n.eps, scaling = n.scale;
+      const size_t k_cache = slot(a.k_cache), v_cache = slot(a.v_cache);
       return [=](StepContext& c) {
-        prepare_attention(attention_inputs(c, args), shape, eps, scaling, c.ptrs[args[6]],
-                          c.ptrs[args[7]], cache_dtype, f32_at(c, out), c.stream);
+        prepare_attention(attention_inputs(c, a), shape, eps, scaling, c.ptrs[k_cache],
+                          c.ptrs[v_cache], cache_dtype, f32_at(c, out), c.stream);
+      };
+    }
+    case Op::kCacheWrite: {
+      const graph::CacheWriteArgs a = graph::cache_write_args(n);
+      const Shape cache = node(a.cache).shape, update = node(a.update).shape;
+      const DType cache_dtype = node(a.cache).dtype;
+      const size_t into = slot(a.cache), rows = slot(a.update), slots = slot(a.slots);
+      return [=](StepContext& c) {
+        c.ptrs[out] = c.ptrs[into];
+        cache_write(c.ptrs[into], cache_dtype, f32_at(c, rows), i32_at(c, slots), update[0],
+                    cache[1], update[1], update[2] * update[3], c.stream);
       };
     }
     case Op::kRmsNorm: {
+      const graph::RmsNormArgs a = graph::rms_norm_args(n);
       const int64_t rows = rows_of(n.shape), hidden = n.shape.back();
       const float eps = n.eps;
-      const DType dtype = n.dtype, x_dtype = in(0).dtype;
+      const DType dtype = n.dtype, x_dtype = node(a.x).dtype;
+      const size_t x = slot(a.x), w = slot(a.w);
       return [=](StepContext& c) {
-        rms_norm(c.ptrs[args[0]], x_dtype, f32_at(c, args[1]), rows, hidden, eps, c.ptrs[out],
-                 dtype, c.stream);
+        rms_norm(c.ptrs[x], x_dtype, f32_at(c, w), rows, hidden, eps, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kRope: {
+      const graph::RopeArgs a = graph::rope_args(n);
       const Shape s = n.shape;
       const float scaling = n.scale, eps = n.eps;
-      const DType dtype = n.dtype, x_dtype = in(0).dtype;
-      const bool normed = n.normed;
+      const DType dtype = n.dtype, x_dtype = node(a.x).dtype;
+      const bool normed = a.norm >= 0;
+      const size_t x = slot(a.x), positions = slot(a.positions), inv_freq = slot(a.inv_freq),
+                   norm = normed ? slot(a.norm) : 0;
       return [=](StepContext& c) {
-        const HeadNorm norm{normed ? f32_at(c, args[3]) : nullptr, eps};
-        rope(c.ptrs[args[0]], x_dtype, i32_at(c, args[1]), f32_at(c, args[2]), s[0], s[1], s[2],
-             s[3], scaling, c.ptrs[out], dtype, c.stream, norm);
+        const HeadNorm head_norm{normed ? f32_at(c, norm) : nullptr, eps};
+        rope(c.ptrs[x], x_dtype, i32_at(c, positions), f32_at(c, inv_freq), s[0], s[1], s[2], s[3],
+             scaling, c.ptrs[out], dtype, c.stream, head_norm);
       };
     }
     case Op::kAccumulate: {
+      const graph::AccumulateArgs a = graph::accumulate_args(n);
       const int64_t count = shape_numel(n.shape);
+      const size_t acc = slot(a.acc), x = slot(a.x);
       return [=](StepContext& c) {
-        c.ptrs[out] = c.ptrs[args[0]];
-        add_bias(f32_at(c, args[0]), f32_at(c, args[1]), 1, count, c.stream);  // one row: acc += x
+        c.ptrs[out] = c.ptrs[acc];
+        add_bias(f32_at(c, acc), f32_at(c, x), 1, count, c.stream);  // one row: acc += x
       };
     }
     case Op::kAttention: {
       // Under autocast (bf16 q, k and v): flash-style, or else as tensor-core products.
       if (runs_flash_attention(graph, n)) return flash_attention_step(graph, n, out);
-      if (in(0).dtype == DType::bf16) return attention_products_step(graph, n, out);
+      const graph::AttentionArgs a = graph::attention_args(n);
+      if (node(a.q).dtype == DType::bf16) return attention_products_step(graph, n, out);
       // graph::fold_casts gives a bf16 output to autocast's attention (bf16 q) alone.
       if (n.dtype != DType::f32) {
         throw Error("[cuda attention] f32 q writes an f32 output, not " +
@@ -247,65 +274,74 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       }
       const AttentionShape shape = attention_shape(graph, n);
       const float scale = n.scale;
-      const DType kv_dtype = in(1).dtype;
+      const DType kv_dtype = node(a.k).dtype;
+      const size_t q = slot(a.q), k = slot(a.k), v = slot(a.v), mask = slot(a.mask),
+                   slots = slot(a.slots);
       // The step owns its rows' arrival counters (split keys): each launch leaves them zero for
       // the next.
       const std::shared_ptr<void> arrivals = zeroed_device_buffer(
           static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
-      if (graph::prepare_folds_into_attention(graph, n.inputs[0], plan)) {
-        const std::vector<size_t> prepare_args(in(0).inputs.begin(), in(0).inputs.end());
-        const float eps = in(0).eps, scaling = in(0).scale;
-        const bool keys_before_wait = keys_written_by_no_step(graph, n, id, n.inputs[0]);
+      if (graph::prepare_folds_into_attention(graph, a.q, plan)) {
+        const graph::PrepareAttentionArgs prepare = graph::prepare_attention_args(node(a.q));
+        const float eps = node(a.q).eps, scaling = node(a.q).scale;
+        const bool keys_before_wait = keys_written_by_no_step(graph, n, id, a.q);
         return [=](StepContext& c) {
-          const FreshToken fresh{attention_inputs(c, prepare_args), eps, scaling, keys_before_wait};
-          attention(nullptr, c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype, i32_at(c, args[3]),
-                    i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
-                    static_cast<unsigned*>(arrivals.get()), &fresh, c.stream);
+          const FreshToken fresh{attention_inputs(c, prepare), eps, scaling, keys_before_wait};
+          attention(nullptr, c.ptrs[k], c.ptrs[v], kv_dtype, i32_at(c, mask), i32_at(c, slots),
+                    shape, scale, f32_at(c, out), c.scratch, static_cast<unsigned*>(arrivals.get()),
+                    &fresh, c.stream);
         };
       }
       return [=](StepContext& c) {
-        attention(f32_at(c, args[0]), c.ptrs[args[1]], c.ptrs[args[2]], kv_dtype,
-                  i32_at(c, args[3]), i32_at(c, args[4]), shape, scale, f32_at(c, out), c.scratch,
-                  static_cast<unsigned*>(arrivals.get()), nullptr, c.stream);
+        attention(f32_at(c, q), c.ptrs[k], c.ptrs[v], kv_dtype, i32_at(c, mask), i32_at(c, slots),
+                  shape, scale, f32_at(c, out), c.scratch, static_cast<unsigned*>(arrivals.get()),
+                  nullptr, c.stream);
       };
     }
     case Op::kSliceSeq: {
-      const Shape x = in(0).shape;
+      const graph::ValueId x_id = graph::operand(n);
+      const Shape x = node(x_id).shape;
       const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
+      const size_t from = slot(x_id);
       return [=](StepContext& c) {
-        slice_seq(f32_at(c, args[0]), x[0], x[1], inner, start, length, f32_at(c, out), c.stream);
+        slice_seq(f32_at(c, from), x[0], x[1], inner, start, length, f32_at(c, out), c.stream);
       };
     }
-    case Op::kReshape:
-      return [=](StepContext& c) { c.ptrs[out] = c.ptrs[args[0]]; };
+    case Op::kReshape: {
+      const size_t x = slot(graph::operand(n));
+      return [=](StepContext& c) { c.ptrs[out] = c.ptrs[x]; };
+    }
     case Op::kView: {
+      const size_t x = slot(graph::view_args(n).x);
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
-      return
-          [=](StepContext& c) { c.ptrs[out] = static_cast<char*>(c.ptrs[args[0]]) + byte_offset; };
+      return [=](StepContext& c) { c.ptrs[out] = static_cast<char*>(c.ptrs[x]) + byte_offset; };
     }
     case Op::kPad: {
+      const graph::ValueId x_id = graph::operand(n);
       const size_t elem = dtype_size(n.dtype), offset = static_cast<size_t>(n.start) * elem,
-                   bytes = static_cast<size_t>(shape_numel(in(0).shape)) * elem,
+                   bytes = static_cast<size_t>(shape_numel(node(x_id).shape)) * elem,
                    total = static_cast<size_t>(shape_numel(n.shape)) * elem;
+      const size_t x = slot(x_id);
       return [=](StepContext& c) {
         auto* dst = static_cast<char*>(c.ptrs[out]);
         if (total > 0) TFM_CUDA(cudaMemsetAsync(dst, 0, total, c.stream));
         if (bytes > 0) {
-          TFM_CUDA(cudaMemcpyAsync(dst + offset, c.ptrs[args[0]], bytes, cudaMemcpyDeviceToDevice,
-                                   c.stream));
+          TFM_CUDA(
+              cudaMemcpyAsync(dst + offset, c.ptrs[x], bytes, cudaMemcpyDeviceToDevice, c.stream));
         }
       };
     }
     case Op::kConcatRows: {
-      std::vector<size_t> bytes;
-      for (size_t i = 0; i < args.size(); ++i) {
-        bytes.push_back(static_cast<size_t>(shape_numel(in(i).shape)) * dtype_size(n.dtype));
+      std::vector<size_t> parts, bytes;
+      for (graph::ValueId p : n.inputs) {
+        parts.push_back(slot(p));
+        bytes.push_back(static_cast<size_t>(shape_numel(node(p).shape)) * dtype_size(n.dtype));
       }
       return [=](StepContext& c) {
         auto* dst = static_cast<char*>(c.ptrs[out]);
-        for (size_t i = 0; i < args.size(); ++i) {
+        for (size_t i = 0; i < parts.size(); ++i) {
           if (bytes[i] > 0) {
-            TFM_CUDA(cudaMemcpyAsync(dst, c.ptrs[args[i]], bytes[i], cudaMemcpyDeviceToDevice,
+            TFM_CUDA(cudaMemcpyAsync(dst, c.ptrs[parts[i]], bytes[i], cudaMemcpyDeviceToDevice,
                                      c.stream));
           }
           dst += bytes[i];
@@ -313,31 +349,38 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       };
     }
     case Op::kElementwise: {
-      EwKernelProgram program = to_kernel_program(n.program, args.size());
+      EwKernelProgram program = to_kernel_program(n.program, n.inputs.size());
       if (program.results == 2) {
         program.second = graph::second_result_bytes(n) / static_cast<int64_t>(dtype_size(n.dtype));
       }
-      for (size_t i = 0; i < args.size(); ++i) {
-        check_float_kind(in(i).dtype, "elementwise");
-        if (in(i).dtype == DType::bf16) program.bf16_inputs |= 1u << i;
+      std::vector<size_t> operands;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const DType dtype = node(n.inputs[i]).dtype;
+        check_float_kind(dtype, "elementwise");
+        if (dtype == DType::bf16) program.bf16_inputs |= 1u << i;
+        operands.push_back(slot(n.inputs[i]));
       }
       const int64_t count = shape_numel(n.shape);
       const DType dtype = n.dtype;
       return [=](StepContext& c) {
         EwKernelProgram bound = program;
-        for (size_t i = 0; i < args.size(); ++i) bound.inputs[i] = c.ptrs[args[i]];
+        for (size_t i = 0; i < operands.size(); ++i) bound.inputs[i] = c.ptrs[operands[i]];
         elementwise(bound, count, c.ptrs[out], dtype, c.stream);
       };
     }
     case Op::kCast: {
-      const DType from = in(0).dtype, to = n.dtype;
+      const graph::ValueId x_id = graph::operand(n);
+      const DType from = node(x_id).dtype, to = n.dtype;
       const int64_t count = shape_numel(n.shape);
-      return [=](StepContext& c) { cast(c.ptrs[args[0]], from, c.ptrs[out], to, count, c.stream); };
+      const size_t x = slot(x_id);
+      return [=](StepContext& c) { cast(c.ptrs[x], from, c.ptrs[out], to, count, c.stream); };
     }
     case Op::kArgmax: {
-      const int64_t rows = rows_of(in(0).shape), cols = in(0).shape.back();
+      const graph::ValueId x_id = graph::operand(n);
+      const int64_t rows = rows_of(node(x_id).shape), cols = node(x_id).shape.back();
+      const size_t x = slot(x_id);
       return [=](StepContext& c) {
-        argmax_rows(f32_at(c, args[0]), rows, cols, static_cast<int32_t*>(c.ptrs[out]), c.stream);
+        argmax_rows(f32_at(c, x), rows, cols, static_cast<int32_t*>(c.ptrs[out]), c.stream);
       };
     }
     default:

@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "graph/graph.h"
+#include "graph/op_args.h"
 #include "graph/plan.h"
 
 namespace tfm::cuda {
@@ -30,10 +31,12 @@ inline const int32_t* i32_at(StepContext& c, size_t i) {
   return static_cast<const int32_t*>(c.ptrs[i]);
 }
 
-// Shapes the step builders read off a node: the product of every axis but the last; the node's
-// i-th input; an attention (or attention gradient) node's sizes from its q and k inputs.
+// What the step builders read off the graph: the product of every axis but the last; a value's
+// node and its place in StepContext::ptrs (a node's inputs come from graph/op_args.h); an
+// attention (or attention gradient) node's sizes from its q and k inputs.
 int64_t rows_of(const Shape& shape);
-const graph::Node& input(const graph::Graph& graph, const graph::Node& n, size_t i);
+const graph::Node& node_of(const graph::Graph& graph, graph::ValueId id);
+inline size_t slot(graph::ValueId id) { return static_cast<size_t>(id); }
 AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n);
 // What cuBLASLt may assume of a matrix operand (matmul.h): the value's start alignment on every
 // run and its rows' (or one starting `start_alignment`-aligned with rows of `row_bytes`).
