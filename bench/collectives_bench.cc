@@ -15,7 +15,7 @@
 #include "distributed/process_group.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
 
@@ -45,7 +45,7 @@ double all_reduce_ms(const std::shared_ptr<tfm::distributed::ProcessGroup>& grou
   tfm::graph::Builder b;
   const auto x = b.state("x", {count}, tfm::DType::f32);
   b.output(b.view(b.all_reduce(x, group), 0, {1}));
-  auto exe = tfm::graph::backend_for(device).compile(tfm::graph::plan_graph(b.finish()));
+  auto exe = tfm::graph::backend_for(device).compile(b.finish());
   const std::vector<tfm::Tensor> inputs{tfm::Tensor::zeros({count}, tfm::DType::f32).to(device)};
   exe->run(inputs);  // the first run captures the graph and starts the NCCL communicator
   group->barrier();

@@ -17,7 +17,7 @@
 
 #include "graph/effects.h"
 #include "graph/op_args.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "io/model_config.h"
 #include "models/architectures.h"
 #include "models/decoder.h"
@@ -51,7 +51,7 @@ double product_flops(const tfm::graph::Graph& g, const tfm::graph::Node& n) {
   }
 }
 
-void print_traffic(const tfm::graph::Plan& plan) {
+void print_traffic(const tfm::fusion::Plan& plan) {
   using tfm::graph::Op;
   struct Kind {
     int steps = 0;
@@ -65,7 +65,7 @@ void print_traffic(const tfm::graph::Plan& plan) {
     if (n.op == Op::kReshape || n.op == Op::kView || n.op == Op::kCopyToGroup) continue;
     Kind step;
     step.steps = 1;
-    step.bytes = static_cast<double>(tfm::graph::output_bytes(n));
+    step.bytes = static_cast<double>(tfm::fusion::output_bytes(n, plan.alignment));
     for (tfm::graph::ValueId in : n.inputs) {
       step.bytes += bytes_of(plan.graph.nodes[static_cast<size_t>(in)]);
     }
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
           t = tfm::Tensor::empty(shape, tfm::DType::f32);  // never written: only its shape counts
           weight_bytes += static_cast<double>(t.nbytes());
         });
-    const tfm::graph::Plan plan = tfm::graph::plan_graph(tfm::models::build_decoder_training_graph(
+    const tfm::fusion::Plan plan = tfm::cpu::cpu_plan(tfm::models::build_decoder_training_graph(
         config, features, weights, tfm::models::rope_tables(config, seq), batch, seq, true,
         autocast, {}, loss_chunk_rows));
     const double arena = static_cast<double>(plan.arena_bytes);

@@ -1,15 +1,22 @@
-// What a backend provides to the compiler: turning a Plan into an Executable for one device, and
-// running a graph eagerly (node by node, no plan) as the reference the compiled path must match.
+// What a backend provides: compiling a graph of basic ops into an Executable for one device (a
+// kernel backend by its own fusion passes and memory plan, src/fusion), and running a graph
+// eagerly (node by node, no fusion, no plan) as the reference the compiled path must match.
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "graph/plan.h"
+#include "graph/graph.h"
 #include "ops/adamw.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
+
+struct CompileOptions {
+  // Kernel backends: run their fusion passes. Off, the compiled graph runs the basic ops the
+  // model built (with a memory plan): the reference every fusion is tested against.
+  bool fuse = true;
+};
 
 class Executable {
  public:
@@ -23,7 +30,7 @@ class Executable {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::unique_ptr<Executable> compile(Plan plan) = 0;
+  virtual std::unique_ptr<Executable> compile(Graph graph, const CompileOptions& options = {}) = 0;
   virtual std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
   // Weights in the layout and place this backend computes with (e.g. uploaded to the GPU once).
   virtual Tensor prepare_weight(const Tensor& weight, DType dtype) = 0;

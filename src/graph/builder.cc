@@ -85,17 +85,12 @@ ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
   return as_vocab_shard(embedding(table, ids), like);
 }
 
-ValueId Builder::linear(ValueId x, ValueId w, ValueId bias, ValueId residual) {
+ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
   if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
   const Shape shape = ops::linear_shape(node(x).shape, node(w).shape, bias_shape);
-  if (residual >= 0 && (node(residual).shape != shape || node(residual).dtype != DType::f32)) {
-    throw Error("[linear] residual " + shape_str(node(residual).shape) + " " +
-                std::string(dtype_name(node(residual).dtype)) + " must be f32 " +
-                shape_str(shape));
-  }
   const ValueId id = add_node(Op::kLinear, {}, shape, node(w).name);
-  set_args(graph_.nodes.back(), LinearArgs{x, w, bias, residual});
+  set_args(graph_.nodes.back(), LinearArgs{x, w, bias});
   return id;
 }
 
@@ -103,94 +98,6 @@ ValueId Builder::autocast_linear(ValueId x, ValueId w, ValueId bias) {
   const ValueId y = linear(x, w, bias);
   if (autocast_ != DType::f32 && bias < 0) graph_.nodes[static_cast<size_t>(y)].dtype = autocast_;
   return y;
-}
-
-ValueId Builder::add_product(Op op, std::vector<ValueId> inputs, Shape shape, std::string name,
-                             const InputNorm& norm) {
-  if (norm.weight >= 0) inputs.push_back(norm.weight);
-  const ValueId id = add_node(op, std::move(inputs), std::move(shape), std::move(name));
-  graph_.nodes.back().normed = norm.weight >= 0;
-  graph_.nodes.back().eps = norm.eps;
-  return id;
-}
-
-ValueId Builder::product_input(ValueId x, const InputNorm& norm, const char* op) {
-  if (norm.weight < 0) {
-    return autocast_ != DType::f32 && node(x).dtype == DType::f32 ? cast(x, autocast_) : x;
-  }
-  if (autocast_ != DType::f32 || node(x).dtype != DType::f32) {
-    throw Error(std::string("[") + op + "] an input norm needs f32 rows and no autocast");
-  }
-  ops::rms_norm_shape(node(x).shape, node(norm.weight).shape);
-  return x;
-}
-
-ValueId Builder::gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate,
-                              ValueId bias_up, InputNorm norm) {
-  x = product_input(x, norm, "gated_linear");
-  if ((bias_gate >= 0) != (bias_up >= 0)) {
-    throw Error("[gated_linear] give both biases or neither");
-  }
-  const Shape* gate_bias = bias_gate >= 0 ? &node(bias_gate).shape : nullptr;
-  const Shape* up_bias = bias_up >= 0 ? &node(bias_up).shape : nullptr;
-  const Shape shape = ops::linear_shape(node(x).shape, node(w_gate).shape, gate_bias);
-  if (ops::linear_shape(node(x).shape, node(w_up).shape, up_bias) != shape ||
-      node(w_up).dtype != node(w_gate).dtype) {
-    throw Error("[gated_linear] up weight " + shape_str(node(w_up).shape) +
-                " does not match gate weight " + shape_str(node(w_gate).shape));
-  }
-  std::vector<ValueId> inputs{x, w_gate, w_up};
-  if (bias_gate >= 0) inputs.insert(inputs.end(), {bias_gate, bias_up});
-  return add_product(Op::kGatedLinear, std::move(inputs), shape, node(w_gate).name, norm);
-}
-
-ValueId Builder::qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
-                            const std::array<ValueId, 3>& biases, InputNorm norm) {
-  x = product_input(x, norm, "qkv_linear");
-  const bool has_bias = biases[0] >= 0;
-  std::vector<ValueId> inputs{x};
-  int64_t elements = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    if ((biases[i] >= 0) != has_bias) throw Error("[qkv_linear] give all three biases or none");
-    if (node(weights[i]).dtype != node(weights[0]).dtype) {
-      throw Error("[qkv_linear] q, k and v weights of different dtypes");
-    }
-    const Shape* bias = has_bias ? &node(biases[i]).shape : nullptr;
-    elements += shape_numel(ops::linear_shape(node(x).shape, node(weights[i]).shape, bias));
-    inputs.push_back(weights[i]);
-  }
-  if (has_bias) inputs.insert(inputs.end(), biases.begin(), biases.end());
-  return add_product(Op::kQkvLinear, std::move(inputs), {elements}, node(weights[0]).name, norm);
-}
-
-ValueId Builder::prepare_attention(const AttentionInputs& in) {
-  const auto s = [&](ValueId id) -> const Shape& { return node(id).shape; };
-  ops::rope_shape(s(in.q), s(in.positions), s(in.inv_freq));
-  ops::rope_shape(s(in.k), s(in.positions), s(in.inv_freq));
-  ops::cache_write_shape("prepare_attention", s(in.k_cache), s(in.k), s(in.slots));
-  ops::cache_write_shape("prepare_attention", s(in.v_cache), s(in.v), s(in.slots));
-  TFM_CHECK(node(in.k_cache).is_state && node(in.v_cache).is_state,
-            "[prepare_attention] the caches must be state inputs");
-  if (s(in.k_cache) != s(in.v_cache) || node(in.k_cache).dtype != node(in.v_cache).dtype) {
-    throw Error("[prepare_attention] k and v caches of different shapes or dtypes");
-  }
-  for (ValueId x : {in.q, in.k, in.v}) {
-    if (node(x).dtype != DType::f32) throw Error("[prepare_attention] q, k and v must be f32");
-  }
-  std::vector<ValueId> inputs{in.q,        in.k,     in.v,       in.positions,
-                              in.inv_freq, in.slots, in.k_cache, in.v_cache};
-  if ((in.q_norm >= 0) != (in.k_norm >= 0)) {
-    throw Error("[prepare_attention] give both q and k norms or neither");
-  }
-  if (in.q_norm >= 0) {
-    ops::rms_norm_shape(s(in.q), s(in.q_norm));
-    ops::rms_norm_shape(s(in.k), s(in.k_norm));
-    inputs.insert(inputs.end(), {in.q_norm, in.k_norm});
-  }
-  const ValueId id = add_node(Op::kPrepareAttention, std::move(inputs), s(in.q), node(in.q).name);
-  graph_.nodes.back().eps = in.eps;
-  graph_.nodes.back().scale = in.attention_scaling;
-  return id;
 }
 
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {

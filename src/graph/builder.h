@@ -1,5 +1,6 @@
-// What models call to describe a computation. Each call checks shapes (src/ops/shapes) and adds
-// one node; nothing runs until a backend compiles the graph.
+// What models call to describe a computation in basic ops. Each call checks shapes (src/ops/shapes)
+// and adds one node; nothing runs until a backend compiles the graph. The fused ops a kernel
+// backend runs are made by its passes (src/fusion), never here.
 #pragma once
 
 #include <array>
@@ -10,13 +11,6 @@
 #include "graph/graph.h"
 
 namespace tfm::graph {
-
-// An RMSNorm a product applies to its input rows as it reads them (inference graphs, no
-// autocast): the products of rms_norm(x, weight, eps). weight -1: none.
-struct InputNorm {
-  ValueId weight = -1;
-  float eps = 0.f;
-};
 
 class Builder {
  public:
@@ -30,29 +24,12 @@ class Builder {
   ValueId embedding(ValueId table, ValueId ids);
   // `table` holds ids [first_id, first_id + rows) of a vocabulary split across ranks.
   ValueId embedding_shard(ValueId table, ValueId ids, int64_t first_id);
-  // `residual` (of the output's shape, f32) is added to the product as it is written.
-  ValueId linear(ValueId x, ValueId w, ValueId bias = -1, ValueId residual = -1);
+  // x @ w^T + bias.
+  ValueId linear(ValueId x, ValueId w, ValueId bias = -1);
   // linear(x, w, bias) whose output, under autocast and without a bias, comes out in the autocast
   // dtype, as torch.autocast's products do: for values that only steps widening what they load
   // read (elementwise chains, the loss).
   ValueId autocast_linear(ValueId x, ValueId w, ValueId bias = -1);
-  // silu(h w_gate^T + bias_gate) * (h w_up^T + bias_up), h = norm(x); the biases both given or
-  // both -1.
-  ValueId gated_linear(ValueId x, ValueId w_gate, ValueId w_up, ValueId bias_gate = -1,
-                       ValueId bias_up = -1, InputNorm norm = {});
-  // q, k and v's products in one pass over h = norm(x): one flat value holding the three
-  // [rows, N] blocks one after the other. The biases are all given or all -1.
-  ValueId qkv_linear(ValueId x, const std::array<ValueId, 3>& weights,
-                     const std::array<ValueId, 3>& biases = {-1, -1, -1}, InputNorm norm = {});
-  // What attention reads of a token's q, k and v, in one step: q and k normed per head (unless
-  // q_norm and k_norm are -1) and rotated; k and v written into the caches at `slots`. Returns q;
-  // attention then reads the caches themselves.
-  struct AttentionInputs {
-    ValueId q, k, v, positions, inv_freq, slots, k_cache, v_cache;
-    ValueId q_norm = -1, k_norm = -1;
-    float eps = 0.f, attention_scaling = 1.f;
-  };
-  ValueId prepare_attention(const AttentionInputs& in);
   ValueId rms_norm(ValueId x, ValueId w, float eps);
   ValueId rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling);
   // acc += x, in place (acc: an f32 value of x's shape, a state input or one that nothing reads
@@ -137,11 +114,6 @@ class Builder {
   ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
   // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.
   ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
-  // A product's input: cast under autocast, or checked against its input norm.
-  ValueId product_input(ValueId x, const InputNorm& norm, const char* op);
-  // A product node reading its input rows through `norm` (then its last input), if given.
-  ValueId add_product(Op op, std::vector<ValueId> inputs, Shape shape, std::string name,
-                      const InputNorm& norm);
 
   Graph graph_;
   DType autocast_ = DType::f32;

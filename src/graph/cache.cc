@@ -26,9 +26,8 @@ Executable& GraphCache::get(const Signature& signature, const std::function<Grap
     return *it->second;
   }
   const auto start = std::chrono::steady_clock::now();
-  Plan plan = plan_graph(build());
-  const size_t arena = plan.arena_bytes;
-  std::unique_ptr<Executable> exe = backend_for(device_).compile(std::move(plan));
+  std::unique_ptr<Executable> exe = backend_for(device_).compile(build(), options_);
+  const size_t arena = exe->arena_bytes();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ++stats_.compiles;

@@ -33,7 +33,8 @@ struct Signature {
 
 class GraphCache {
  public:
-  GraphCache(std::string owner, Device device) : owner_(std::move(owner)), device_(device) {}
+  GraphCache(std::string owner, Device device, CompileOptions options = {})
+      : owner_(std::move(owner)), device_(device), options_(options) {}
 
   // The executable for `signature`, compiling `build()`'s graph on first use.
   Executable& get(const Signature& signature, const std::function<Graph()>& build);
@@ -44,6 +45,7 @@ class GraphCache {
  private:
   std::string owner_;
   Device device_;
+  CompileOptions options_;
   std::map<Signature, std::unique_ptr<Executable>> executables_;
   GraphCacheStats stats_;
   int warn_after_ = 8;

@@ -82,6 +82,22 @@ const char* op_name(Op op) {
   return "?";
 }
 
+bool is_backward(Op op) {
+  switch (op) {
+    case Op::kEmbeddingGrad:
+    case Op::kLinearGradInput:
+    case Op::kLinearGradWeight:
+    case Op::kRmsNormGradInput:
+    case Op::kRmsNormGradWeight:
+    case Op::kRopeGrad:
+    case Op::kAttentionGrad:
+    case Op::kCrossEntropyGrad:
+      return true;
+    default:
+      return false;
+  }
+}
+
 ValueId Graph::add(Node node) {
   nodes.push_back(std::move(node));
   return static_cast<ValueId>(nodes.size() - 1);

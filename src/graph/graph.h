@@ -106,6 +106,8 @@ enum class Op : uint8_t {
 inline constexpr int32_t kIgnoreIndex = -100;
 
 const char* op_name(Op op);
+// Is the op one of the backward ops autodiff emits?
+bool is_backward(Op op);
 
 // A fused elementwise chain, run as a stack program over blocks of elements. Unfused graphs hold
 // one-instruction programs; fusion merges producer programs into their consumer.

@@ -2,62 +2,36 @@
 
 #include <algorithm>
 
-#include "graph/effects.h"
+#include "tfm/error.h"
 
 namespace tfm::graph {
 
-bool reads_slot(const Node& node, size_t slot) {
-  if (node.op != Op::kElementwise) return true;
-  return std::any_of(node.program.instrs.begin(), node.program.instrs.end(), [&](const EwInstr& i) {
-    return i.code == EwCode::kLoad && static_cast<size_t>(i.operand) == slot;
-  });
-}
-
-std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead) {
-  std::vector<int> uses(graph.nodes.size(), 0);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    if (dead[i]) continue;
-    const Node& node = graph.nodes[i];
-    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
-      if (reads_slot(node, slot)) ++uses[static_cast<size_t>(node.inputs[slot])];
-    }
+std::vector<ValueId> insert_nodes(Graph& graph, ValueId at, std::vector<Node> nodes) {
+  TFM_CHECK(at >= 0 && static_cast<size_t>(at) <= graph.nodes.size(), "insert_nodes: bad place");
+  const auto count = static_cast<ValueId>(nodes.size());
+  const auto moved = [&](ValueId v) { return v >= at ? v + count : v; };
+  for (Node& n : graph.nodes) {
+    for (ValueId& in : n.inputs) in = moved(in);
   }
-  for (ValueId out : graph.outputs) ++uses[static_cast<size_t>(out)];
-  for (const StateUpdate& u : graph.updates) ++uses[static_cast<size_t>(u.value)];
-  return uses;
-}
-
-std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead) {
-  std::vector<bool> only(graph.nodes.size(), true);
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    if (dead[i] || graph.nodes[i].op == Op::kElementwise) continue;
-    for (ValueId in : graph.nodes[i].inputs) only[static_cast<size_t>(in)] = false;
+  for (ValueId& out : graph.outputs) out = moved(out);
+  for (StateUpdate& u : graph.updates) {
+    u.state = moved(u.state);
+    u.value = moved(u.value);
   }
-  for (ValueId out : graph.outputs) only[static_cast<size_t>(out)] = false;
-  for (const StateUpdate& u : graph.updates) only[static_cast<size_t>(u.value)] = false;
-  return only;
+  graph.nodes.insert(graph.nodes.begin() + at, std::make_move_iterator(nodes.begin()),
+                     std::make_move_iterator(nodes.end()));
+  std::vector<ValueId> ids(nodes.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = at + static_cast<ValueId>(i);
+  return ids;
 }
 
-bool written_between(const Graph& graph, size_t from, size_t to,
-                     const std::vector<ValueId>& reads) {
-  std::vector<ValueId> owners;
-  for (ValueId v : reads) owners.push_back(storage_of(graph, v));
-  const auto read = [&](ValueId v) {
-    return std::find(owners.begin(), owners.end(), storage_of(graph, v)) != owners.end();
-  };
-  for (size_t i = from + 1; i < to; ++i) {
-    for (ValueId buffer : written_buffers(graph, graph.nodes[i])) {
-      if (read(buffer)) return true;
-    }
+void replace_uses(Graph& graph, ValueId from, ValueId to) {
+  for (size_t i = static_cast<size_t>(to) + 1; i < graph.nodes.size(); ++i) {
+    std::vector<ValueId>& inputs = graph.nodes[i].inputs;
+    std::replace(inputs.begin(), inputs.end(), from, to);
   }
-  return false;
-}
-
-void leave_for_dead(Node& node) {
-  const Shape shape = node.shape;
-  node = Node{};
-  node.op = Op::kElementwise;
-  node.shape = shape;
+  std::replace(graph.outputs.begin(), graph.outputs.end(), from, to);
+  for (StateUpdate& u : graph.updates) u.value = u.value == from ? to : u.value;
 }
 
 }  // namespace tfm::graph

@@ -1,26 +1,18 @@
-// What the plan's rewrite passes (fuse.cc, fold.cc) share: who reads a value, where it lives, and
-// whether a step may move later past the in-place writes in between.
+// Device-independent edits of a graph that keep its creation order topological: the fusion passes
+// and ops::decompose build on them.
 #pragma once
 
-#include <cstddef>
 #include <vector>
 
 #include "graph/graph.h"
 
 namespace tfm::graph {
 
-// Does the node read its input `slot`? An elementwise node whose producer was inlined keeps the
-// slot (until the inputs are compacted) but no longer loads it.
-bool reads_slot(const Node& node, size_t slot);
-// How many times each value is read (outputs and state updates count), by the nodes not `dead`.
-std::vector<int> count_uses(const Graph& graph, const std::vector<bool>& dead);
-// Is every use of each value by an elementwise node (not an output, an effect or another op), of
-// the nodes not `dead`?
-std::vector<bool> read_by_elementwise_only(const Graph& graph, const std::vector<bool>& dead);
-// Does a node created after `from` and before `to` write in place into the buffer of one of
-// `reads`? A step reading them may move from `from` to `to` only where none does.
-bool written_between(const Graph& graph, size_t from, size_t to, const std::vector<ValueId>& reads);
-// A node whose work another took over: no inputs, nothing reads it, so no plan schedules it.
-void leave_for_dead(Node& node);
+// Inserts `nodes` before node `at` (at == nodes.size(): at the end). Every id from `at` on moves
+// up by nodes.size(), in inputs, outputs and updates; the inserted nodes' inputs are taken as
+// given, so they name values before `at`, or one another as at + i. Returns their ids.
+std::vector<ValueId> insert_nodes(Graph& graph, ValueId at, std::vector<Node> nodes);
+// Every read of `from` by a node after `to` (and by the outputs and updates) reads `to` instead.
+void replace_uses(Graph& graph, ValueId from, ValueId to);
 
 }  // namespace tfm::graph

@@ -1,6 +1,7 @@
 #include "models/decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -22,17 +23,16 @@ ValueId optional_weight(Builder& b, const std::string& name, const Tensor& t) {
   return t.defined() ? b.weight(name, t) : -1;
 }
 
-// The attention and MLP blocks read x through `norm` (inference graphs: the block's input norm
-// folded into its first products; training: none, x is normed already) and end in a product that
-// adds `residual` (unless -1) as it writes. With caches (inference), q, k and v come from one
-// qkv_linear and reach attention through one prepare_attention step; without (training:
-// differentiable ops), from the separate ops.
+// The attention block over h (the normed rows), ending in the output product: over the caches
+// (inference: the new tokens' k and v written into them, attention reading them), or over the
+// sequence's own keys and values (training). A kernel backend fuses the products, the norms, RoPE
+// and the cache writes (src/fusion); its q, k and v fusion needs the three weights made before the
+// first product, and every reader of the products after the last.
 ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
-                        const LayerWeights& w, const std::string& p, ValueId x,
-                        const graph::InputNorm& norm, const Inputs& in, float rope_scaling,
-                        ValueId k_cache, ValueId v_cache, ValueId residual) {
-  const Shape& xs = b.shape(x);
-  const int64_t batch = xs[0], seq = xs[1], d = c.head_dim;
+                        const LayerWeights& w, const std::string& p, ValueId h, const Inputs& in,
+                        float rope_scaling, ValueId k_cache, ValueId v_cache) {
+  const Shape& hs = b.shape(h);
+  const int64_t batch = hs[0], seq = hs[1], d = c.head_dim;
   const int64_t q_heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
   const auto weight = [&](const std::string& name, const Tensor& t) {
     return b.weight(p + name + ".weight", t);
@@ -42,83 +42,52 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
   };
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  ValueId a = -1;
-  if (k_cache >= 0) {
-    const ValueId qkv = b.qkv_linear(
-        x, {weight("q_proj", w.q_proj), weight("k_proj", w.k_proj), weight("v_proj", w.v_proj)},
-        {bias("q_proj", w.q_proj_bias), bias("k_proj", w.k_proj_bias),
-         bias("v_proj", w.v_proj_bias)},
-        norm);
-    const int64_t q_size = batch * seq * q_heads * d, kv_size = batch * seq * kv_heads * d;
-    Builder::AttentionInputs prep{b.view(qkv, 0, {batch, seq, q_heads, d}),
-                                  b.view(qkv, q_size, {batch, seq, kv_heads, d}),
-                                  b.view(qkv, q_size + kv_size, {batch, seq, kv_heads, d}),
-                                  in.positions,
-                                  in.inv_freq,
-                                  in.slots,
-                                  k_cache,
-                                  v_cache};
-    if (f.qk_norm) {
-      prep.q_norm = weight("q_norm", w.q_norm);
-      prep.k_norm = weight("k_norm", w.k_norm);
-    }
-    prep.eps = eps;
-    prep.attention_scaling = rope_scaling;
-    a = b.attention(b.prepare_attention(prep), k_cache, v_cache, in.mask, in.slots, scale);
-  } else {
-    // Under autocast each product comes out in bf16, as torch's do: q and k are normed and
-    // rotated in f32 from those values, v goes to attention as it is.
-    const auto project = [&](const Tensor& wt, const Tensor& bt, const std::string& name,
-                             int64_t heads) {
-      return b.reshape(b.autocast_linear(x, weight(name, wt), bias(name, bt)),
-                       {batch, seq, heads, d});
-    };
-    ValueId q = project(w.q_proj, w.q_proj_bias, "q_proj", q_heads);
-    ValueId k = project(w.k_proj, w.k_proj_bias, "k_proj", kv_heads);
-    const ValueId v = project(w.v_proj, w.v_proj_bias, "v_proj", kv_heads);
-    if (f.qk_norm) {
-      q = b.rms_norm(q, weight("q_norm", w.q_norm), eps);
-      k = b.rms_norm(k, weight("k_norm", w.k_norm), eps);
-    }
-    q = b.rope(q, in.positions, in.inv_freq, rope_scaling);
-    k = b.rope(k, in.positions, in.inv_freq, rope_scaling);
-    // Without a cache the sequence attends to its own keys and values.
-    a = b.attention(q, k, v, in.mask, in.slots, scale);
+  const std::array<ValueId, 3> weights{weight("q_proj", w.q_proj), weight("k_proj", w.k_proj),
+                                       weight("v_proj", w.v_proj)};
+  const std::array<ValueId, 3> biases{bias("q_proj", w.q_proj_bias), bias("k_proj", w.k_proj_bias),
+                                      bias("v_proj", w.v_proj_bias)};
+  // Under autocast each product comes out in bf16, as torch's do: q and k are normed and rotated
+  // in f32 from those values, v goes to attention as it is.
+  std::array<ValueId, 3> projected{};
+  for (size_t i = 0; i < 3; ++i) projected[i] = b.autocast_linear(h, weights[i], biases[i]);
+  ValueId q = b.reshape(projected[0], {batch, seq, q_heads, d});
+  ValueId k = b.reshape(projected[1], {batch, seq, kv_heads, d});
+  ValueId v = b.reshape(projected[2], {batch, seq, kv_heads, d});
+  if (f.qk_norm) {
+    q = b.rms_norm(q, weight("q_norm", w.q_norm), eps);
+    k = b.rms_norm(k, weight("k_norm", w.k_norm), eps);
   }
+  q = b.rope(q, in.positions, in.inv_freq, rope_scaling);
+  k = b.rope(k, in.positions, in.inv_freq, rope_scaling);
+  if (k_cache >= 0) {
+    k = b.cache_write(k_cache, k, in.slots);
+    v = b.cache_write(v_cache, v, in.slots);
+  }
+  const ValueId a = b.attention(q, k, v, in.mask, in.slots, scale);
   const ValueId flat = b.reshape(a, {batch, seq, q_heads * d});
-  return b.linear(flat, weight("o_proj", w.o_proj), bias("o_proj", w.o_proj_bias), residual);
+  return b.linear(flat, weight("o_proj", w.o_proj), bias("o_proj", w.o_proj_bias));
 }
 
-// `differentiable`: built of ops with backward rules (training); otherwise the gate and up products
-// and the SiLU gating run as one gated_linear.
-ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId x,
-                  const graph::InputNorm& norm, ValueId residual, bool differentiable) {
+// silu(h w_gate^T + b_gate) * (h w_up^T + b_up), then the down product. Under autocast gate and up
+// come out in bf16, as torch's do: the gating widens them as it reads, and they are kept for the
+// backward pass at half the size.
+ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, ValueId h) {
   const auto weight = [&](const Tensor& t, const std::string& name) {
     return b.weight(p + name + ".weight", t);
   };
   const auto bias = [&](const Tensor& t, const std::string& name) {
     return optional_weight(b, p + name + ".bias", t);
   };
-  ValueId act = -1;
-  if (differentiable) {
-    // Under autocast gate and up come out in bf16, as torch's do: the gating widens them as it
-    // reads, and they are kept for the backward pass at half the size.
-    const ValueId gate =
-        b.autocast_linear(x, weight(w.gate_proj, "gate_proj"), bias(w.gate_proj_bias, "gate_proj"));
-    const ValueId up =
-        b.autocast_linear(x, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
-    act = b.mul(b.silu(gate), up);
-  } else {
-    act =
-        b.gated_linear(x, weight(w.gate_proj, "gate_proj"), weight(w.up_proj, "up_proj"),
-                       bias(w.gate_proj_bias, "gate_proj"), bias(w.up_proj_bias, "up_proj"), norm);
-  }
-  return b.linear(act, weight(w.down_proj, "down_proj"), bias(w.down_proj_bias, "down_proj"),
-                  residual);
+  const ValueId gate =
+      b.autocast_linear(h, weight(w.gate_proj, "gate_proj"), bias(w.gate_proj_bias, "gate_proj"));
+  const ValueId up =
+      b.autocast_linear(h, weight(w.up_proj, "up_proj"), bias(w.up_proj_bias, "up_proj"));
+  return b.linear(b.mul(b.silu(gate), up), weight(w.down_proj, "down_proj"),
+                  bias(w.down_proj_bias, "down_proj"));
 }
 
 // The decoder from token ids to the final norm's output. `caches` holds k and v per layer, or is
-// empty for a forward pass over the sequence alone (training: the graph is differentiable).
+// empty for a forward pass over the sequence alone (training).
 ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                      const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
                      const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
@@ -129,12 +98,6 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
   // what enters a column-parallel layer is every rank's alike, and so gets all their gradients.
   const auto reduce = [&](ValueId v) { return tp.size > 1 ? b.all_reduce(v, tp.group) : v; };
   const auto copy = [&](ValueId v) { return tp.size > 1 ? b.copy_to_group(v, tp.group) : v; };
-  // x + block(h): in one process the block's last product adds x as it writes its output (one
-  // pass less per block); under tensor parallelism only after the all_reduce that completes it.
-  const auto residual = [&](ValueId v) { return tp.size > 1 ? -1 : v; };
-  const auto connect = [&](ValueId v, ValueId block) {
-    return tp.size > 1 ? b.add(v, reduce(block)) : block;
-  };
   ValueId x = tp.size > 1 ? reduce(b.embedding_shard(embed, ids, tp.rank * b.shape(embed)[0]))
                           : b.embedding(embed, ids);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -143,17 +106,15 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
     const auto cache = [&](int64_t which) {
       return caches.empty() ? -1 : caches[static_cast<size_t>(2 * i + which)];
     };
-    // A block's input: x normed (training), or x and the norm its first products apply.
     const auto block_input = [&](const std::string& name, const Tensor& t) {
-      const ValueId weight = b.weight(p + name + ".weight", t);
-      return caches.empty() ? std::pair{copy(b.rms_norm(x, weight, eps)), graph::InputNorm{}}
-                            : std::pair{copy(x), graph::InputNorm{weight, eps}};
+      return copy(b.rms_norm(x, b.weight(p + name + ".weight", t), eps));
     };
-    const auto [h, h_norm] = block_input("input_layernorm", l.input_layernorm);
-    x = connect(x, attention_block(b, c, f, l, p + "self_attn.", h, h_norm, in,
-                                   rope.attention_scaling, cache(0), cache(1), residual(x)));
-    const auto [h2, h2_norm] = block_input("post_attention_layernorm", l.post_attention_layernorm);
-    x = connect(x, mlp_block(b, l, p + "mlp.", h2, h2_norm, residual(x), caches.empty()));
+    // x + block(h): the residual connections.
+    x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.",
+                                        block_input("input_layernorm", l.input_layernorm), in,
+                                        rope.attention_scaling, cache(0), cache(1))));
+    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.",
+                                  block_input("post_attention_layernorm", l.post_attention_layernorm))));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.

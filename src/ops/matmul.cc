@@ -1,6 +1,7 @@
 #include "graph/op_args.h"
 #include "ops/backward.h"
 #include "ops/reference.h"
+#include "tfm/error.h"
 
 namespace tfm::ops::reference {
 
@@ -19,8 +20,7 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 
 namespace tfm::ops {
 
-// y = x w^T + bias + residual: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows,
-// dresidual = dy. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
+// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
 // backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (in
 // these models the MLP's gating, whose gradient torch keeps in bf16): the chain's backward widens
 // it as it loads it (graph::fold_widening_casts); and where x is attention's output cast to bf16
@@ -29,6 +29,7 @@ namespace tfm::ops {
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   // n and x may be nodes of b's graph, which moves as nodes are added: read them first.
   const graph::LinearArgs a = graph::linear_args(n);
+  if (a.residual >= 0) throw Error("[autodiff] a linear with its residual folded in has no backward");
   const graph::ValueId x_id = a.x, w = a.w;
   const graph::Node& x = b.node(x_id);
   const DType operands = x.dtype;
@@ -38,9 +39,7 @@ InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::Value
   const graph::ValueId dy_operand = b.node(dy).dtype == operands ? dy : b.cast(dy, operands);
   InputGrads grads{b.linear_grad_input(dy_operand, w, narrow_dx ? operands : DType::f32),
                    b.linear_grad_weight(dy_operand, x_id)};
-  // In input order (graph::set_args).
   if (a.bias >= 0) grads.push_back(b.reduce_rows(dy));
-  if (a.residual >= 0) grads.push_back(dy);
   return grads;
 }
 

@@ -1,7 +1,9 @@
-// The fused inference ops a decoder layer starts with, on each backend (CUDA skipped, and said so,
-// where absent), compiled and eager, against the scalar references in src/ops: qkv_linear's three
-// products (of the RMS-normed rows, with an input norm), and prepare_attention's normed and
-// rotated q and the k and v rows it writes into the caches.
+// The start of a decoder layer as the models build it in basic ops (the input norm, q, k and v's
+// products, the per-head norms, RoPE, the cache writes, attention), on each backend (CUDA skipped,
+// and said so, where absent): compiled, where the backend's passes fuse it into qkv_linear (of the
+// RMS-normed rows, with an input norm) and prepare_attention, and eager, op by op; against the
+// scalar references in src/ops: the three products, the normed and rotated q, the k and v rows in
+// the caches and attention over them.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -9,7 +11,7 @@
 
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
@@ -73,10 +75,14 @@ TEST_P(AttentionInputsTest, MatchReference) {
   std::vector<int32_t> slots(static_cast<size_t>(s));
   for (int64_t i = 0; i < s; ++i) slots[i] = static_cast<int32_t>(len - s + i);
 
+  std::vector<int32_t> mask(static_cast<size_t>(b * len), 1);
+  mask[1] = 0;  // row 0 does not see slot 1
+
   graph::Builder g;
   const ValueId xv = g.input("x", {b, s, k}, DType::f32);
   const ValueId pos = g.input("positions", {b, s}, DType::i32);
   const ValueId slot = g.input("slots", {s}, DType::i32);
+  const ValueId mask_in = g.input("mask", {b, len}, DType::i32);
   const ValueId k_cache = g.state("k_cache", {b, len, hkv, d}, c.cache);
   const ValueId v_cache = g.state("v_cache", {b, len, hkv, d}, c.cache);
   const auto matrix = [&](size_t i) {
@@ -90,27 +96,37 @@ TEST_P(AttentionInputsTest, MatchReference) {
     biases = {g.weight("bq", vector(bias[0])), g.weight("bk", vector(bias[1])),
               g.weight("bv", vector(bias[2]))};
   }
-  const ValueId qkv = g.qkv_linear(
-      xv, {g.weight("wq", matrix(0)), g.weight("wk", matrix(1)), g.weight("wv", matrix(2))}, biases,
-      c.input_norm ? graph::InputNorm{g.weight("input_norm", vector(input_norm)), eps}
-                   : graph::InputNorm{});
-  graph::Builder::AttentionInputs in{g.view(qkv, 0, {b, s, hq, d}),
-                                     g.view(qkv, rows * nq, {b, s, hkv, d}),
-                                     g.view(qkv, rows * (nq + nkv), {b, s, hkv, d}),
-                                     pos,
-                                     g.weight("inv_freq", vector(inv_freq)),
-                                     slot,
-                                     k_cache,
-                                     v_cache};
+  const ValueId rows_in =
+      c.input_norm ? g.rms_norm(xv, g.weight("input_norm", vector(input_norm)), eps) : xv;
+  const std::array<ValueId, 3> weights{g.weight("wq", matrix(0)), g.weight("wk", matrix(1)),
+                                       g.weight("wv", matrix(2))};
+  std::array<ValueId, 3> product_ids{};
+  for (size_t i = 0; i < 3; ++i) product_ids[i] = g.linear(rows_in, weights[i], biases[i]);
+  ValueId q = g.reshape(product_ids[0], {b, s, hq, d});
+  ValueId kv = g.reshape(product_ids[1], {b, s, hkv, d});
+  const ValueId vv = g.reshape(product_ids[2], {b, s, hkv, d});
   if (c.norms) {
-    in.q_norm = g.weight("q_norm", vector(q_norm));
-    in.k_norm = g.weight("k_norm", vector(k_norm));
+    q = g.rms_norm(q, g.weight("q_norm", vector(q_norm)), eps);
+    kv = g.rms_norm(kv, g.weight("k_norm", vector(k_norm)), eps);
   }
-  in.eps = eps;
-  in.attention_scaling = scaling;
-  g.output(g.prepare_attention(in));
-  g.output(qkv);
+  const ValueId inv_freq_w = g.weight("inv_freq", vector(inv_freq));
+  q = g.rope(q, pos, inv_freq_w, scaling);
+  kv = g.rope(kv, pos, inv_freq_w, scaling);
+  const float attention_scale = 0.3f;
+  g.output(q);
+  for (const ValueId p : product_ids) g.output(p);
+  g.output(g.attention(q, g.cache_write(k_cache, kv, slot), g.cache_write(v_cache, vv, slot),
+                       mask_in, slot, attention_scale));
   const graph::Graph graph = g.finish();
+  if (c.device == "cpu") {
+    const fusion::Plan plan = cpu::cpu_plan(graph);
+    int fused = 0;
+    for (const ValueId id : plan.schedule) {
+      const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
+      fused += op == graph::Op::kQkvLinear || op == graph::Op::kPrepareAttention;
+    }
+    EXPECT_EQ(fused, 2) << "the CPU's passes fuse the products and what attention reads";
+  }
 
   // The references: the three products, then q and k normed per head and rotated, and the new
   // k and v rows at the slots of otherwise zero caches.
@@ -143,25 +159,33 @@ TEST_P(AttentionInputsTest, MatchReference) {
   };
   const std::vector<float> want_k = cached(prepared(products[1], k_norm, hkv));
   const std::vector<float> want_v = cached(products[2]);
-  std::vector<float> want_qkv;
-  for (const auto& p : products) want_qkv.insert(want_qkv.end(), p.begin(), p.end());
+  std::vector<float> want_attention(static_cast<size_t>(rows * nq));
+  ops::reference::attention(want_q.data(), want_k.data(), want_v.data(), mask.data(), slots.data(),
+                            b, s, len, hq, hkv, d, attention_scale, want_attention.data());
 
   graph::Backend& backend = graph::backend_for(device);
-  const auto executable = backend.compile(graph::plan_graph(graph));
+  const auto executable = backend.compile(graph);
   for (const bool eager : {false, true}) {
     const std::string mode = eager ? "eager " : "compiled ";
     const Tensor k_buffer = Tensor::zeros({b, len, hkv, d}, c.cache).to(device);
     const Tensor v_buffer = Tensor::zeros({b, len, hkv, d}, c.cache).to(device);
     const std::vector<Tensor> inputs{Tensor::from_vector<float>(x, {b, s, k}),
                                      Tensor::from_vector<int32_t>(positions, {b, s}),
-                                     Tensor::from_vector<int32_t>(slots, {s}), k_buffer, v_buffer};
+                                     Tensor::from_vector<int32_t>(slots, {s}),
+                                     Tensor::from_vector<int32_t>(mask, {b, len}),
+                                     k_buffer,
+                                     v_buffer};
     const std::vector<Tensor> out =
         eager ? backend.run_eager(graph, inputs) : executable->run(inputs);
-    ASSERT_EQ(out.size(), 2u);
+    ASSERT_EQ(out.size(), 5u);
     // A bf16 cache rounds each value to 8 bits of mantissa.
     const float cache_tol = c.cache == DType::bf16 ? 8e-3f : 2e-5f;
-    expect_close(out[1].to_f32_vector(), want_qkv, 2e-5f, mode + "q | k | v");
+    for (size_t i = 0; i < 3; ++i) {
+      expect_close(out[1 + i].to_f32_vector(), products[i], 2e-5f,
+                   mode + "product " + std::to_string(i));
+    }
     expect_close(out[0].to_f32_vector(), want_q, 2e-5f, mode + "q");
+    expect_close(out[4].to_f32_vector(), want_attention, cache_tol, mode + "attention");
     expect_close(k_buffer.to(kCpu).to_f32_vector(), want_k, cache_tol, mode + "k cache");
     expect_close(v_buffer.to(kCpu).to_f32_vector(), want_v, cache_tol, mode + "v cache");
   }

@@ -12,7 +12,7 @@
 #include "graph/effects.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "ops/reference.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
@@ -46,7 +46,7 @@ void compiled_and_eager(const testing::DeviceOperands& c, const graph::Graph& g,
                         const std::vector<Tensor>& inputs, Check check) {
   graph::Backend& backend = graph::backend_for(testing::device_of(c));
   for (const bool eager : {false, true}) {
-    check(eager ? backend.run_eager(g, inputs) : backend.compile(graph::plan_graph(g))->run(inputs),
+    check(eager ? backend.run_eager(g, inputs) : backend.compile(g)->run(inputs),
           std::string(eager ? "eager" : "compiled"));
   }
 }
@@ -115,7 +115,7 @@ TEST_P(AutocastProductsTest, AWideProductComesOutWhole) {
   const float tol = c.operands == DType::f32 ? 1e-5f : 1e-2f;
   const std::vector<Tensor> out =
       graph::backend_for(testing::device_of(c))
-          .compile(graph::plan_graph(g))
+          .compile(g)
           ->run({Tensor::from_vector<float>(x_values, {kWideRows, kWideIn})});
   expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, "wide product");
 }
@@ -174,7 +174,7 @@ TEST_P(AutocastProductsTest, TheGatingsTwoGradientsComeOutOfOneStep) {
   b.output(written(b.mul(dy, b.silu(gate))));
   b.output(written(b.silu_grad(gate, b.mul(dy, up))));
   const graph::Graph g = b.finish();
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   // The other steps are views and reshapes (the folded casts) of its buffer.
   std::vector<const graph::Node*> steps;
   for (graph::ValueId id : plan.schedule) {

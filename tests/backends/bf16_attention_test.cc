@@ -14,7 +14,7 @@
 #include "graph/autodiff.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
 
@@ -63,7 +63,7 @@ void expect_cuda_matches_cpu(const graph::Graph& g) {
   graph::Backend& cuda = graph::backend_for(Device{DeviceType::cuda, 0});
   for (const bool eager : {false, true}) {
     const std::vector<Tensor> got =
-        eager ? cuda.run_eager(g, {}) : cuda.compile(graph::plan_graph(g))->run({});
+        eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({});
     ASSERT_EQ(got.size(), want.size());
     const char* names[] = {"y", "dq", "dk", "dv"};
     for (size_t i = 0; i < want.size(); ++i) {
@@ -109,7 +109,7 @@ TEST_P(Bf16AttentionTest, WritesItsOutputInBf16) {
       b.weight("slots", Tensor::from_vector(slots, {c.seq})), 1.f / std::sqrt(float(c.head_dim)));
   b.output(b.cast(y, DType::bf16));
   const graph::Graph g = b.finish();
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   int bf16_attention = 0, casts = 0;
   for (ValueId id : plan.schedule) {
     const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
@@ -121,9 +121,9 @@ TEST_P(Bf16AttentionTest, WritesItsOutputInBf16) {
 
   graph::Backend& cpu = graph::backend_for(kCpu);
   const std::vector<float> want = cpu.run_eager(g, {})[0].to_f32_vector();
-  EXPECT_EQ(cpu.compile(plan)->run({})[0].to_f32_vector(), want);
+  EXPECT_EQ(cpu.compile(g)->run({})[0].to_f32_vector(), want);
   if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: the CUDA half skipped";
-  const Tensor got = graph::backend_for(Device{DeviceType::cuda, 0}).compile(plan)->run({})[0];
+  const Tensor got = graph::backend_for(Device{DeviceType::cuda, 0}).compile(g)->run({})[0];
   EXPECT_EQ(got.dtype(), DType::bf16);
   const std::vector<float> a = got.to_f32_vector();
   float largest = 0, worst = 0;

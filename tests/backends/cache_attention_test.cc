@@ -10,7 +10,7 @@
 
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
@@ -86,7 +86,7 @@ TEST_P(CacheAttentionTest, MatchesReference) {
   const bool bf16_reads = c.device == "cuda" && c.cache == DType::bf16 && s > 1;
   const float tol = bf16_reads ? 1e-2f : 2e-5f;
   graph::Backend& backend = graph::backend_for(device);
-  const auto executable = backend.compile(graph::plan_graph(graph));
+  const auto executable = backend.compile(graph);
   for (const bool eager : {false, true}) {
     const std::vector<Tensor> inputs{
         Tensor::from_vector<float>(q, q_shape), Tensor::from_vector<int32_t>(mask, {b, len}),

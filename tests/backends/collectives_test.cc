@@ -10,7 +10,7 @@
 #include "distributed/process_group.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "support/run_binary.h"
 #include "tfm/device.h"
 
@@ -55,7 +55,7 @@ TEST_P(CollectivesInAWorldOfOne, GiveTheIdentityCompiledAndEager) {
   for (float& v : doubled) v *= 2.f;
 
   graph::Backend& backend = graph::backend_for(device);
-  const auto compiled = backend.compile(graph::plan_graph(collectives_graph(group, table)));
+  const auto compiled = backend.compile(collectives_graph(group, table));
   for (int run = 0; run < 2; ++run) {  // the second replays the captured graph
     const std::vector<Tensor> out = compiled->run(inputs);
     EXPECT_EQ(out.at(0).to_f32_vector(), doubled) << "run " << run;

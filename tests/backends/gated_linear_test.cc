@@ -1,13 +1,14 @@
-// gated_linear (a gated MLP's first half: silu(h w_gate^T + b_gate) * (h w_up^T + b_up), with
-// h = x or the RMS-normed x) on each backend (CUDA skipped, and said so, where absent), compiled
-// and eager, against the scalar references in src/ops and the closed form of SiLU.
+// A gated MLP's first half, silu(h w_gate^T + b_gate) * (h w_up^T + b_up) with h = x or the
+// RMS-normed x, as the models build it in basic ops, on each backend (CUDA skipped, and said so,
+// where absent): compiled, where the backend's passes make it one gated_linear, and eager, op by
+// op; against the scalar references in src/ops and the closed form of SiLU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
@@ -60,12 +61,18 @@ TEST_P(GatedLinearTest, MatchesReference) {
     return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())});
   };
   const ValueId xv = g.input("x", {m, k}, DType::f32);
-  g.output(g.gated_linear(
-      xv, g.weight("w_gate", matrix(w_gate)), g.weight("w_up", matrix(w_up)),
-      c.biases ? g.weight("b_gate", vector(b_gate)) : -1,
-      c.biases ? g.weight("b_up", vector(b_up)) : -1,
-      c.norm ? graph::InputNorm{g.weight("norm", vector(norm)), eps} : graph::InputNorm{}));
+  const ValueId hv = c.norm ? g.rms_norm(xv, g.weight("norm", vector(norm)), eps) : xv;
+  const ValueId gate_rows = g.linear(hv, g.weight("w_gate", matrix(w_gate)),
+                                     c.biases ? g.weight("b_gate", vector(b_gate)) : -1);
+  const ValueId up_rows = g.linear(hv, g.weight("w_up", matrix(w_up)),
+                                   c.biases ? g.weight("b_up", vector(b_up)) : -1);
+  g.output(g.mul(g.silu(gate_rows), up_rows));
   const graph::Graph graph = g.finish();
+  if (c.device == "cpu") {
+    const fusion::Plan plan = cpu::cpu_plan(graph);
+    ASSERT_EQ(plan.schedule.size(), 1u) << "one step: the fused product, normed or not";
+    EXPECT_EQ(plan.graph.nodes[static_cast<size_t>(plan.schedule[0])].op, graph::Op::kGatedLinear);
+  }
 
   std::vector<float> h = x;
   if (c.norm) ops::reference::rms_norm(x.data(), norm.data(), m, k, eps, h.data());
@@ -80,7 +87,7 @@ TEST_P(GatedLinearTest, MatchesReference) {
   for (size_t i = 0; i < want.size(); ++i) want[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
 
   graph::Backend& backend = graph::backend_for(device);
-  const auto executable = backend.compile(graph::plan_graph(graph));
+  const auto executable = backend.compile(graph);
   const std::vector<Tensor> inputs{Tensor::from_vector<float>(x, {m, k})};
   expect_close(executable->run(inputs).at(0).to_f32_vector(), want, 3e-5f, "compiled");
   expect_close(backend.run_eager(graph, inputs).at(0).to_f32_vector(), want, 3e-5f, "eager");

@@ -10,7 +10,7 @@
 
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
 
@@ -51,7 +51,7 @@ TEST_P(InputGradSumTest, ProductsAddIntoOneBuffer) {
   b.output(b.add(b.add(products[0], products[1]), products[2]));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   int in_place = 0, elementwise = 0;
   for (graph::ValueId id : plan.schedule) {
     const graph::Node& n = plan.graph.nodes[static_cast<size_t>(id)];
@@ -74,7 +74,7 @@ TEST_P(InputGradSumTest, ProductsAddIntoOneBuffer) {
     }
   }
   graph::Backend& backend = graph::backend_for(device);
-  const std::vector<Tensor> compiled = backend.compile(plan)->run(inputs);
+  const std::vector<Tensor> compiled = backend.compile(g)->run(inputs);
   const std::vector<Tensor> eager = backend.run_eager(g, inputs);
   expect_close(compiled[0].to(kCpu).to_f32_vector(), want, 1e-5f, "compiled");
   expect_close(eager[0].to(kCpu).to_f32_vector(), want, 1e-5f, "eager");

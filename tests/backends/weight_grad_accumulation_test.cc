@@ -12,7 +12,7 @@
 
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
 
@@ -62,7 +62,7 @@ TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
   const Tensor grad = Tensor::from_vector<float>(start, {kOut, kIn}).to(device);
   const std::vector<Tensor> inputs{Tensor::from_vector<float>(dy_values, {2, kRows / 2, kOut}),
                                    Tensor::from_vector<float>(x_values, {2, kRows / 2, kIn}), grad};
-  const auto compiled = backend.compile(graph::plan_graph(g));
+  const auto compiled = backend.compile(g);
   compiled->run(inputs);
   compiled->run(inputs);
   backend.run_eager(g, inputs);
@@ -123,13 +123,13 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
     const std::vector<Tensor> inputs{
         Tensor::from_vector<float>(x_values, {2, kRows / 2, hidden}).to(c.operands),
         Tensor::from_vector<float>(dy_values, {2, kRows / 2, hidden}), grad};
-    const graph::Plan plan = graph::plan_graph(g);
+    const fusion::Plan plan = cpu::cpu_plan(g);
     for (graph::ValueId id : plan.schedule) {
       const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
       EXPECT_TRUE(op != graph::Op::kRmsNormGradWeight && op != graph::Op::kCast)
           << "the weight gradient and the bf16 copy are the input gradient step's";
     }
-    const auto compiled = backend.compile(plan);
+    const auto compiled = backend.compile(g);
     compiled->run(inputs);
     const std::vector<Tensor> got = compiled->run(inputs);
     backend.run_eager(g, inputs);
@@ -208,7 +208,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     }
     for (int64_t i = 0; i < dim; ++i) want_sum[i] = static_cast<float>(start[i] + 3 * dw[i]);
 
-    const graph::Plan plan = graph::plan_graph(g);
+    const fusion::Plan plan = cpu::cpu_plan(g);
     for (graph::ValueId id : plan.schedule) {
       const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
       EXPECT_TRUE(op != graph::Op::kRopeGrad && op != graph::Op::kRmsNormGradWeight)
@@ -219,7 +219,7 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
     const std::vector<Tensor> inputs{Tensor::from_vector<float>(x_values, shape).to(c.operands),
                                      Tensor::from_vector<float>(dy_values, shape).to(c.operands),
                                      Tensor::from_vector<int32_t>(positions, {kBatch, kSeq}), grad};
-    const auto compiled = backend.compile(plan);
+    const auto compiled = backend.compile(g);
     compiled->run(inputs);
     const std::vector<Tensor> got = compiled->run(inputs);
     backend.run_eager(g, inputs);
@@ -262,7 +262,7 @@ TEST_P(WeightGradAccumulationTest, TiedGradientsAddIntoTheStateEachRun) {
   b.output(b.reduce_rows(x1_in));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   for (graph::ValueId id : plan.schedule) {
     const graph::Op op = plan.graph.nodes[static_cast<size_t>(id)].op;
     EXPECT_TRUE(op != graph::Op::kAccumulate && op != graph::Op::kElementwise)
@@ -295,7 +295,7 @@ TEST_P(WeightGradAccumulationTest, TiedGradientsAddIntoTheStateEachRun) {
                                    Tensor::from_vector<float>(rows, {2, kTokens / 2, kHidden}),
                                    Tensor::from_vector<int32_t>(ids, {2, kTokens / 2}),
                                    grad};
-  const auto compiled = backend.compile(plan);
+  const auto compiled = backend.compile(g);
   compiled->run(inputs);
   compiled->run(inputs);
   backend.run_eager(g, inputs);

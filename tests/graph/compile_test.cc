@@ -13,7 +13,7 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/cache.h"
-#include "graph/plan.h"
+#include "backends/cpu/cpu_backend.h"
 #include "support/fixtures.h"
 #include "support/random_values.h"
 #include "tfm/log.h"
@@ -37,7 +37,7 @@ graph::Graph mlp_like_graph() {
 
 // How many of the plan's steps `holds` is true of.
 template <typename Predicate>
-int steps_where(const graph::Plan& plan, Predicate holds) {
+int steps_where(const fusion::Plan& plan, Predicate holds) {
   int count = 0;
   for (graph::ValueId id : plan.schedule) count += holds(plan.graph.nodes[static_cast<size_t>(id)]);
   return count;
@@ -47,10 +47,10 @@ bool is(const graph::Node& n, Op op) { return n.op == op; }
 bool bf16(const graph::Node& n) { return n.dtype == DType::bf16; }
 
 // Runs the plan, and the graph eagerly, on the CPU: every output the same bits.
-void expect_same_as_eager(const graph::Graph& g, const graph::Plan& plan,
+void expect_same_as_eager(const graph::Graph& g, const fusion::Plan& plan,
                           const std::vector<Tensor>& in) {
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
   const std::vector<Tensor> eager = cpu.run_eager(g, in);
   ASSERT_EQ(compiled.size(), eager.size());
   for (size_t i = 0; i < eager.size(); ++i) {
@@ -70,7 +70,7 @@ TEST(Compile, AReshapeHasItsInputsDtype) {
   const Tensor in = Tensor::from_vector<float>(values, {2, 6}).to(DType::bf16);
   const std::vector<float> want = testing::rounded(values, DType::bf16);
   graph::Backend& cpu = graph::backend_for(kCpu);
-  EXPECT_EQ(cpu.compile(graph::plan_graph(g))->run({in})[0].to_f32_vector(), want);
+  EXPECT_EQ(cpu.compile(g)->run({in})[0].to_f32_vector(), want);
   EXPECT_EQ(cpu.run_eager(g, {in})[0].to_f32_vector(), want);
 }
 
@@ -87,7 +87,7 @@ TEST(Compile, ElementwiseChainsReadBf16ValuesWithoutAWideningCast) {
   b.output(widened);
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast); }), 1);
   const std::vector<float> narrow_values = testing::random_values(12, 23),
                            y_values = testing::random_values(12, 24);
@@ -101,12 +101,12 @@ TEST(Compile, ElementwiseChainsReadBf16ValuesWithoutAWideningCast) {
   for (size_t i = 0; i < want.size(); ++i) {
     want[i] = static_cast<float>(read[i] / (1 + std::exp(-double{read[i]})) * y_values[i]);
   }
-  testing::expect_close(graph::backend_for(kCpu).compile(plan)->run(in)[0].to_f32_vector(), want,
+  testing::expect_close(cpu::cpu_executable(plan)->run(in)[0].to_f32_vector(), want,
                         1e-6f, "silu(narrow) * y");
 }
 
 TEST(Compile, FusesElementwiseChainIntoOneNode) {
-  const graph::Plan plan = graph::plan_graph(mlp_like_graph());
+  const fusion::Plan plan = cpu::cpu_plan(mlp_like_graph());
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 1)
       << "silu, mul and add should run as one fused node";
 }
@@ -126,7 +126,7 @@ TEST(Compile, AUnaryValueOnlyElementwiseChainsReadRunsInsideEach) {
   b.output(b.linear(shared, w));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise); }), 3)
       << "two chains with silu(x) inside (one step of two results: pair_elementwise_siblings), "
          "silu(y), and the chain reading it";
@@ -154,7 +154,7 @@ TEST(Compile, SiblingChainsRunAsOneStepOfTwoResults) {
   b.output(b.mul(b.linear(dy, w), gate));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan,
                         [](const graph::Node& n) {
                           return is(n, Op::kElementwise) && n.program.results == 2;
@@ -176,14 +176,14 @@ TEST(Compile, SiblingChainsRunAsOneStepOfTwoResults) {
                                Tensor::from_vector<float>(up_v, {kRows, kCols}),
                                Tensor::from_vector<float>(dy_v, {kRows, kCols}),
                                Tensor::from_vector<float>(other_v, {kRows, kCols})};
-  const std::vector<Tensor> out = graph::backend_for(kCpu).compile(plan)->run(in);
+  const std::vector<Tensor> out = cpu::cpu_executable(plan)->run(in);
   testing::expect_close(out[0].to_f32_vector(), d_up, 1e-5f, "dy silu(gate)");
   testing::expect_close(out[1].to_f32_vector(), d_gate, 1e-5f, "silu'(gate) dy up");
   expect_same_as_eager(g, plan, in);
 }
 
 TEST(Compile, UnfusedPlanKeepsEveryNode) {
-  const graph::Plan plan = graph::plan_graph(mlp_like_graph(), {.fuse = false});
+  const fusion::Plan plan = cpu::cpu_plan(mlp_like_graph(), false);
   EXPECT_EQ(plan.schedule.size(), 5u);
 }
 
@@ -192,7 +192,7 @@ TEST(Compile, ArenaReusesDeadBuffers) {
   auto x = b.input("x", {16, 256}, DType::f32);
   for (int i = 0; i < 10; ++i) x = b.silu(b.reshape(x, {16, 256}));
   b.output(x);
-  const graph::Plan plan = graph::plan_graph(b.finish(), {.fuse = false});
+  const fusion::Plan plan = cpu::cpu_plan(b.finish(), false);
   const size_t one = 16 * 256 * sizeof(float);
   EXPECT_LE(plan.arena_bytes, 2 * one) << "a chain needs only two live buffers at a time";
 }
@@ -207,7 +207,7 @@ TEST(Compile, EffectsRunAsSoonAsTheirInputsExist) {
     b.accumulate(b.state("acc" + std::to_string(i), {16, 256}, DType::f32), b.scale(x, 2.f));
   }
   b.output(b.reduce_rows(x));
-  const graph::Plan plan = graph::plan_graph(b.finish(), {.fuse = false});
+  const fusion::Plan plan = cpu::cpu_plan(b.finish(), false);
   const size_t one = 16 * 256 * sizeof(float);
   EXPECT_LE(plan.arena_bytes, 4 * one);
 }
@@ -225,7 +225,7 @@ TEST(Compile, AccumulateAddsIntoTheStateBufferEachRun) {
   const Tensor in = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor sums = Tensor::zeros({2, 3}, DType::f32);
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const auto compiled = cpu.compile(graph::plan_graph(g));
+  const auto compiled = cpu.compile(g);
   compiled->run({in, sums});
   const std::vector<Tensor> out = compiled->run({in, sums});
   cpu.run_eager(g, {in, sums});
@@ -268,7 +268,7 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   b.output(normed_twice);  // read as f32 too: its cast stays
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan,
                         [](const graph::Node& n) {
                           return is(n, Op::kCast) && n.shape.size() == 2 && n.shape[0] == 4;
@@ -282,7 +282,7 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
       1);
 
   const Tensor in = Tensor::from_vector<float>(testing::random_values(32, 5), {4, 8});
-  expect_same_as_eager(g, graph::plan_graph(g), {in});
+  expect_same_as_eager(g, cpu::cpu_plan(g), {in});
 }
 
 // The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
@@ -311,7 +311,7 @@ TEST(Compile, LossGradientsAndReshapedValuesFoldTheirCasts) {
   b.output(shared);  // read as f32 too: its cast stays
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(
       steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast) && n.shape[0] == 6; }),
       1)
@@ -353,7 +353,7 @@ TEST(Compile, LossStepsWriteTheirGradients) {
       graph::Graph g = b.finish();
       g.outputs.push_back(graph::append_backward(g, loss, d_loss, {x})[0]);
 
-      const graph::Plan plan = graph::plan_graph(g);
+      const fusion::Plan plan = cpu::cpu_plan(g);
       EXPECT_EQ(
           steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCrossEntropyGrad); }),
           mean ? 1 : 0)
@@ -393,7 +393,7 @@ TEST(Compile, AttentionGradientsReadTheirForwardAttention) {
   for (const auto grad : graph::append_backward(g, out, dy, {xq, xk, xv}))
     g.outputs.push_back(grad);
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   int gradients = 0;
   for (const graph::Node& n : plan.graph.nodes) {
     if (n.op != Op::kAttentionGrad) continue;
@@ -403,8 +403,9 @@ TEST(Compile, AttentionGradientsReadTheirForwardAttention) {
     EXPECT_EQ(forward.op, Op::kAttention);
     EXPECT_TRUE(forward.saves_row_stats);
     EXPECT_EQ(forward.dtype, DType::bf16) << "the output's cast still folds into attention";
-    EXPECT_EQ(graph::output_bytes(forward),
-              static_cast<size_t>(graph::second_result_bytes(forward)) + 2 * 3 * 2 * 4)
+    EXPECT_EQ(fusion::output_bytes(forward, plan.alignment),
+              static_cast<size_t>(fusion::second_result_bytes(forward, plan.alignment)) +
+                  2 * 3 * 2 * 4)
         << "an f32 log-sum-exp per query row after the output";
   }
   EXPECT_EQ(gradients, 1);
@@ -434,7 +435,7 @@ TEST(Compile, AutocastLooksUpRowsInTheF32Table) {
   const graph::Graph g = b.finish();
 
   const std::vector<Tensor> out = graph::backend_for(kCpu)
-                                      .compile(graph::plan_graph(g))
+                                      .compile(g)
                                       ->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})});
   std::vector<float> want(rows.begin() + 20, rows.end());        // row 5
   want.insert(want.end(), rows.begin() + 8, rows.begin() + 12);  // row 2
@@ -459,7 +460,7 @@ TEST(Compile, NormsOnlyRopeReadsRunInsideIt) {
   b.output(shared);
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNorm); }), 1)
       << "the shared norm";
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRope) && n.normed; }),
@@ -484,7 +485,7 @@ TEST(Compile, ResidualsAddIntoNormGradients) {
   b.output(shared);
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(
       steps_where(plan,
                   [](const graph::Node& n) { return is(n, Op::kRmsNormGradInput) && n.residual; }),
@@ -513,14 +514,14 @@ TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
   b.output(b.rope(normed, positions, inv_freq, 1.f));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return n.normed; }), 0)
       << "the norm was moved";
   const std::vector<float> start = testing::random_values(16, 5);
   std::vector<Tensor> in{Tensor::from_vector<float>(start, {1, 2, 2, 4}),
                          Tensor::from_vector<float>(testing::random_values(16, 6), {1, 2, 2, 4}),
                          Tensor::from_vector<int32_t>({3, 7}, {1, 2})};
-  const std::vector<Tensor> compiled = graph::backend_for(kCpu).compile(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
   in[0].copy_from(Tensor::from_vector<float>(start, {1, 2, 2, 4}));
   const std::vector<Tensor> eager = graph::backend_for(kCpu).run_eager(g, in);
   EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
@@ -528,7 +529,7 @@ TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
 
 // The accumulations a plan runs, and the gradient steps of `op` that add into their accumulators
 // themselves.
-std::pair<int, int> accumulation_steps(const graph::Plan& plan, Op op) {
+std::pair<int, int> accumulation_steps(const fusion::Plan& plan, Op op) {
   return {steps_where(plan, [](const graph::Node& n) { return is(n, Op::kAccumulate); }),
           steps_where(plan, [op](const graph::Node& n) { return is(n, op) && n.in_place; })};
 }
@@ -558,7 +559,7 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   const graph::Graph g = b.finish();
 
   const auto [accumulations, products_in_place] =
-      accumulation_steps(graph::plan_graph(g), Op::kLinearGradWeight);
+      accumulation_steps(cpu::cpu_plan(g), Op::kLinearGradWeight);
   EXPECT_EQ(accumulations, 0);
   EXPECT_EQ(products_in_place, 1);
 
@@ -569,7 +570,7 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   const Tensor x_in = Tensor::from_vector<float>(x_values, {2, 5, 3});
   const Tensor sums = Tensor::from_vector<float>(start, {4, 3});
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const auto compiled = cpu.compile(graph::plan_graph(g));
+  const auto compiled = cpu.compile(g);
   compiled->run({dy_in, x_in, sums});
   compiled->run({dy_in, x_in, sums});
   cpu.run_eager(g, {dy_in, x_in, sums});
@@ -605,7 +606,7 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   b.output(b.reduce_rows(x));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   const auto [accumulations, in_place] = accumulation_steps(plan, Op::kRmsNormGradWeight);
   EXPECT_EQ(accumulations, 0);
   EXPECT_EQ(in_place, 1);
@@ -618,7 +619,7 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
   const std::vector<Tensor> in{Tensor::from_vector<float>(x_values, {2, 3, kHidden}),
                                Tensor::from_vector<float>(dy_values, {2, 3, kHidden}), sums};
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const auto compiled = cpu.compile(plan);
+  const auto compiled = cpu::cpu_executable(plan);
   compiled->run(in);
   compiled->run(in);
   cpu.run_eager(g, in);
@@ -654,7 +655,7 @@ TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
   b.output(b.cast(norm_gradient_with_residual(b, 17), DType::bf16));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNormGradWeight); }),
             0);
   EXPECT_EQ(steps_where(plan,
@@ -674,7 +675,7 @@ TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
       Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 21), {2, 3, kHidden}),
       Tensor::from_vector<float>(start, {kHidden})};
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
   const std::vector<float> compiled_sums = in[3].to_f32_vector();
   in[3].copy_from(Tensor::from_vector<float>(start, {kHidden}));
   const std::vector<Tensor> eager = cpu.run_eager(g, in);
@@ -698,7 +699,7 @@ TEST(Compile, ANormGradientReadInF32AndBf16WritesItsBf16CopyAsItRuns) {
   b.output(b.cast(dx, DType::bf16));
   const graph::Graph g = b.finish();
 
-  const graph::Plan plan = graph::plan_graph(g);
+  const fusion::Plan plan = cpu::cpu_plan(g);
   EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kCast); }), 0);
   EXPECT_EQ(steps_where(plan,
                         [](const graph::Node& n) {
@@ -713,7 +714,7 @@ TEST(Compile, ANormGradientReadInF32AndBf16WritesItsBf16CopyAsItRuns) {
       Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 25), {2, 3, kHidden}),
       Tensor::zeros({kHidden}, DType::f32)};
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
   ASSERT_EQ(compiled[1].dtype(), DType::bf16);
   EXPECT_EQ(compiled[1].to_f32_vector(), compiled[0].to(DType::bf16).to_f32_vector());
   in[3].copy_from(Tensor::zeros({kHidden}, DType::f32));
@@ -738,14 +739,14 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
   const graph::Graph g = b.finish();
 
   const auto [accumulations, products_in_place] =
-      accumulation_steps(graph::plan_graph(g), Op::kLinearGradWeight);
+      accumulation_steps(cpu::cpu_plan(g), Op::kLinearGradWeight);
   EXPECT_EQ(products_in_place, 1) << "the chunks' sum";
   EXPECT_EQ(accumulations, 1) << "the sum with a product read twice";
 
   const std::vector<float> dy_values = testing::random_values(24, 9),
                            x_values = testing::random_values(18, 10);
   const std::vector<Tensor> out = graph::backend_for(kCpu)
-                                      .compile(graph::plan_graph(g))
+                                      .compile(g)
                                       ->run({Tensor::from_vector<float>(dy_values, {6, 4}),
                                              Tensor::from_vector<float>(x_values, {6, 3})});
   const std::vector<double> product = weight_grad(dy_values, x_values, 6, 4, 3);

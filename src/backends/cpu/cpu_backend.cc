@@ -62,7 +62,7 @@ std::vector<Tensor> copy_outputs(const Graph& graph, const std::vector<void*>& p
 
 class CpuExecutable : public graph::Executable {
  public:
-  explicit CpuExecutable(graph::Plan plan)
+  explicit CpuExecutable(fusion::Plan plan)
       : plan_(std::move(plan)),
         arena_(Tensor::empty({static_cast<int64_t>((plan_.arena_bytes + 3) / 4)}, DType::f32)),
         ptrs_(plan_.graph.nodes.size(), nullptr) {
@@ -82,7 +82,7 @@ class CpuExecutable : public graph::Executable {
   size_t arena_bytes() const override { return plan_.arena_bytes; }
 
  private:
-  graph::Plan plan_;
+  fusion::Plan plan_;
   Tensor arena_;  // f32 elements only for the allocator's alignment; holds any dtype
   std::vector<graph::ValueId> input_ids_ = plan_.graph.inputs();
   std::vector<void*> ptrs_;
@@ -91,8 +91,9 @@ class CpuExecutable : public graph::Executable {
 
 class CpuBackend : public graph::Backend {
  public:
-  std::unique_ptr<graph::Executable> compile(graph::Plan plan) override {
-    return std::make_unique<CpuExecutable>(std::move(plan));
+  std::unique_ptr<graph::Executable> compile(Graph graph,
+                                             const graph::CompileOptions& options) override {
+    return cpu_executable(cpu_plan(std::move(graph), options.fuse));
   }
 
   std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) override {
@@ -133,6 +134,25 @@ class CpuBackend : public graph::Backend {
 graph::Backend& cpu_backend() {
   static CpuBackend backend;
   return backend;
+}
+
+const fusion::Target& cpu_target() {
+  static const fusion::Target target{.name = "cpu",
+                                     .writes_bf16 = fusion::default_writes_bf16,
+                                     .elementwise = kElementwiseLimits,
+                                     .alignment = kArenaAlignment};
+  return target;
+}
+
+fusion::Pipeline cpu_pipeline() { return fusion::standard_pipeline(); }
+
+fusion::Plan cpu_plan(Graph graph, bool fuse) {
+  return fusion::compile(std::move(graph), fuse ? cpu_pipeline() : fusion::Pipeline{},
+                         cpu_target());
+}
+
+std::unique_ptr<graph::Executable> cpu_executable(fusion::Plan plan) {
+  return std::make_unique<CpuExecutable>(std::move(plan));
 }
 
 }  // namespace tfm::cpu

@@ -10,7 +10,7 @@ namespace tfm::cpu {
 namespace {
 
 constexpr int64_t kBlock = 256;
-constexpr int kMaxStack = graph::kMaxElementwiseDepth;
+constexpr int kMaxStack = kElementwiseLimits.depth;
 
 void run_block(const graph::ElementwiseProgram& program, const float* const* inputs, int64_t begin,
                int64_t len, float* out, float* second) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fusion/target.h"
 #include "graph/graph.h"
 #include "ops/adamw.h"
 #include "tfm/dtype.h"
@@ -14,6 +15,11 @@ namespace tfm::cpu {
 // Below this many elements an op runs on one thread: waking the others costs more than it saves,
 // and a decode step is hundreds of such small ops.
 inline constexpr int64_t kParallelMinElements = 1 << 15;
+// The fused elementwise chains the interpreter (elementwise.cc) runs: its stack holds `depth`
+// values per element.
+inline constexpr fusion::ElementwiseLimits kElementwiseLimits{.depth = 8, .instrs = 32, .inputs = 12};
+// Where the planner starts each buffer: a multiple of a cache line, and of the 64-byte vectors.
+inline constexpr size_t kArenaAlignment = 256;
 
 void embedding(const void* table, DType table_dtype, int64_t vocab, int64_t hidden,
                const int32_t* ids, int64_t count, float* out);

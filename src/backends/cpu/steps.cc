@@ -6,7 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "graph/op_args.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -65,7 +65,7 @@ std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>
   const int64_t units = shape_numel(n.shape) / unit;
   const DType dtype = n.dtype;
   const bool paired = n.op == Op::kElementwise && n.program.results == 2;
-  const int64_t second = paired ? graph::second_result_bytes(n) : 0;
+  const int64_t second = paired ? fusion::second_result_bytes(n, kArenaAlignment) : 0;
   // Element `element` of result `r` in the node's buffer.
   const auto at = [=, &ptrs](int r, int64_t element) {
     return static_cast<char*>(ptrs[out]) + r * second +
@@ -539,7 +539,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
-        const int64_t copy_at = n.narrow_copy ? graph::second_result_bytes(n) : -1;
+        const int64_t copy_at = n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=, &ptrs] {
           std::vector<float> widened, widened_dy;
           const bool rotated = a.positions >= 0;

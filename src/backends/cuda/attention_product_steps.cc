@@ -11,7 +11,7 @@
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -68,8 +68,8 @@ struct Layout {
     score_elems = chunk * s.q_heads * s.seq * score_ld;
     const auto take = [this](int64_t count) {
       const size_t at = bytes;
-      const auto aligned = static_cast<size_t>((count + graph::kArenaAlignment - 1) /
-                                               graph::kArenaAlignment * graph::kArenaAlignment);
+      const auto aligned = static_cast<size_t>((count + kArenaAlignment - 1) /
+                                               kArenaAlignment * kArenaAlignment);
       bytes += aligned;
       return at;
     };

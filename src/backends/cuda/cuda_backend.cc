@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cuda/cuda_pipeline.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/matmul.h"
@@ -15,6 +16,7 @@
 #include "backends/cuda/optimizer_kernels.h"
 #include "backends/cuda/step_profile.h"
 #include "backends/cuda/steps.h"
+#include "fusion/pipeline.h"
 #include "graph/backend.h"
 #include "graph/effects.h"
 #include "graph/op_args.h"
@@ -28,11 +30,12 @@ using graph::Node;
 using graph::Op;
 using graph::ValueId;
 
-constexpr size_t kAlign = 256;
 // The one device this process computes on (tfm::resolve_device chose it).
 Device device() { return Device{DeviceType::cuda, process_accelerator_index()}; }
 
-size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+size_t aligned(size_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 size_t node_bytes(const Node& n) {
   return static_cast<size_t>(shape_numel(n.shape)) * dtype_size(n.dtype);
 }
@@ -147,7 +150,7 @@ std::vector<Tensor> outputs_from(const Graph& graph, const std::vector<const voi
 
 class CudaExecutable : public graph::Executable {
  public:
-  explicit CudaExecutable(graph::Plan plan) : plan_(std::move(plan)) {
+  explicit CudaExecutable(fusion::Plan plan) : plan_(std::move(plan)) {
     const Graph& graph = plan_.graph;
     ptrs_.assign(graph.nodes.size(), nullptr);
     arena_ = device_allocate(device().index, plan_.arena_bytes);
@@ -276,7 +279,7 @@ class CudaExecutable : public graph::Executable {
     captured_state_ = state;
   }
 
-  graph::Plan plan_;
+  fusion::Plan plan_;
   std::vector<ValueId> input_ids_ = plan_.graph.inputs();
   std::vector<IdCheck> id_checks_ = id_checks(plan_.graph, input_ids_);
   std::vector<void*> ptrs_;
@@ -292,8 +295,10 @@ class CudaExecutable : public graph::Executable {
 
 class CudaBackend : public graph::Backend {
  public:
-  std::unique_ptr<graph::Executable> compile(graph::Plan plan) override {
-    return std::make_unique<CudaExecutable>(std::move(plan));
+  std::unique_ptr<graph::Executable> compile(Graph graph,
+                                             const graph::CompileOptions& options) override {
+    return std::make_unique<CudaExecutable>(fusion::compile(
+        std::move(graph), options.fuse ? cuda_pipeline() : fusion::Pipeline{}, cuda_target()));
   }
 
   // Node by node with a buffer each and no capture: the reference the compiled path must match.

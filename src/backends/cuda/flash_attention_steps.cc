@@ -4,7 +4,7 @@
 #include <string>
 
 #include "backends/cuda/kernels.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -43,7 +43,7 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
   const float scale = n.scale;
   const DType out_dtype = n.dtype;
   const graph::AttentionArgs a = graph::attention_args(n);
-  const int64_t lse_at = n.saves_row_stats ? graph::second_result_bytes(n) : -1;
+  const int64_t lse_at = n.saves_row_stats ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
   return [=](StepContext& c) {
     flash_attention(c.ptrs[slot(a.q)], DType::bf16, c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
                     i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), shape, scale, c.ptrs[out],
@@ -66,7 +66,7 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
   const bool saved =
       forward != nullptr && forward->saves_row_stats && runs_flash_attention(graph, *forward);
   const DType forward_dtype = saved ? forward->dtype : DType::f32;
-  const int64_t lse_at = saved ? graph::second_result_bytes(*forward) : -1;
+  const int64_t lse_at = saved ? fusion::second_result_bytes(*forward, kArenaAlignment) : -1;
   return [=](StepContext& c) {
     const SavedForward from_forward =
         saved ? SavedForward{c.ptrs[slot(a.forward)], forward_dtype,

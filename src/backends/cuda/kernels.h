@@ -50,9 +50,11 @@ void sum_replica_block(const float* all, int64_t count, int64_t first, int64_t b
 // out[r] = the index of row r's largest value, the first of equals (as std::max_element).
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 
-// A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel.
-inline constexpr int kMaxEwInstrs = graph::kMaxElementwiseInstrs;
-inline constexpr int kMaxEwInputs = graph::kMaxElementwiseInputs;
+// A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel, which
+// keeps kMaxEwDepth temporaries per element (fusion::ElementwiseLimits: the CUDA target's).
+inline constexpr int kMaxEwDepth = 8;
+inline constexpr int kMaxEwInstrs = 32;
+inline constexpr int kMaxEwInputs = 12;
 struct EwKernelProgram {
   int count = 0;
   uint8_t code[kMaxEwInstrs] = {};

@@ -188,11 +188,11 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 // registers.
 template <int W>
 struct EwStack {
-  float slot[graph::kMaxElementwiseDepth][W];
+  float slot[kMaxEwDepth][W];
 
   __device__ __forceinline__ void read(int at, float (&v)[W]) const {
 #pragma unroll
-    for (int j = 0; j < graph::kMaxElementwiseDepth; ++j) {
+    for (int j = 0; j < kMaxEwDepth; ++j) {
       if (j == at) {
 #pragma unroll
         for (int w = 0; w < W; ++w) v[w] = slot[j][w];
@@ -201,7 +201,7 @@ struct EwStack {
   }
   __device__ __forceinline__ void write(int at, const float (&v)[W]) {
 #pragma unroll
-    for (int j = 0; j < graph::kMaxElementwiseDepth; ++j) {
+    for (int j = 0; j < kMaxEwDepth; ++j) {
       if (j == at) {
 #pragma unroll
         for (int w = 0; w < W; ++w) slot[j][w] = v[w];

@@ -5,7 +5,7 @@
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -71,7 +71,7 @@ WeightReads weight_reads(const graph::Graph& graph, const Node& n) {
 }
 
 size_t arena_aligned(size_t bytes) {
-  return (bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
 // Scratch a product needs to bring its activations to what its kernel reads: for cuBLASLt, rows of
@@ -250,7 +250,7 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   std::array<std::shared_ptr<const Matmul>, 3> products;
   for (size_t i = 0; i < 3; ++i) {
     // Each block starts offset[i] floats into the value's arena-aligned buffer.
-    const uint32_t start = matmul_operand(graph::kArenaAlignment,
+    const uint32_t start = matmul_operand(kArenaAlignment,
                                           static_cast<uint64_t>(offset[i]) * sizeof(float), false)
                                .alignment;
     const uint32_t y_alignment =

@@ -13,9 +13,9 @@
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/product_steps.h"
 #include "backends/cuda/training_steps.h"
-#include "graph/attention_fusion.h"
+#include "backends/cuda/attention_fusion.h"
 #include "graph/effects.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -29,7 +29,7 @@ const graph::Node& node_of(const graph::Graph& graph, graph::ValueId id) {
 namespace {
 
 // The alignment in bytes (a power of two, at most 256) a value's start is sure to have on every
-// run. A computed value owns an arena offset, which graph::Plan aligns to kArenaAlignment (an
+// run. A computed value owns an arena offset, which fusion::Plan aligns to kArenaAlignment (an
 // eager run's own buffers are allocations, aligned as much); a weight already on the device is
 // used where it is (a view into training's flat parameters, say), any other is uploaded into an
 // allocation (256-aligned); an input may be the caller's device tensor used where it is (a state
@@ -37,7 +37,7 @@ namespace {
 // `start` elements into its input.
 uint32_t known_alignment(const graph::Graph& graph, graph::ValueId id) {
   uint64_t offset = 0;
-  auto alignment = static_cast<uint32_t>(graph::kArenaAlignment);
+  auto alignment = static_cast<uint32_t>(kArenaAlignment);
   for (;;) {
     const graph::Node& n = graph.nodes[static_cast<size_t>(id)];
     if (n.op == graph::Op::kView) {
@@ -91,9 +91,9 @@ EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size
                 std::to_string(kMaxEwInstrs) + " ops and " + std::to_string(kMaxEwInputs) +
                 " inputs");
   }
-  if (graph::program_depth(program) > graph::kMaxElementwiseDepth) {
-    throw Error("[cuda elementwise] fused chain needs more than " +
-                std::to_string(graph::kMaxElementwiseDepth) + " temporaries");
+  if (graph::program_depth(program) > kMaxEwDepth) {
+    throw Error("[cuda elementwise] fused chain needs more than " + std::to_string(kMaxEwDepth) +
+                " temporaries");
   }
   if (program.results < 1 || program.results > 2) {
     throw Error("[cuda elementwise] a chain of " + std::to_string(program.results) +
@@ -182,7 +182,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   return training_scratch_bytes(graph, id);
 }
 
-Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* plan) {
+Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   const auto node = [&](graph::ValueId v) -> const Node& { return node_of(graph, v); };
   const size_t out = slot(id);
@@ -206,7 +206,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     case Op::kQkvLinear:
       return qkv_linear_step(graph, n, out);
     case Op::kPrepareAttention: {
-      if (graph::prepare_folds_into_attention(graph, id, plan)) return [](StepContext&) {};
+      if (prepare_folds_into_attention(graph, id, plan)) return [](StepContext&) {};
       const graph::PrepareAttentionArgs a = graph::prepare_attention_args(n);
       const Shape q = node(a.q).shape, cache = node(a.k_cache).shape;
       const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
@@ -281,7 +281,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
       // the next.
       const std::shared_ptr<void> arrivals = zeroed_device_buffer(
           static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
-      if (graph::prepare_folds_into_attention(graph, a.q, plan)) {
+      if (prepare_folds_into_attention(graph, a.q, plan)) {
         const graph::PrepareAttentionArgs prepare = graph::prepare_attention_args(node(a.q));
         const float eps = node(a.q).eps, scaling = node(a.q).scale;
         const bool keys_before_wait = keys_written_by_no_step(graph, n, id, a.q);
@@ -351,7 +351,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* 
     case Op::kElementwise: {
       EwKernelProgram program = to_kernel_program(n.program, n.inputs.size());
       if (program.results == 2) {
-        program.second = graph::second_result_bytes(n) / static_cast<int64_t>(dtype_size(n.dtype));
+        program.second = fusion::second_result_bytes(n, kArenaAlignment) / static_cast<int64_t>(dtype_size(n.dtype));
       }
       std::vector<size_t> operands;
       for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -12,9 +12,12 @@
 #include "backends/cuda/matmul.h"
 #include "graph/graph.h"
 #include "graph/op_args.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 
 namespace tfm::cuda {
+
+// Where the planner starts each buffer: what cuBLASLt assumes of an operand by default.
+inline constexpr size_t kArenaAlignment = 256;
 
 struct StepContext {
   std::vector<void*>& ptrs;  // each value's device buffer by node index
@@ -51,6 +54,6 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
 // Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.
 // `plan`: the compiled plan the graph belongs to (its arena placement decides what steps may
 // fuse), or null in eager mode.
-Step make_step(const graph::Graph& graph, graph::ValueId id, const graph::Plan* plan);
+Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan);
 
 }  // namespace tfm::cuda

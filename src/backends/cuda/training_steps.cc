@@ -94,7 +94,7 @@ Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t ou
     return std::make_shared<const Matmul>(nn, k, m, dtype, matmul_operand(graph, a.dy, true),
                                           matmul_operand(graph, a.x, false), y);
   };
-  const MatmulOperand aligned = matmul_operand(graph::kArenaAlignment, k * sizeof(float), false);
+  const MatmulOperand aligned = matmul_operand(kArenaAlignment, k * sizeof(float), false);
   const MatmulOperand known = in_place ? matmul_operand(graph, a.acc, false) : aligned;
   const std::shared_ptr<const Matmul> fast = product(aligned);
   const std::shared_ptr<const Matmul> general =
@@ -102,7 +102,7 @@ Step linear_grad_weight_step(const graph::Graph& graph, const Node& n, size_t ou
   return [=](StepContext& c) {
     if (in_place) c.ptrs[out] = c.ptrs[acc];
     auto* dw = static_cast<float*>(c.ptrs[out]);
-    const bool is_aligned = reinterpret_cast<uintptr_t>(dw) % graph::kArenaAlignment == 0;
+    const bool is_aligned = reinterpret_cast<uintptr_t>(dw) % kArenaAlignment == 0;
     (is_aligned ? fast : general)
         ->run(c.ptrs[dy], c.ptrs[x], dw, c.workspace, c.stream, in_place ? dw : nullptr);
   };
@@ -224,7 +224,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result.
-        const int64_t copy_at = n.narrow_copy ? graph::second_result_bytes(n) : -1;
+        const int64_t copy_at = n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=](StepContext& c) {
           const RopeRows rope{rotated ? i32_at(c, positions) : nullptr,
                               rotated ? f32_at(c, inv_freq) : nullptr,

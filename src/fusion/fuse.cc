@@ -1,14 +1,17 @@
 // Fusion: elementwise chains into one step, sibling chains into one step of two results, and
-// per-head norms into RoPE.
+// per-head norms into RoPE (passes.h).
 #include <algorithm>
 #include <cstddef>
 #include <vector>
 
 #include "graph/op_args.h"
-#include "graph/plan.h"
-#include "graph/rewrite.h"
+#include "fusion/passes.h"
+#include "fusion/plan.h"
+#include "fusion/rewrite.h"
 
-namespace tfm::graph {
+namespace tfm::fusion {
+
+using namespace graph;  // the IR this layer rewrites
 namespace {
 
 // Rewrites `consumer` so that its load of input `slot` runs `producer`'s program instead.
@@ -42,11 +45,17 @@ int loaded_inputs(const Node& n) {
   return static_cast<int>(loaded.size());
 }
 
+// Would a chain of `program` over `inputs` distinct inputs pass what the kernel holds?
+bool exceeds(const ElementwiseLimits& limits, const ElementwiseProgram& program, int inputs) {
+  return program_depth(program) > limits.depth ||
+         program.instrs.size() > static_cast<size_t>(limits.instrs) || inputs > limits.inputs;
+}
+
 }  // namespace
 
-// Dead producers are turned into inputs-less elementwise nodes that nothing uses; plan_graph
+// Dead producers are turned into inputs-less elementwise nodes that nothing uses; the plan
 // schedules only nodes that something uses.
-void fuse_elementwise(Graph& graph) {
+void fuse_elementwise(Graph& graph, const Target& target) {
   std::vector<bool> dead(graph.nodes.size(), false);
   bool changed = true;
   while (changed) {
@@ -68,9 +77,7 @@ void fuse_elementwise(Graph& graph) {
         if ((uses[p] != 1 && !copied) || written_between(graph, p, i, producer.inputs)) continue;
         Node fused = consumer;
         inline_producer(fused, static_cast<int>(slot), producer);
-        if (program_depth(fused.program) > kMaxElementwiseDepth ||
-            fused.program.instrs.size() > static_cast<size_t>(kMaxElementwiseInstrs) ||
-            loaded_inputs(fused) > kMaxElementwiseInputs) {
+        if (exceeds(target.elementwise, fused.program, loaded_inputs(fused))) {
           continue;
         }
         consumer = std::move(fused);
@@ -103,7 +110,7 @@ void fuse_elementwise(Graph& graph) {
   }
 }
 
-void pair_elementwise_siblings(Graph& graph) {
+void pair_elementwise_siblings(Graph& graph, const Target& target) {
   // A sibling further on would hold its result from the first's step that much longer.
   constexpr size_t kReach = 8;
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
@@ -145,9 +152,7 @@ void pair_elementwise_siblings(Graph& graph) {
       }
       both.program.results = 2;
       both.name += "&" + second.name;
-      if (program_depth(both.program) > kMaxElementwiseDepth ||
-          both.program.instrs.size() > static_cast<size_t>(kMaxElementwiseInstrs) ||
-          both.inputs.size() > static_cast<size_t>(kMaxElementwiseInputs)) {
+      if (exceeds(target.elementwise, both.program, static_cast<int>(both.inputs.size()))) {
         continue;
       }
       Node view;
@@ -155,7 +160,7 @@ void pair_elementwise_siblings(Graph& graph) {
       view.inputs = {static_cast<ValueId>(a)};
       view.shape = second.shape;
       view.dtype = second.dtype;
-      view.start = second_result_bytes(both) / static_cast<int64_t>(dtype_size(both.dtype));
+      view.start = second_result_bytes(both, target.alignment) / static_cast<int64_t>(dtype_size(both.dtype));
       view.name = second.name;
       first = std::move(both);
       second = std::move(view);
@@ -164,7 +169,7 @@ void pair_elementwise_siblings(Graph& graph) {
   }
 }
 
-void fuse_norms_into_rope(Graph& graph) {
+void fuse_norms_into_rope(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t r = 0; r < graph.nodes.size(); ++r) {
     Node& rope = graph.nodes[r];
@@ -185,4 +190,4 @@ void fuse_norms_into_rope(Graph& graph) {
   }
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::fusion

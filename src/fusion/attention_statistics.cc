@@ -3,10 +3,13 @@
 #include <vector>
 
 #include "graph/op_args.h"
-#include "graph/plan.h"
-#include "graph/rewrite.h"
+#include "fusion/passes.h"
+#include "fusion/plan.h"
+#include "fusion/rewrite.h"
 
-namespace tfm::graph {
+namespace tfm::fusion {
+
+using namespace graph;  // the IR this layer rewrites
 namespace {
 
 // Are a and b the same value: one node, or reshapes (or views) of the same value alike? The
@@ -45,7 +48,7 @@ ValueId forward_of(const Graph& graph, size_t g) {
 
 }  // namespace
 
-void save_attention_statistics(Graph& graph) {
+void save_attention_statistics(Graph& graph, const Target&) {
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
     if (graph.nodes[g].op != Op::kAttentionGrad || attention_grad_args(graph.nodes[g]).forward >= 0)
       continue;
@@ -59,4 +62,4 @@ void save_attention_statistics(Graph& graph) {
   }
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::fusion

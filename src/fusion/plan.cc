@@ -1,11 +1,13 @@
-#include "graph/plan.h"
+#include "fusion/plan.h"
 
 #include <algorithm>
 #include <map>
 
 #include "graph/effects.h"
 
-namespace tfm::graph {
+namespace tfm::fusion {
+
+using namespace graph;  // the IR this layer rewrites
 
 std::vector<bool> free_effects(const Graph& graph) {
   std::vector<int> readers(graph.nodes.size(), 0);
@@ -24,21 +26,21 @@ std::vector<bool> free_effects(const Graph& graph) {
 
 namespace {
 
-size_t aligned(size_t bytes) {
-  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+size_t aligned(size_t bytes, size_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
 }
 
 }  // namespace
 
-int64_t second_result_bytes(const Node& node) {
+int64_t second_result_bytes(const Node& node, size_t alignment) {
   return static_cast<int64_t>(
-      aligned(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype)));
+      aligned(static_cast<size_t>(shape_numel(node.shape)) * dtype_size(node.dtype), alignment));
 }
 
-size_t output_bytes(const Node& node) {
+size_t output_bytes(const Node& node, size_t alignment) {
   const auto numel = static_cast<size_t>(shape_numel(node.shape));
   const size_t bytes = numel * dtype_size(node.dtype),
-               second = static_cast<size_t>(second_result_bytes(node));
+               second = static_cast<size_t>(second_result_bytes(node, alignment));
   if (node.op == Op::kElementwise && node.program.results == 2) return second + bytes;
   if (node.narrow_copy) return second + numel * dtype_size(DType::bf16);
   if (node.saves_row_stats) return second + numel / static_cast<size_t>(node.shape.back()) * 4;
@@ -47,7 +49,9 @@ size_t output_bytes(const Node& node) {
 
 namespace {
 
-size_t aligned_bytes(const Node& n) { return aligned(output_bytes(n)); }
+size_t aligned_bytes(const Node& n, size_t alignment) {
+  return aligned(output_bytes(n, alignment), alignment);
+}
 
 // Nodes reachable backwards from the outputs and the state updates, in creation order (which is
 // topological), except that an effect nothing depends on runs right after its last input.
@@ -185,23 +189,7 @@ size_t place_largest_first(std::vector<Lifetime> buffers, std::vector<int64_t>& 
 
 }  // namespace
 
-Plan plan_graph(Graph graph, const CompileOptions& options) {
-  if (options.fuse) {
-    fold_widening_casts(graph);
-    fuse_elementwise(graph);
-    fuse_norms_into_rope(graph);
-    fold_gradient_sums(graph);
-    fold_residuals_into_norm_grads(graph);
-    fold_casts(graph);
-    fold_accumulations(graph);
-    fold_summed_accumulations(graph);
-    fold_norm_weight_grads(graph);
-    fuse_rope_grads_into_norm_grads(graph);
-    fold_narrow_copies(graph);
-    fold_losses_into_gradients(graph);
-    pair_elementwise_siblings(graph);
-    save_attention_statistics(graph);
-  }
+Plan plan_memory(Graph graph, size_t alignment) {
   Plan plan;
   plan.schedule = live_schedule(graph);
   const size_t n = graph.nodes.size();
@@ -223,7 +211,7 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
     if (aliases_input(node)) continue;
     // An output is alive to the end; an unread value only during its own step.
     const size_t last = last_use[static_cast<size_t>(id)];
-    buffers.push_back({id, aligned_bytes(node), step,
+    buffers.push_back({id, aligned_bytes(node, alignment), step,
                        last == SIZE_MAX ? plan.schedule.size() : std::max(last, step)});
   }
   // Both placements, keeping the smaller arena.
@@ -233,8 +221,9 @@ Plan plan_graph(Graph graph, const CompileOptions& options) {
   const bool first_wins = largest_first_bytes < in_order_bytes;
   plan.offset = first_wins ? largest_first : in_order;
   plan.arena_bytes = first_wins ? largest_first_bytes : in_order_bytes;
+  plan.alignment = alignment;
   plan.graph = std::move(graph);
   return plan;
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::fusion

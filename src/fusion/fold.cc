@@ -5,19 +5,14 @@
 
 #include "graph/effects.h"
 #include "graph/op_args.h"
-#include "graph/plan.h"
-#include "graph/rewrite.h"
+#include "fusion/passes.h"
+#include "fusion/plan.h"
+#include "fusion/rewrite.h"
 
-namespace tfm::graph {
+namespace tfm::fusion {
+
+using namespace graph;  // the IR this layer rewrites
 namespace {
-
-// The steps whose kernels write bf16 as readily as f32: attention under autocast (bf16 q) too.
-bool writes_bf16(const Graph& graph, const Node& n) {
-  if (n.op == Op::kAttention)
-    return graph.nodes[static_cast<size_t>(attention_args(n).q)].dtype == DType::bf16;
-  return n.op == Op::kRmsNorm || n.op == Op::kElementwise || n.op == Op::kRope ||
-         n.op == Op::kRopeGrad || n.op == Op::kCrossEntropyGrad || n.op == Op::kRmsNormGradInput;
-}
 
 // Does the elementwise node add its inputs and nothing else?
 bool sums_its_inputs(const Node& n) {
@@ -32,7 +27,7 @@ bool sums_its_inputs(const Node& n) {
 
 }  // namespace
 
-void fold_casts(Graph& graph) {
+void fold_casts(Graph& graph, const Target& target) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const auto only_use = [&](ValueId v) { return uses[static_cast<size_t>(v)] == 1; };
   for (Node& cast : graph.nodes) {
@@ -46,7 +41,7 @@ void fold_casts(Graph& graph) {
       from = operand(*reshapes.back());
     }
     Node& producer = graph.nodes[static_cast<size_t>(from)];
-    if (!writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from)) continue;
+    if (!target.writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from)) continue;
     // The producer keeps its place in the order (so it reads its inputs when it always did) and
     // writes bf16; the cast becomes a view of that. A loss gradient written over its f32 logits
     // gets a bf16 buffer of its own instead.
@@ -57,7 +52,7 @@ void fold_casts(Graph& graph) {
   }
 }
 
-void fold_widening_casts(Graph& graph) {
+void fold_widening_casts(Graph& graph, const Target&) {
   const std::vector<bool> chains_only =
       read_by_elementwise_only(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
@@ -75,7 +70,7 @@ void fold_widening_casts(Graph& graph) {
   }
 }
 
-void fold_gradient_sums(Graph& graph) {
+void fold_gradient_sums(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (Node& sum : graph.nodes) {
     if (sum.op != Op::kElementwise || sum.dtype != DType::f32 || sum.inputs.size() < 2 ||
@@ -104,7 +99,7 @@ void fold_gradient_sums(Graph& graph) {
   }
 }
 
-void fold_residuals_into_norm_grads(Graph& graph) {
+void fold_residuals_into_norm_grads(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const auto is_load = [](const EwInstr& i) { return i.code == EwCode::kLoad; };
   for (size_t a = 0; a < graph.nodes.size(); ++a) {
@@ -138,7 +133,7 @@ void fold_residuals_into_norm_grads(Graph& graph) {
   }
 }
 
-void fold_accumulations(Graph& graph) {
+void fold_accumulations(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const std::vector<bool> early = free_effects(graph);
   for (size_t a = 0; a < graph.nodes.size(); ++a) {
@@ -166,7 +161,7 @@ void fold_accumulations(Graph& graph) {
   }
 }
 
-void fold_summed_accumulations(Graph& graph) {
+void fold_summed_accumulations(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   const std::vector<bool> early = free_effects(graph);
   const auto node = [&](ValueId v) -> Node& { return graph.nodes[static_cast<size_t>(v)]; };
@@ -227,7 +222,7 @@ void fold_summed_accumulations(Graph& graph) {
   }
 }
 
-void fuse_rope_grads_into_norm_grads(Graph& graph) {
+void fuse_rope_grads_into_norm_grads(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
     Node& grad = graph.nodes[g];
@@ -250,7 +245,7 @@ void fuse_rope_grads_into_norm_grads(Graph& graph) {
   }
 }
 
-void fold_norm_weight_grads(Graph& graph) {
+void fold_norm_weight_grads(Graph& graph, const Target&) {
   const std::vector<bool> early = free_effects(graph);
   for (StateUpdate& update : graph.updates) {
     ValueId& effect = update.value;
@@ -274,7 +269,7 @@ void fold_norm_weight_grads(Graph& graph) {
   }
 }
 
-void fold_losses_into_gradients(Graph& graph) {
+void fold_losses_into_gradients(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t g = 0; g < graph.nodes.size(); ++g) {
     Node& grad = graph.nodes[g];
@@ -304,7 +299,7 @@ void fold_losses_into_gradients(Graph& graph) {
   }
 }
 
-void fold_narrow_copies(Graph& graph) {
+void fold_narrow_copies(Graph& graph, const Target& target) {
   for (size_t c = 0; c < graph.nodes.size(); ++c) {
     Node& cast = graph.nodes[c];
     if (cast.op != Op::kCast || cast.dtype != DType::bf16) continue;
@@ -318,8 +313,8 @@ void fold_narrow_copies(Graph& graph) {
     }
     grad.narrow_copy = true;
     cast.op = Op::kView;
-    cast.start = second_result_bytes(grad) / static_cast<int64_t>(dtype_size(cast.dtype));
+    cast.start = second_result_bytes(grad, target.alignment) / static_cast<int64_t>(dtype_size(cast.dtype));
   }
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::fusion

@@ -1,17 +1,20 @@
-#include "graph/attention_fusion.h"
+#include "backends/cuda/attention_fusion.h"
 
+#include "graph/effects.h"
 #include "graph/op_args.h"
 #include <algorithm>
 #include <array>
 #include <optional>
 #include <utility>
 
-namespace tfm::graph {
+namespace tfm::cuda {
+
+using namespace graph;
 namespace {
 
 // The arena bytes [begin, end) a value spans, through views and reshapes to the node that owns
 // its buffer; {-1, -1} for one outside the arena (inputs, weights, state).
-std::pair<int64_t, int64_t> arena_span(const Plan& plan, ValueId id) {
+std::pair<int64_t, int64_t> arena_span(const fusion::Plan& plan, ValueId id) {
   const Node& value = plan.graph.nodes[static_cast<size_t>(id)];
   const auto bytes = static_cast<int64_t>(shape_numel(value.shape) * dtype_size(value.dtype));
   int64_t offset = 0;
@@ -31,7 +34,7 @@ std::pair<int64_t, int64_t> arena_span(const Plan& plan, ValueId id) {
 
 // Whether the token's q, k and v rows outlive the prepare step in this plan, as far as attention
 // needs them (see prepare_folds_into_attention).
-bool fused_inputs_survive(const Plan& plan, ValueId prepare, ValueId attention) {
+bool fused_inputs_survive(const fusion::Plan& plan, ValueId prepare, ValueId attention) {
   const auto& order = plan.schedule;
   const auto from = std::find(order.begin(), order.end(), prepare);
   const auto to = std::find(order.begin(), order.end(), attention);
@@ -54,15 +57,18 @@ bool fused_inputs_survive(const Plan& plan, ValueId prepare, ValueId attention) 
 
 }  // namespace
 
-bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const Plan* plan) {
+bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const fusion::Plan* plan) {
   const Node& p = graph.nodes[static_cast<size_t>(prepare)];
   if (p.op != Op::kPrepareAttention || p.shape[1] != 1 || p.dtype != DType::f32) return false;
   for (ValueId out : graph.outputs) {
     if (out == prepare) return false;
   }
+  // Besides attention, only the caches' views ordered after the step read it.
   std::optional<size_t> reader;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    for (ValueId in : graph.nodes[i].inputs) {
+    const Node& n = graph.nodes[i];
+    if (n.op == Op::kView && view_args(n).after == prepare) continue;
+    for (ValueId in : n.inputs) {
       if (in != prepare) continue;
       if (reader && *reader != i) return false;
       reader = i;
@@ -73,10 +79,10 @@ bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const Pla
   if (reads.op != Op::kAttention) return false;
   const AttentionArgs a = attention_args(reads);
   const PrepareAttentionArgs prep = prepare_attention_args(p);
-  const bool matches = a.q == prepare && a.k == prep.k_cache && a.v == prep.v_cache &&
-                       a.slots == prep.slots;
+  const bool matches = a.q == prepare && storage_of(graph, a.k) == prep.k_cache &&
+                       storage_of(graph, a.v) == prep.v_cache && a.slots == prep.slots;
   return matches &&
          (plan == nullptr || fused_inputs_survive(*plan, prepare, static_cast<ValueId>(*reader)));
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::cuda

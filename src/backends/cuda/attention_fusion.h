@@ -4,9 +4,9 @@
 #pragma once
 
 #include "graph/graph.h"
-#include "graph/plan.h"
+#include "fusion/plan.h"
 
-namespace tfm::graph {
+namespace tfm::cuda {
 
 // Whether the prepare_attention node `prepare` (one new token a row, f32) may be folded into
 // its reader: q is read by one attention node alone, not a graph output, over the caches and
@@ -16,6 +16,7 @@ namespace tfm::graph {
 // planner's usual choice: q's block starts the freed products' buffer and is as large; row r of
 // the output is written only after every reader of q's row r). Eager mode (plan null) gives
 // every value its own buffer.
-bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const Plan* plan);
+bool prepare_folds_into_attention(const graph::Graph& graph, graph::ValueId prepare,
+                                  const fusion::Plan* plan);
 
-}  // namespace tfm::graph
+}  // namespace tfm::cuda
