@@ -27,6 +27,10 @@ struct LoadOptions {
   std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
   std::string device_map = "auto";  // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
   DistributedConfig distributed = {};
+  // Compiled graphs run the backend's fused kernels. Off, they run the basic ops the model builds
+  // (still compiled: one plan per shape): the reference every fusion is tested against, and a way
+  // to tell a fusion's fault from the model's (`--disable-fusion`).
+  bool fuse = true;
 };
 
 struct GraphCacheStats {

@@ -21,7 +21,7 @@ struct Options {
   std::string model, prompt, ids, dtype, device = "auto";
   GenerationConfig gen;
   uint64_t seed = 0;
-  bool chat = false, print_ids = false, quiet = false;
+  bool chat = false, print_ids = false, quiet = false, disable_fusion = false;
   DistributedConfig distributed;
 };
 
@@ -47,7 +47,7 @@ std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>
 void run(Options& o) {
   const bool prints = prints_results();
   if (o.quiet || !prints) set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device, .distributed = o.distributed};
+  LoadOptions load{.device_map = o.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::optional<Tokenizer> tok = load_tokenizer(o);
@@ -101,6 +101,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--repetition-penalty", o->gen.repetition_penalty, "Penalty for repeated tokens");
   cmd->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str();
   cmd->add_flag("--disable-compile", o->gen.disable_compile, "Run eagerly, op by op");
+  cmd->add_flag("--disable-fusion", o->disable_fusion, "Compiled graphs of basic ops, unfused");
   cmd->add_flag("--quiet", o->quiet, "Do not log compilations");
   add_distributed_options(cmd, o->distributed);
   cmd->callback([o] { run(*o); });

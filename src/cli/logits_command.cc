@@ -29,13 +29,13 @@ double causal_lm_loss(const float* logits, const std::vector<int64_t>& ids, int6
 
 struct Options {
   std::string model, ids, dtype, device = "auto";
-  bool all = false, disable_compile = false;
+  bool all = false, disable_compile = false, disable_fusion = false;
   DistributedConfig distributed;
 };
 
 void run(const Options& o) {
   set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device, .distributed = o.distributed};
+  LoadOptions load{.device_map = o.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::vector<int64_t> ids = parse_id_list(o.ids);
@@ -70,6 +70,8 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--dtype", options->dtype, "f32 or bf16 (default: the checkpoint's)");
   cmd->add_option("--device", options->device, "cpu, cuda, cuda:N or auto");
   cmd->add_flag("--disable-compile", options->disable_compile, "Run eagerly, op by op");
+  cmd->add_flag("--disable-fusion", options->disable_fusion,
+                "Compiled graphs of basic ops, unfused");
   add_distributed_options(cmd, options->distributed);
   cmd->callback([options] { run(*options); });
 }

@@ -24,7 +24,7 @@ struct Options {
   std::string model, data, validation_file, tokenizer, sample_by = "line", device = "auto";
   double validation_split = 0;
   int64_t max_length = 1024;
-  bool padding = false, append_eos = false;
+  bool padding = false, append_eos = false, disable_fusion = false;
   uint64_t init_seed = 0;
   TrainingArguments args;
   DistributedConfig distributed;
@@ -50,7 +50,10 @@ std::string tokenizer_dir(const Options& o) {
 
 void run(Options& o) {
   if (!prints_results()) set_log_level(LogLevel::kWarn);
-  LoadOptions load{.dtype = DType::f32, .device_map = o.device, .distributed = o.distributed};
+  LoadOptions load{.dtype = DType::f32,
+                   .device_map = o.device,
+                   .distributed = o.distributed,
+                   .fuse = !o.disable_fusion};
   CausalLM model = is_config_file(o.model)
                        ? AutoModelForCausalLM::from_config(o.model, load, o.init_seed)
                        : AutoModelForCausalLM::from_pretrained(o.model, load);
@@ -127,6 +130,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag(both("append_eos"), o->append_eos, "End every example with the EOS token");
   cmd->add_option(both("device"), o->device, "cpu, cuda, cuda:N or auto (default)");
   cmd->add_option(both("init_seed"), o->init_seed, "Seed of the fresh weights (config start)");
+  cmd->add_flag(both("disable_fusion"), o->disable_fusion, "Compiled steps of basic ops, unfused");
   add_distributed_options(cmd, o->distributed);
 
   cmd->add_option(both("output_dir"), a.output_dir)->capture_default_str();

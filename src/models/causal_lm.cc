@@ -17,7 +17,7 @@ namespace tfm {
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
                            std::string name, models::Parallelism tp,
-                           DistributedConfig distributed)
+                           DistributedConfig distributed, graph::CompileOptions compile)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
       tp_(models::with_kv_replicas(std::move(tp), *config_)),
       distributed_(distributed),
@@ -27,7 +27,7 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       device_(device),
       dtype_(dtype),
       name_(std::move(name)),
-      graphs_(name_, device) {
+      graphs_(name_, device, compile) {
   models::for_each_weight(*config_, features_, weights_,
                           [this](const std::string& name, Tensor& t, const Shape& full) {
                             weight_bytes_ += t.nbytes();
@@ -188,7 +188,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
                                         s.device, dtype, std::move(name), tp,
-                                        options.distributed);
+                                        options.distributed, graph::CompileOptions{.fuse = options.fuse});
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -210,7 +210,7 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
                                         s.device, dtype, std::move(name), tp,
-                                        options.distributed);
+                                        options.distributed, graph::CompileOptions{.fuse = options.fuse});
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {

@@ -46,7 +46,7 @@ class CausalLMImpl {
   // Under tensor parallelism `weights` are this rank's shards (models::tensor_parallel_shard).
   CausalLMImpl(ModelConfig config, models::DecoderFeatures features, models::DecoderWeights weights,
                Device device, DType dtype, std::string name, models::Parallelism tp = {},
-               DistributedConfig distributed = {});
+               DistributedConfig distributed = {}, graph::CompileOptions compile = {});
 
   const ModelConfig& config() const { return *config_; }
   Device device() const { return device_; }

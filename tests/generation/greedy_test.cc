@@ -1,4 +1,5 @@
-// generate() against transformers: greedy ids on a left-padded batch with a static cache.
+// generate() against transformers: greedy ids on a left-padded batch with a static cache, compiled
+// (fused), eagerly and compiled unfused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,21 +13,24 @@
 namespace tfm {
 namespace {
 
+using testing::Mode;
+
 class GreedyTest
-    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, Mode, std::string>> {};
 
 TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   set_log_level(LogLevel::kWarn);
-  const auto& [arch, eager, device] = GetParam();
+  const auto& [arch, mode, device] = GetParam();
   if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   CausalLM model = AutoModelForCausalLM::from_pretrained(
-      testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
+      testing::fixture_dir(arch),
+      {.dtype = DType::f32, .device_map = device, .fuse = mode != Mode::kUnfused});
   const nlohmann::json& ref = testing::reference(arch);
   const Tensor ids = testing::int_matrix(ref["padded_input_ids"]);
   const Tensor mask = testing::int_matrix(ref["padded_attention_mask"]);
   GenerationConfig gc;
   gc.max_new_tokens = 16;
-  gc.disable_compile = eager;
+  gc.disable_compile = mode == Mode::kEager;
   const Tensor out = model.generate(ids, &mask, gc);
   const Tensor want = testing::int_matrix(ref["greedy_16"]);
   ASSERT_EQ(out.shape(), want.shape());
@@ -38,13 +42,15 @@ TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyTest,
                          ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2",
                                                               "llama3-rope", "qwen3-yarn"),
-                                            ::testing::Bool(), ::testing::Values("cpu", "cuda")),
+                                            ::testing::Values(Mode::kCompiled, Mode::kEager,
+                                                              Mode::kUnfused),
+                                            ::testing::Values("cpu", "cuda")),
                          [](const auto& info) {
                            // Test names allow only letters, digits and '_'.
                            std::string arch = std::get<0>(info.param);
                            std::replace(arch.begin(), arch.end(), '-', '_');
-                           return std::get<2>(info.param) + "_" + arch +
-                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
+                           return std::get<2>(info.param) + "_" + arch + "_" +
+                                  testing::mode_name(std::get<1>(info.param));
                          });
 
 }  // namespace

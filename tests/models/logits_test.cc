@@ -1,4 +1,5 @@
-// Whole models against transformers + PyTorch: logits of the fixtures' reference.json.
+// Whole models against transformers + PyTorch: logits of the fixtures' reference.json, compiled
+// (fused), eagerly and compiled with every fusion off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,14 +14,17 @@
 namespace tfm {
 namespace {
 
+using testing::Mode;
+
 struct Case {
   std::string arch;
   DType dtype;
-  bool eager;
+  Mode mode;
   std::string device = "cpu";
 
   friend void PrintTo(const Case& c, std::ostream* os) {
-    *os << c.device << " " << c.arch << " " << dtype_name(c.dtype) << (c.eager ? " eager" : "");
+    *os << c.device << " " << c.arch << " " << dtype_name(c.dtype) << " "
+        << testing::mode_name(c.mode);
   }
 };
 
@@ -41,11 +45,12 @@ TEST_P(LogitsTest, MatchesTransformers) {
   set_log_level(LogLevel::kWarn);
   const Case& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir(c.arch),
-                                                         {.dtype = c.dtype, .device_map = c.device});
+  CausalLM model = AutoModelForCausalLM::from_pretrained(
+      testing::fixture_dir(c.arch),
+      {.dtype = c.dtype, .device_map = c.device, .fuse = c.mode != Mode::kUnfused});
   const nlohmann::json& ref = testing::reference(c.arch);
-  const Tensor logits =
-      model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.eager);
+  const Tensor logits = model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true,
+                                      c.mode == Mode::kEager);
   const int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
   ASSERT_EQ(vocab, model.config().vocab_size);
   const float* got = logits.data_as<float>();
@@ -80,19 +85,23 @@ TEST_P(LogitsTest, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, LogitsTest,
     ::testing::ValuesIn(on_each_device(
-        {Case{"qwen3", DType::f32, false}, Case{"qwen3", DType::f32, true},
-         Case{"qwen3", DType::bf16, false}, Case{"qwen3", DType::bf16, true},
-         Case{"llama", DType::f32, false}, Case{"llama", DType::f32, true},
-         Case{"llama", DType::bf16, false}, Case{"qwen2", DType::f32, false},
-         Case{"qwen2", DType::f32, true}, Case{"llama3-rope", DType::f32, false},
-         Case{"llama3-rope", DType::f32, true}, Case{"llama3-rope", DType::bf16, false},
-         Case{"qwen3-yarn", DType::f32, false}, Case{"qwen3-yarn", DType::f32, true}})),
+        {Case{"qwen3", DType::f32, Mode::kCompiled},       Case{"qwen3", DType::f32, Mode::kEager},
+         Case{"qwen3", DType::f32, Mode::kUnfused},        Case{"qwen3", DType::bf16, Mode::kCompiled},
+         Case{"qwen3", DType::bf16, Mode::kEager},         Case{"qwen3", DType::bf16, Mode::kUnfused},
+         Case{"llama", DType::f32, Mode::kCompiled},       Case{"llama", DType::f32, Mode::kEager},
+         Case{"llama", DType::f32, Mode::kUnfused},        Case{"llama", DType::bf16, Mode::kCompiled},
+         Case{"llama", DType::bf16, Mode::kUnfused},       Case{"qwen2", DType::f32, Mode::kCompiled},
+         Case{"qwen2", DType::f32, Mode::kEager},          Case{"qwen2", DType::f32, Mode::kUnfused},
+         Case{"llama3-rope", DType::f32, Mode::kCompiled}, Case{"llama3-rope", DType::f32, Mode::kEager},
+         Case{"llama3-rope", DType::f32, Mode::kUnfused},  Case{"llama3-rope", DType::bf16, Mode::kCompiled},
+         Case{"qwen3-yarn", DType::f32, Mode::kCompiled},  Case{"qwen3-yarn", DType::f32, Mode::kEager},
+         Case{"qwen3-yarn", DType::f32, Mode::kUnfused}})),
     [](const auto& info) {
       // Test names allow only letters, digits and '_'; fixture folders use '-'.
       std::string arch = info.param.arch;
       std::replace(arch.begin(), arch.end(), '-', '_');
       return info.param.device + "_" + arch + "_" + std::string(dtype_name(info.param.dtype)) +
-             (info.param.eager ? "_eager" : "_compiled");
+             "_" + testing::mode_name(info.param.mode);
     });
 
 }  // namespace

@@ -1,6 +1,6 @@
 // One training step's loss and gradients against transformers + PyTorch (the fixtures' train_loss0
-// and grad_norms: labels = input_ids, one backward), compiled and eager, on each device; the CUDA
-// cases skip where no GPU is present.
+// and grad_norms: labels = input_ids, one backward), compiled (fused), eagerly and compiled with
+// every fusion off, on each device; the CUDA cases skip where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,17 +27,21 @@ TrainInputs train_inputs(const testing::FixtureBatch& b) {
 // Test names: "qwen3_eager" on the cpu, "cuda_qwen3_eager" on CUDA.
 std::string device_prefix(const std::string& device) { return device == "cpu" ? "" : device + "_"; }
 
-// Parameters: architecture, eager, device, and the token rows the loss takes at a time (0: all
+// Parameters: architecture, mode, device, and the token rows the loss takes at a time (0: all
 // of the fixture's at once; 5: five chunks, the last a short one).
+using testing::Mode;
+
 class TrainStep
-    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string, int64_t>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, Mode, std::string, int64_t>> {};
 
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
-  const auto& [arch, eager, device, chunk_rows] = GetParam();
+  const auto& [arch, mode, device, chunk_rows] = GetParam();
   if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
-  auto model =
-      load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
+  auto model = load_causal_lm(
+      testing::fixture_dir(arch),
+      {.dtype = DType::f32, .device_map = device, .fuse = mode != Mode::kUnfused});
+  const bool eager = mode == Mode::kEager;
   model->set_loss_chunk_rows(chunk_rows);
   const nlohmann::json& ref = testing::reference(arch);
   const testing::FixtureBatch batch = testing::fixture_batch(arch);
@@ -61,12 +65,14 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
+                         ::testing::Combine(::testing::Values("qwen3", "llama"),
+                                            ::testing::Values(Mode::kCompiled, Mode::kEager,
+                                                              Mode::kUnfused),
                                             ::testing::Values("cpu", "cuda"),
                                             ::testing::Values(int64_t{0}, int64_t{5})),
                          [](const auto& info) {
                            return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_eager" : "_compiled") +
+                                  "_" + testing::mode_name(std::get<1>(info.param)) +
                                   (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
                          });
 
@@ -85,10 +91,14 @@ TEST_P(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
     const testing::FixtureBatch batch = testing::fixture_batch(arch);
     const LossAndGrads out = model->train_step(train_inputs(batch), false, true, DType::bf16);
     const LossAndGrads eager = model->train_step(train_inputs(batch), true, true, DType::bf16);
+    auto basic = load_causal_lm(testing::fixture_dir(arch),
+                                {.dtype = DType::f32, .device_map = device, .fuse = false});
+    const LossAndGrads unfused = basic->train_step(train_inputs(batch), false, true, DType::bf16);
     const double expected_loss = ref["train_loss0"].get<double>();
     EXPECT_NEAR(batch.mean_loss(out.loss_sum), expected_loss, 2e-2 * expected_loss) << arch;
     EXPECT_NE(batch.mean_loss(out.loss_sum), expected_loss) << "bf16 changed nothing";
     EXPECT_EQ(out.loss_sum, eager.loss_sum) << arch;
+    EXPECT_EQ(unfused.loss_sum, eager.loss_sum) << arch << ": every fusion off";
     size_t i = 0;
     model->for_each_weight([&](const std::string& name, Tensor&, const Shape&) {
       const double expected = ref["grad_norms"][name].get<double>();

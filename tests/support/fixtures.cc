@@ -39,4 +39,16 @@ FixtureBatch fixture_batch(const std::string& arch) {
   return batch;
 }
 
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::kCompiled:
+      return "compiled";
+    case Mode::kEager:
+      return "eager";
+    case Mode::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
+
 }  // namespace tfm::testing

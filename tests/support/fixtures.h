@@ -23,4 +23,9 @@ struct FixtureBatch {
 };
 FixtureBatch fixture_batch(const std::string& arch);
 
+// How a model runs its graphs in a test: compiled with the backend's fusions, eagerly (op by op),
+// or compiled with every fusion off (LoadOptions::fuse: the basic ops the model builds).
+enum class Mode { kCompiled, kEager, kUnfused };
+const char* mode_name(Mode mode);  // "compiled", "eager", "unfused"
+
 }  // namespace tfm::testing
