@@ -2,8 +2,7 @@
 
 #include "graph/effects.h"
 #include "graph/op_args.h"
-
-#include "ops/shapes.h"
+#include "graph/shapes.h"
 #include "tfm/error.h"
 
 namespace tfm::graph {
@@ -76,7 +75,7 @@ ValueId Builder::embedding(ValueId table, ValueId ids) {
     table = operand(node(table));
   }
   return add_node(Op::kEmbedding, {table, ids},
-                  ops::embedding_shape(node(table).shape, node(ids).shape));
+                  graph::embedding_shape(node(table).shape, node(ids).shape));
 }
 
 ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
@@ -88,7 +87,7 @@ ValueId Builder::embedding_shard(ValueId table, ValueId ids, int64_t first_id) {
 ValueId Builder::linear(ValueId x, ValueId w, ValueId bias) {
   if (autocast_ != DType::f32 && node(x).dtype == DType::f32) x = cast(x, autocast_);
   const Shape* bias_shape = bias >= 0 ? &node(bias).shape : nullptr;
-  const Shape shape = ops::linear_shape(node(x).shape, node(w).shape, bias_shape);
+  const Shape shape = graph::linear_shape(node(x).shape, node(w).shape, bias_shape);
   const ValueId id = add_node(Op::kLinear, {}, shape, node(w).name);
   set_args(graph_.nodes.back(), LinearArgs{x, w, bias});
   return id;
@@ -102,7 +101,7 @@ ValueId Builder::autocast_linear(ValueId x, ValueId w, ValueId bias) {
 
 ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
   const ValueId id = add_node(Op::kRmsNorm, {x, w},
-                              ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
+                              graph::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
   graph_.nodes.back().eps = eps;
   return id;
 }
@@ -110,7 +109,7 @@ ValueId Builder::rms_norm(ValueId x, ValueId w, float eps) {
 ValueId Builder::rope(ValueId x, ValueId positions, ValueId inv_freq, float attention_scaling) {
   const ValueId id =
       add_node(Op::kRope, {x, positions, inv_freq},
-               ops::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
+               graph::rope_shape(node(x).shape, node(positions).shape, node(inv_freq).shape));
   graph_.nodes.back().scale = attention_scaling;
   return id;
 }
@@ -140,11 +139,11 @@ ValueId Builder::accumulate(ValueId acc, ValueId x) {
 ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
   const ValueId state = storage_of(graph_, cache);
   TFM_CHECK(node(state).is_state, "[cache_write] the cache must be a state input");
-  ops::cache_write_shape("cache_write", node(cache).shape, node(update).shape, node(slots).shape);
+  graph::cache_write_shape("cache_write", node(cache).shape, node(update).shape, node(slots).shape);
   if (node(update).dtype != DType::f32) throw Error("[cache_write] the update must be f32");
   const DType dtype = node(cache).dtype;
-  const ValueId id = add_node(Op::kCacheWrite, {cache, update, slots}, node(cache).shape,
-                              node(state).name);
+  const ValueId id =
+      add_node(Op::kCacheWrite, {cache, update, slots}, node(cache).shape, node(state).name);
   graph_.nodes.back().dtype = dtype;
   update_state(state, id);
   return id;
@@ -160,15 +159,15 @@ ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueI
     }
   }
   const ValueId id = add_node(Op::kAttention, {q, k, v, mask, slots},
-                              ops::attention_shape(node(q).shape, node(k).shape, node(v).shape,
-                                                   node(mask).shape, node(slots).shape));
+                              graph::attention_shape(node(q).shape, node(k).shape, node(v).shape,
+                                                     node(mask).shape, node(slots).shape));
   graph_.nodes.back().scale = scale;
   return id;
 }
 
 ValueId Builder::slice_seq(ValueId x, int64_t start, int64_t length) {
   const ValueId id =
-      add_node(Op::kSliceSeq, {x}, ops::slice_seq_shape(node(x).shape, start, length));
+      add_node(Op::kSliceSeq, {x}, graph::slice_seq_shape(node(x).shape, start, length));
   graph_.nodes.back().start = start;
   return id;
 }
@@ -186,7 +185,7 @@ ValueId Builder::reshape(ValueId x, Shape shape) {
 ValueId Builder::elementwise(const char* name, std::vector<ValueId> inputs,
                              ElementwiseProgram program) {
   Shape shape = node(inputs[0]).shape;
-  for (ValueId in : inputs) shape = ops::elementwise_shape(name, shape, node(in).shape);
+  for (ValueId in : inputs) shape = graph::elementwise_shape(name, shape, node(in).shape);
   const ValueId id = add_node(Op::kElementwise, std::move(inputs), std::move(shape), name);
   graph_.nodes.back().program = std::move(program);
   return id;
@@ -231,11 +230,11 @@ ValueId Builder::at_offset(Op op, ValueId x, int64_t start, Shape shape) {
 }
 
 ValueId Builder::view(ValueId x, int64_t start, Shape shape) {
-  return at_offset(Op::kView, x, start, ops::view_shape(node(x).shape, start, shape));
+  return at_offset(Op::kView, x, start, graph::view_shape(node(x).shape, start, shape));
 }
 
 ValueId Builder::pad(ValueId x, int64_t start, Shape shape) {
-  return at_offset(Op::kPad, x, start, ops::pad_shape(node(x).shape, start, shape));
+  return at_offset(Op::kPad, x, start, graph::pad_shape(node(x).shape, start, shape));
 }
 
 ValueId Builder::concat_rows(const std::vector<ValueId>& parts) {
@@ -245,17 +244,17 @@ ValueId Builder::concat_rows(const std::vector<ValueId>& parts) {
   for (ValueId p : parts) {
     if (node(p).dtype != dtype) throw Error("[concat_rows] parts of different dtypes");
   }
-  const ValueId id = add_node(Op::kConcatRows, parts, ops::concat_rows_shape(shapes));
+  const ValueId id = add_node(Op::kConcatRows, parts, graph::concat_rows_shape(shapes));
   graph_.nodes.back().dtype = dtype;
   return id;
 }
 
 ValueId Builder::reduce_rows(ValueId x) {
-  return add_node(Op::kReduceRows, {x}, ops::reduce_rows_shape(node(x).shape));
+  return add_node(Op::kReduceRows, {x}, graph::reduce_rows_shape(node(x).shape));
 }
 
 ValueId Builder::argmax(ValueId x) {
-  const ValueId id = add_node(Op::kArgmax, {x}, ops::argmax_shape(node(x).shape));
+  const ValueId id = add_node(Op::kArgmax, {x}, graph::argmax_shape(node(x).shape));
   graph_.nodes.back().dtype = DType::i32;
   return id;
 }
@@ -272,7 +271,7 @@ ValueId Builder::all_reduce(ValueId x, std::shared_ptr<Communicator> group) {
 }
 
 ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
-  const Shape shape = ops::all_gather_shape(node(x).shape, group->size());
+  const Shape shape = graph::all_gather_shape(node(x).shape, group->size());
   return collective(Op::kAllGather, x, shape, std::move(group));
 }
 
@@ -281,12 +280,12 @@ ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
 }
 
 ValueId Builder::gather_shards(ValueId x, std::shared_ptr<Communicator> group) {
-  const Shape shape = ops::gather_shards_shape(node(x).shape, group->size());
+  const Shape shape = graph::gather_shards_shape(node(x).shape, group->size());
   return collective(Op::kGatherShards, x, shape, std::move(group));
 }
 
 ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<Communicator> group) {
-  const Shape shape = ops::reduce_scatter_shape(node(x).shape, group->size());
+  const Shape shape = graph::reduce_scatter_shape(node(x).shape, group->size());
   return collective(Op::kReduceScatter, x, shape, std::move(group));
 }
 
@@ -315,37 +314,37 @@ ValueId Builder::as_vocab_shard(ValueId id, const Node& like) {
 
 ValueId Builder::cross_entropy(ValueId logits, ValueId targets) {
   return add_node(Op::kCrossEntropy, {logits, targets},
-                  ops::cross_entropy_shape(node(logits).shape, node(targets).shape));
+                  graph::cross_entropy_shape(node(logits).shape, node(targets).shape));
 }
 
 ValueId Builder::embedding_grad(ValueId dy, ValueId ids, int64_t vocab) {
   return add_node(Op::kEmbeddingGrad, {dy, ids},
-                  ops::embedding_grad_shape(node(dy).shape, node(ids).shape, vocab));
+                  graph::embedding_grad_shape(node(dy).shape, node(ids).shape, vocab));
 }
 
 ValueId Builder::linear_grad_input(ValueId dy, ValueId w, DType dtype) {
   const ValueId id =
       add_node(Op::kLinearGradInput, {dy, w},
-               ops::linear_grad_input_shape(node(dy).shape, node(w).shape), node(w).name);
+               graph::linear_grad_input_shape(node(dy).shape, node(w).shape), node(w).name);
   graph_.nodes.back().dtype = dtype;
   return id;
 }
 
 ValueId Builder::linear_grad_weight(ValueId dy, ValueId x) {
   return add_node(Op::kLinearGradWeight, {dy, x},
-                  ops::linear_grad_weight_shape(node(dy).shape, node(x).shape));
+                  graph::linear_grad_weight_shape(node(dy).shape, node(x).shape));
 }
 
 ValueId Builder::rms_norm_grad_input(ValueId x, ValueId w, ValueId dy, float eps) {
-  ops::elementwise_shape("rms_norm_grad_input", node(x).shape, node(dy).shape);
+  graph::elementwise_shape("rms_norm_grad_input", node(x).shape, node(dy).shape);
   const ValueId id = add_node(Op::kRmsNormGradInput, {x, w, dy},
-                              ops::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
+                              graph::rms_norm_shape(node(x).shape, node(w).shape), node(w).name);
   graph_.nodes.back().eps = eps;
   return id;
 }
 
 ValueId Builder::rms_norm_grad_weight(ValueId x, ValueId dy, float eps) {
-  const Shape& xs = ops::elementwise_shape("rms_norm_grad_weight", node(x).shape, node(dy).shape);
+  const Shape& xs = graph::elementwise_shape("rms_norm_grad_weight", node(x).shape, node(dy).shape);
   const ValueId id = add_node(Op::kRmsNormGradWeight, {x, dy}, {xs.back()});
   graph_.nodes.back().eps = eps;
   return id;
@@ -355,18 +354,18 @@ ValueId Builder::rope_grad(ValueId dy, ValueId positions, ValueId inv_freq,
                            float attention_scaling) {
   const ValueId id =
       add_node(Op::kRopeGrad, {dy, positions, inv_freq},
-               ops::rope_shape(node(dy).shape, node(positions).shape, node(inv_freq).shape));
+               graph::rope_shape(node(dy).shape, node(positions).shape, node(inv_freq).shape));
   graph_.nodes.back().scale = attention_scaling;
   return id;
 }
 
 ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
                                 ValueId dy, float scale) {
-  ops::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
-                       node(slots).shape);
+  graph::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
+                         node(slots).shape);
   const ValueId id = add_node(
       Op::kAttentionGrad, {q, k, v, mask, slots, dy},
-      ops::attention_grad_shape(node(q).shape, node(k).shape, node(v).shape, node(dy).shape));
+      graph::attention_grad_shape(node(q).shape, node(k).shape, node(v).shape, node(dy).shape));
   // Under autocast (bf16 q and dy) the gradients come out in bf16, as torch's
   // scaled_dot_product_attention's do.
   if (node(q).dtype == DType::bf16 && node(dy).dtype == DType::bf16) {
@@ -378,7 +377,7 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
 
 ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
                                     bool in_place) {
-  ops::cross_entropy_shape(node(logits).shape, node(targets).shape);
+  graph::cross_entropy_shape(node(logits).shape, node(targets).shape);
   if (node(d_loss).shape != Shape{1}) {
     throw Error("[cross_entropy_grad] d loss must be [1], got " + shape_str(node(d_loss).shape));
   }
@@ -386,8 +385,7 @@ ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_l
                    node(logits).op == Op::kWeight)) {
     throw Error("[cross_entropy_grad] can only write over logits that own their buffer");
   }
-  const ValueId id =
-      add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
+  const ValueId id = add_node(Op::kCrossEntropyGrad, {logits, targets, d_loss}, node(logits).shape);
   // Written over bf16 logits (autocast's), the gradient is bf16 too: what the backward products
   // read, rounded once.
   if (in_place) graph_.nodes.back().dtype = node(logits).dtype;

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
-#include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "ops/autodiff.h"
 #include "ops/backward.h"
 
 namespace tfm::models {
@@ -113,8 +113,9 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
     x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.",
                                         block_input("input_layernorm", l.input_layernorm), in,
                                         rope.attention_scaling, cache(0), cache(1))));
-    x = b.add(x, reduce(mlp_block(b, l, p + "mlp.",
-                                  block_input("post_attention_layernorm", l.post_attention_layernorm))));
+    x = b.add(
+        x, reduce(mlp_block(b, l, p + "mlp.",
+                            block_input("post_attention_layernorm", l.post_attention_layernorm))));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.
@@ -251,7 +252,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   });
   graph::Graph graph = b.finish();
   const std::vector<ValueId> grads =
-      graph::append_backward(graph, {{x, loss.dx}, {head, loss.dw}}, params);
+      ops::append_backward(graph, {{x, loss.dx}, {head, loss.dw}}, params);
   Builder out(std::move(graph));
   size_t i = 0;
   for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {

@@ -11,10 +11,10 @@
 #include <cmath>
 #include <random>
 
-#include "graph/autodiff.h"
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
+#include "ops/autodiff.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
 
@@ -51,7 +51,7 @@ graph::Graph attention_graph(const Case& c, uint32_t seed, DType dy_dtype) {
   const ValueId dy = b.weight("dy", random_tensor(q_shape, rng).to(dy_dtype));
   b.output(y);
   graph::Graph g = b.finish();
-  for (ValueId grad : graph::append_backward(g, y, dy, {q, k, v})) g.outputs.push_back(grad);
+  for (ValueId grad : ops::append_backward(g, y, dy, {q, k, v})) g.outputs.push_back(grad);
   return g;
 }
 
@@ -62,8 +62,7 @@ void expect_cuda_matches_cpu(const graph::Graph& g) {
   const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
   graph::Backend& cuda = graph::backend_for(Device{DeviceType::cuda, 0});
   for (const bool eager : {false, true}) {
-    const std::vector<Tensor> got =
-        eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({});
+    const std::vector<Tensor> got = eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({});
     ASSERT_EQ(got.size(), want.size());
     const char* names[] = {"y", "dq", "dk", "dv"};
     for (size_t i = 0; i < want.size(); ++i) {

@@ -1,10 +1,10 @@
-#include "ops/shapes.h"
+#include "graph/shapes.h"
 
 #include <algorithm>
 
 #include "tfm/error.h"
 
-namespace tfm::ops {
+namespace tfm::graph {
 namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& what) {
@@ -123,7 +123,8 @@ Shape reduce_rows_shape(const Shape& x) {
 }
 
 Shape argmax_shape(const Shape& x) {
-  if (x.empty() || x.back() <= 0) fail("argmax", "needs a non-empty last axis, got " + shape_str(x));
+  if (x.empty() || x.back() <= 0)
+    fail("argmax", "needs a non-empty last axis, got " + shape_str(x));
   return Shape(x.begin(), x.end() - 1);
 }
 
@@ -147,8 +148,8 @@ Shape gather_shards_shape(const Shape& x, int group_size) {
 
 Shape reduce_scatter_shape(const Shape& x, int group_size) {
   if (x.empty() || group_size < 1 || x[0] % group_size != 0) {
-    fail("reduce_scatter", shape_str(x) + " does not split into " + std::to_string(group_size) +
-                               " equal row blocks");
+    fail("reduce_scatter",
+         shape_str(x) + " does not split into " + std::to_string(group_size) + " equal row blocks");
   }
   Shape out = x;
   out[0] /= group_size;
@@ -197,4 +198,4 @@ Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const
   return {shape_numel(q) + 2 * shape_numel(k)};
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::graph

@@ -9,11 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "graph/autodiff.h"
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/cache.h"
-#include "backends/cpu/cpu_backend.h"
+#include "ops/autodiff.h"
 #include "support/fixtures.h"
 #include "support/random_values.h"
 #include "tfm/log.h"
@@ -101,8 +101,8 @@ TEST(Compile, ElementwiseChainsReadBf16ValuesWithoutAWideningCast) {
   for (size_t i = 0; i < want.size(); ++i) {
     want[i] = static_cast<float>(read[i] / (1 + std::exp(-double{read[i]})) * y_values[i]);
   }
-  testing::expect_close(cpu::cpu_executable(plan)->run(in)[0].to_f32_vector(), want,
-                        1e-6f, "silu(narrow) * y");
+  testing::expect_close(cpu::cpu_executable(plan)->run(in)[0].to_f32_vector(), want, 1e-6f,
+                        "silu(narrow) * y");
 }
 
 TEST(Compile, FusesElementwiseChainIntoOneNode) {
@@ -351,7 +351,7 @@ TEST(Compile, LossStepsWriteTheirGradients) {
       const auto loss = mean ? b.scale(sum, 1.f / 5) : sum;
       b.output(loss);
       graph::Graph g = b.finish();
-      g.outputs.push_back(graph::append_backward(g, loss, d_loss, {x})[0]);
+      g.outputs.push_back(ops::append_backward(g, loss, d_loss, {x})[0]);
 
       const fusion::Plan plan = cpu::cpu_plan(g);
       EXPECT_EQ(
@@ -390,8 +390,7 @@ TEST(Compile, AttentionGradientsReadTheirForwardAttention) {
   const auto out = b.autocast_linear(b.reshape(y, {2, 3, 16}), wo);
   b.output(out);
   graph::Graph g = b.finish();
-  for (const auto grad : graph::append_backward(g, out, dy, {xq, xk, xv}))
-    g.outputs.push_back(grad);
+  for (const auto grad : ops::append_backward(g, out, dy, {xq, xk, xv})) g.outputs.push_back(grad);
 
   const fusion::Plan plan = cpu::cpu_plan(g);
   int gradients = 0;
@@ -403,9 +402,9 @@ TEST(Compile, AttentionGradientsReadTheirForwardAttention) {
     EXPECT_EQ(forward.op, Op::kAttention);
     EXPECT_TRUE(forward.saves_row_stats);
     EXPECT_EQ(forward.dtype, DType::bf16) << "the output's cast still folds into attention";
-    EXPECT_EQ(fusion::output_bytes(forward, plan.alignment),
-              static_cast<size_t>(fusion::second_result_bytes(forward, plan.alignment)) +
-                  2 * 3 * 2 * 4)
+    EXPECT_EQ(
+        fusion::output_bytes(forward, plan.alignment),
+        static_cast<size_t>(fusion::second_result_bytes(forward, plan.alignment)) + 2 * 3 * 2 * 4)
         << "an f32 log-sum-exp per query row after the output";
   }
   EXPECT_EQ(gradients, 1);
@@ -434,9 +433,8 @@ TEST(Compile, AutocastLooksUpRowsInTheF32Table) {
   b.output(b.linear(x, table));
   const graph::Graph g = b.finish();
 
-  const std::vector<Tensor> out = graph::backend_for(kCpu)
-                                      .compile(g)
-                                      ->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})});
+  const std::vector<Tensor> out =
+      graph::backend_for(kCpu).compile(g)->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})});
   std::vector<float> want(rows.begin() + 20, rows.end());        // row 5
   want.insert(want.end(), rows.begin() + 8, rows.begin() + 12);  // row 2
   EXPECT_EQ(out[0].to_f32_vector(), want) << "the f32 rows, exactly";
@@ -745,10 +743,9 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
 
   const std::vector<float> dy_values = testing::random_values(24, 9),
                            x_values = testing::random_values(18, 10);
-  const std::vector<Tensor> out = graph::backend_for(kCpu)
-                                      .compile(g)
-                                      ->run({Tensor::from_vector<float>(dy_values, {6, 4}),
-                                             Tensor::from_vector<float>(x_values, {6, 3})});
+  const std::vector<Tensor> out =
+      graph::backend_for(kCpu).compile(g)->run({Tensor::from_vector<float>(dy_values, {6, 4}),
+                                                Tensor::from_vector<float>(x_values, {6, 3})});
   const std::vector<double> product = weight_grad(dy_values, x_values, 6, 4, 3);
   std::vector<float> whole(product.size()), twice(product.size());
   for (size_t i = 0; i < product.size(); ++i) {

@@ -1,4 +1,4 @@
-#include "graph/autodiff.h"
+#include "ops/autodiff.h"
 
 #include <algorithm>
 #include <functional>
@@ -9,7 +9,9 @@
 #include "ops/backward.h"
 #include "tfm/error.h"
 
-namespace tfm::graph {
+namespace tfm::ops {
+
+using namespace graph;  // the IR this pass extends
 namespace {
 
 // Nodes that lie on a path from some `wrt` value to a seeded value: only their gradients are
@@ -62,7 +64,7 @@ std::vector<ValueId> gradients(Builder& b, const std::vector<Seed>& seeds,
     }
     const std::vector<ValueId> inputs = node.inputs;
     for (ValueId& in : node.inputs) in = reads(b, in);
-    const ops::InputGrads input_grads = ops::backward(b, node, grad[static_cast<size_t>(id)]);
+    const InputGrads input_grads = backward(b, node, grad[static_cast<size_t>(id)]);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const auto in = static_cast<size_t>(inputs[i]);
       if (input_grads[i] < 0 || !path[in]) continue;
@@ -191,4 +193,4 @@ std::vector<ValueId> append_backward(Graph& graph, const std::vector<Seed>& seed
   return result;
 }
 
-}  // namespace tfm::graph
+}  // namespace tfm::ops

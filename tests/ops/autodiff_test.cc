@@ -1,7 +1,6 @@
 // Every op's backward rule and CPU kernel against central finite differences of its forward op:
 // the gradient of L = sum(y * dy) for a random dy, compiled and eager.
-#include "graph/effects.h"
-#include "graph/autodiff.h"
+#include "ops/autodiff.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +8,10 @@
 #include <functional>
 #include <random>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
+#include "graph/effects.h"
 #include "support/random_values.h"
 #include "tfm/error.h"
 
@@ -65,7 +65,7 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
   graph = extend.finish();
   std::vector<ValueId> params;
   for (size_t i = 0; i < c.params.size(); ++i) params.push_back(static_cast<ValueId>(i));
-  for (ValueId g : graph::append_backward(graph, y, seed_id, params)) graph.outputs.push_back(g);
+  for (ValueId g : ops::append_backward(graph, y, seed_id, params)) graph.outputs.push_back(g);
 
   const std::vector<Tensor> eager = cpu.run_eager(graph, {});
   const std::vector<Tensor> compiled = cpu.compile(graph)->run({});
@@ -250,7 +250,7 @@ TEST(Autodiff, RecomputesWhatOnlyElementwiseChainsReadAndWritesTheLossGradientOv
   Builder extend(std::move(g));
   const ValueId seed = extend.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
   g = extend.finish();
-  graph::append_backward(g, y, seed, {0, 1, 2});
+  ops::append_backward(g, y, seed, {0, 1, 2});
   EXPECT_EQ(copies_of(g, gate), 1) << "SiLU, read by the product rule's elementwise chain alone";
   EXPECT_EQ(copies_of(g, norm), 0);
   EXPECT_EQ(copies_of(g, gated), 0) << "read by the weight gradient's product";
@@ -281,7 +281,7 @@ TEST(Autodiff, KeepsTheBf16CopiesOfWeightsForTheBackwardPass) {
   b.output(y);
   const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
   graph::Graph g = b.finish();
-  graph::append_backward(g, y, seed, {x, norm, w});
+  ops::append_backward(g, y, seed, {x, norm, w});
   int weight_copies = 0, norms = 0;
   for (const graph::Node& n : g.nodes) {
     weight_copies += n.op == graph::Op::kCast && n.inputs[0] == w;
@@ -309,7 +309,7 @@ TEST(Autodiff, TheGatingsGradientComesBackInBf16) {
   b.output(y);
   const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
   graph::Graph g = b.finish();
-  g.outputs.push_back(graph::append_backward(g, y, seed, {x})[0]);
+  g.outputs.push_back(ops::append_backward(g, y, seed, {x})[0]);
   std::vector<DType> input_grads;  // by the weight's rows: 6 for down, 12 for gate and up
   for (const graph::Node& n : g.nodes) {
     if (n.op == graph::Op::kLinearGradInput) input_grads.push_back(n.dtype);
@@ -343,8 +343,7 @@ TEST(Autodiff, AttentionsOutputGradientComesBackInBf16) {
   b.output(y);
   const ValueId seed = b.weight("dy", Tensor::from_vector(std::vector<float>{1.f}, {1}));
   graph::Graph g = b.finish();
-  for (const ValueId grad : graph::append_backward(g, y, seed, {q, k, v}))
-    g.outputs.push_back(grad);
+  for (const ValueId grad : ops::append_backward(g, y, seed, {q, k, v})) g.outputs.push_back(grad);
   int bf16_dy = 0, widened = 0;
   for (const graph::Node& n : g.nodes) {
     if (n.op == graph::Op::kLinearGradInput) {
@@ -377,7 +376,7 @@ TEST(Autodiff, RejectsValuesThatDoNotReachTheOutput) {
   const ValueId y = b.silu(x);
   const ValueId dy = b.weight("dy", Tensor::zeros({2, 2}, DType::f32));
   graph::Graph g = b.finish();
-  EXPECT_THROW(graph::append_backward(g, y, dy, {unused}), Error);
+  EXPECT_THROW(ops::append_backward(g, y, dy, {unused}), Error);
 }
 
 TEST(Autodiff, RejectsAttentionOverACache) {
@@ -389,7 +388,7 @@ TEST(Autodiff, RejectsAttentionOverACache) {
   const ValueId y = b.attention(q, cache, cache, mask, slots, 0.5f);
   const ValueId dy = b.weight("dy", Tensor::zeros({1, 1, 2, 4}, DType::f32));
   graph::Graph g = b.finish();
-  EXPECT_THROW(graph::append_backward(g, y, dy, {q}), Error);
+  EXPECT_THROW(ops::append_backward(g, y, dy, {q}), Error);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "tfm/tensor.h"
 
-namespace tfm::ops {
+namespace tfm::graph {
 
 Shape embedding_shape(const Shape& table, const Shape& ids);
 Shape linear_shape(const Shape& x, const Shape& w, const Shape* bias);
@@ -33,4 +33,4 @@ Shape linear_grad_weight_shape(const Shape& dy, const Shape& x);
 // [dq | dk | dv] as one flat buffer.
 Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const Shape& dy);
 
-}  // namespace tfm::ops
+}  // namespace tfm::graph
