@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "distributed/process_group.h"
+#include "fusion/plan.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "fusion/plan.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
 

@@ -15,9 +15,9 @@
 #include <map>
 #include <string>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/effects.h"
 #include "graph/op_args.h"
-#include "backends/cpu/cpu_backend.h"
 #include "io/model_config.h"
 #include "models/architectures.h"
 #include "models/decoder.h"
@@ -140,8 +140,7 @@ int main(int argc, char** argv) {
         "\"weights_mib\": %.1f, \"grads_mib\": %.1f, \"adamw_mib\": %.1f, \"total_mib\": %.1f}\n",
         static_cast<long long>(batch), static_cast<long long>(seq),
         autocast == tfm::DType::bf16 ? "true" : "false", plan.graph.nodes.size(), mib(arena),
-        mib(weight_bytes), mib(weight_bytes), mib(2 * weight_bytes),
-        mib(arena + 4 * weight_bytes));
+        mib(weight_bytes), mib(weight_bytes), mib(2 * weight_bytes), mib(arena + 4 * weight_bytes));
     if (traffic) print_traffic(plan);
     return 0;
   } catch (const std::exception& e) {

@@ -2,10 +2,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "graph/op_args.h"
 #include "fusion/passes.h"
 #include "fusion/plan.h"
 #include "fusion/rewrite.h"
+#include "graph/op_args.h"
 
 namespace tfm::fusion {
 

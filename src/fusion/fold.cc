@@ -3,11 +3,11 @@
 #include <cstddef>
 #include <vector>
 
-#include "graph/effects.h"
-#include "graph/op_args.h"
 #include "fusion/passes.h"
 #include "fusion/plan.h"
 #include "fusion/rewrite.h"
+#include "graph/effects.h"
+#include "graph/op_args.h"
 
 namespace tfm::fusion {
 
@@ -41,7 +41,8 @@ void fold_casts(Graph& graph, const Target& target) {
       from = operand(*reshapes.back());
     }
     Node& producer = graph.nodes[static_cast<size_t>(from)];
-    if (!target.writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from)) continue;
+    if (!target.writes_bf16(graph, producer) || producer.dtype != DType::f32 || !only_use(from))
+      continue;
     // The producer keeps its place in the order (so it reads its inputs when it always did) and
     // writes bf16; the cast becomes a view of that. A loss gradient written over its f32 logits
     // gets a bf16 buffer of its own instead.
@@ -313,7 +314,8 @@ void fold_narrow_copies(Graph& graph, const Target& target) {
     }
     grad.narrow_copy = true;
     cast.op = Op::kView;
-    cast.start = second_result_bytes(grad, target.alignment) / static_cast<int64_t>(dtype_size(cast.dtype));
+    cast.start =
+        second_result_bytes(grad, target.alignment) / static_cast<int64_t>(dtype_size(cast.dtype));
   }
 }
 

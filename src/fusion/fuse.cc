@@ -4,10 +4,10 @@
 #include <cstddef>
 #include <vector>
 
-#include "graph/op_args.h"
 #include "fusion/passes.h"
 #include "fusion/plan.h"
 #include "fusion/rewrite.h"
+#include "graph/op_args.h"
 
 namespace tfm::fusion {
 
@@ -160,7 +160,8 @@ void pair_elementwise_siblings(Graph& graph, const Target& target) {
       view.inputs = {static_cast<ValueId>(a)};
       view.shape = second.shape;
       view.dtype = second.dtype;
-      view.start = second_result_bytes(both, target.alignment) / static_cast<int64_t>(dtype_size(both.dtype));
+      view.start = second_result_bytes(both, target.alignment) /
+                   static_cast<int64_t>(dtype_size(both.dtype));
       view.name = second.name;
       first = std::move(both);
       second = std::move(view);

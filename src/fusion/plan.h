@@ -22,7 +22,7 @@ struct Plan {
   std::vector<graph::ValueId> schedule;  // nodes to run, in order (inputs and weights excluded)
   std::vector<int64_t> offset;           // per node: byte offset in the arena, -1 when it owns none
   size_t arena_bytes = 0;
-  size_t alignment = 256;                // of every offset
+  size_t alignment = 256;  // of every offset
 };
 
 // Schedules the graph (the nodes its outputs and state updates need, in creation order, free

@@ -71,11 +71,11 @@ void fuse_prepare_attention(Graph& graph, const Target&) {
         !read_by_attention(at.v)) {
       continue;
     }
-    PrepareAttentionArgs prepare{q.x,        k.x,      vw.update, q.positions, q.inv_freq,
-                                 at.slots,   kw.cache, vw.cache,  q.norm,      k.norm};
+    PrepareAttentionArgs prepare{q.x,      k.x,      vw.update, q.positions, q.inv_freq,
+                                 at.slots, kw.cache, vw.cache,  q.norm,      k.norm};
     // The step takes q's RoPE's place: what it reads must exist by then, and nothing between
     // there and the cache writes may read the caches, which it now writes earlier.
-    std::vector<ValueId> inputs{prepare.q,        prepare.k,     prepare.v,
+    std::vector<ValueId> inputs{prepare.q,         prepare.k,        prepare.v,
                                 prepare.positions, prepare.inv_freq, prepare.slots};
     if (q.norm >= 0) inputs.insert(inputs.end(), {q.norm, k.norm});
     const size_t last_write = static_cast<size_t>(std::max(at.k, at.v));

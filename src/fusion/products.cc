@@ -50,14 +50,15 @@ void fuse_residuals_into_products(Graph& graph, const Target&) {
   const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
   for (size_t a = 0; a < graph.nodes.size(); ++a) {
     Node& add = graph.nodes[a];
-    if (!is_single(add, EwCode::kAdd) || add.dtype != DType::f32 || add.inputs.size() != 2) continue;
+    if (!is_single(add, EwCode::kAdd) || add.dtype != DType::f32 || add.inputs.size() != 2)
+      continue;
     for (size_t slot = 0; slot < 2; ++slot) {
       const auto p = static_cast<size_t>(add.inputs[slot]);
       const ValueId other = add.inputs[1 - slot];
       const Node& product = graph.nodes[p];
       if (product.op != Op::kLinear || product.residual || product.dtype != DType::f32 ||
-          uses[p] != 1 || product.shape != add.shape ||
-          node_at(graph, other).dtype != DType::f32 || node_at(graph, other).shape != add.shape ||
+          uses[p] != 1 || product.shape != add.shape || node_at(graph, other).dtype != DType::f32 ||
+          node_at(graph, other).shape != add.shape ||
           written_between(graph, p, a, product.inputs)) {
         continue;
       }

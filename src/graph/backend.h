@@ -39,8 +39,7 @@ class Backend {
   // that live on this backend's device (training state stays where the model computes).
   // One AdamW update of n elements (ops::adamw_update each).
   virtual void adamw_update(const ops::AdamWScalars& s, float decay, float* params,
-                            const float* grads, float* exp_avg, float* exp_avg_sq,
-                            int64_t n) = 0;
+                            const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n) = 0;
   // The sum of squares of n elements, in double over fixed chunks added in order: the same bits
   // for any thread count, so a re-run or resumed step clips identically.
   virtual double sum_squares(const float* x, int64_t n) = 0;

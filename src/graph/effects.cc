@@ -59,8 +59,8 @@ void check_updates(const Graph& graph) {
         written_buffers(graph, graph.nodes.at(static_cast<size_t>(u.value)));
     if (storage_of(graph, u.value) != u.state &&
         std::find(written.begin(), written.end(), u.state) == written.end()) {
-      throw Error("[graph] the update of state '" + state.name + "' is " +
-                  graph.describe(u.value) + ", which neither lives in its buffer nor writes it");
+      throw Error("[graph] the update of state '" + state.name + "' is " + graph.describe(u.value) +
+                  ", which neither lives in its buffer nor writes it");
     }
   }
 }

@@ -130,20 +130,20 @@ struct Node {
   std::vector<ValueId> inputs;
   Shape shape;
   DType dtype = DType::f32;
-  std::string name;            // inputs and weights: their name; others: for logs
-  Tensor constant;             // kWeight
-  bool is_state = false;       // kInput: a caller-owned buffer the graph reads and writes in place
-  float eps = 0.f;             // kRmsNorm and its gradients, kPrepareAttention, normed products
-                               // and RoPE
-  float scale = 1.f;           // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
-                               // attention_scaling
-  int64_t start = 0;           // kSliceSeq: position; kView: element offset; kEmbedding: first id
-  bool in_place = false;       // kCrossEntropyGrad: written over input 0, read by nothing after;
-                               // kCrossEntropy: writes its gradient over input 0 too;
-                               // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight,
-                               // kEmbeddingGrad: added into input 0
-  bool residual = false;       // kLinear, kRmsNormGradInput: the input after its operands is the
-                               // residual added to the result
+  std::string name;       // inputs and weights: their name; others: for logs
+  Tensor constant;        // kWeight
+  bool is_state = false;  // kInput: a caller-owned buffer the graph reads and writes in place
+  float eps = 0.f;        // kRmsNorm and its gradients, kPrepareAttention, normed products
+                          // and RoPE
+  float scale = 1.f;      // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
+                          // attention_scaling
+  int64_t start = 0;      // kSliceSeq: position; kView: element offset; kEmbedding: first id
+  bool in_place = false;  // kCrossEntropyGrad: written over input 0, read by nothing after;
+                          // kCrossEntropy: writes its gradient over input 0 too;
+                          // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight,
+                          // kEmbeddingGrad: added into input 0
+  bool residual = false;  // kLinear, kRmsNormGradInput: the input after its operands is the
+                          // residual added to the result
   bool adds_weight_grad = false;  // kRmsNormGradInput: its last input is the accumulator of the
                                   // norm weight's gradient, added into as a side effect
   bool rotated = false;           // kRmsNormGradInput: dy enters rotated back by RoPE
@@ -153,12 +153,12 @@ struct Node {
                                   //   query row's log-sum-exp, f32 [B, S, Hq], which a backend
                                   //   may leave for the gradient that reads the output
                                   //   (graph::save_attention_statistics)
-  bool normed = false;         // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
-                               // with the last input as the norm's weight
-  bool shard = false;          // kEmbedding, kCrossEntropy and their gradients: one rank's slice
-                               // of the vocabulary, starting at id `start`
+  bool normed = false;            // kQkvLinear, kGatedLinear, kRope: x enters RMS-normed (`eps`)
+                                  // with the last input as the norm's weight
+  bool shard = false;             // kEmbedding, kCrossEntropy and their gradients: one rank's slice
+                                  // of the vocabulary, starting at id `start`
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over
-  ElementwiseProgram program;  // kElementwise
+  ElementwiseProgram program;           // kElementwise
 };
 
 // After a run, state input `state` holds `value`: a value that lives in the state's buffer
@@ -171,7 +171,7 @@ struct StateUpdate {
 
 struct Graph {
   std::vector<Node> nodes;
-  std::vector<ValueId> outputs;   // copied out to the host after a run
+  std::vector<ValueId> outputs;      // copied out to the host after a run
   std::vector<StateUpdate> updates;  // state written by the run, in the order they were made
 
   ValueId add(Node node);

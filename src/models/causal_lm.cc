@@ -16,8 +16,8 @@ namespace tfm {
 
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
-                           std::string name, models::Parallelism tp,
-                           DistributedConfig distributed, graph::CompileOptions compile)
+                           std::string name, models::Parallelism tp, DistributedConfig distributed,
+                           graph::CompileOptions compile)
     : config_(std::make_unique<ModelConfig>(std::move(config))),
       tp_(models::with_kv_replicas(std::move(tp), *config_)),
       distributed_(distributed),
@@ -28,13 +28,12 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       dtype_(dtype),
       name_(std::move(name)),
       graphs_(name_, device, compile) {
-  models::for_each_weight(*config_, features_, weights_,
-                          [this](const std::string& name, Tensor& t, const Shape& full) {
-                            weight_bytes_ += t.nbytes();
-                            const int64_t rows =
-                                models::tensor_parallel_rows(name, full, *config_, tp_);
-                            if (rows % tp_.fsdp_size != 0) tp_.unpadded_rows[name] = rows;
-                          });
+  models::for_each_weight(
+      *config_, features_, weights_, [this](const std::string& name, Tensor& t, const Shape& full) {
+        weight_bytes_ += t.nbytes();
+        const int64_t rows = models::tensor_parallel_rows(name, full, *config_, tp_);
+        if (rows % tp_.fsdp_size != 0) tp_.unpadded_rows[name] = rows;
+      });
 }
 
 KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
@@ -99,9 +98,8 @@ double CausalLMImpl::train_step_into(const TrainInputs& in, const std::vector<Te
                              in.targets,
                              in.loss_scale};
   inputs.insert(inputs.end(), grads.begin(), grads.end());
-  const std::vector<Tensor> outputs = eager
-                                          ? graph::backend_for(device_).run_eager(build(), inputs)
-                                          : graphs_.get(signature, build).run(inputs);
+  const std::vector<Tensor> outputs = eager ? graph::backend_for(device_).run_eager(build(), inputs)
+                                            : graphs_.get(signature, build).run(inputs);
   return outputs.at(0).to_f32_vector()[0];
 }
 
@@ -170,25 +168,24 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   check_dtype(dtype, dir);
   graph::Backend& backend = graph::backend_for(s.device);
   models::DecoderWeights weights;
-  models::for_each_weight(s.config, s.features, weights,
-                          [&](const std::string& name, Tensor& field, const Shape& shape) {
-                            const TensorInfo& info = checkpoint.info(name);
-                            if (info.shape != shape) {
-                              throw Error(info.file.string() + ": tensor '" + name +
-                                          "' has shape " + shape_str(info.shape) +
-                                          " but config.json implies " + shape_str(shape));
-                            }
-                            // Under TP a view of this rank's rows (or a copy of its columns):
-                            // only those pages of the file are read.
-                            field = backend.prepare_weight(
-                                models::rank_slice(name, checkpoint.tensor(name), s.config, tp),
-                                dtype);
-                            checkpoint.release(name);
-                          });
+  models::for_each_weight(
+      s.config, s.features, weights,
+      [&](const std::string& name, Tensor& field, const Shape& shape) {
+        const TensorInfo& info = checkpoint.info(name);
+        if (info.shape != shape) {
+          throw Error(info.file.string() + ": tensor '" + name + "' has shape " +
+                      shape_str(info.shape) + " but config.json implies " + shape_str(shape));
+        }
+        // Under TP a view of this rank's rows (or a copy of its columns):
+        // only those pages of the file are read.
+        field = backend.prepare_weight(
+            models::rank_slice(name, checkpoint.tensor(name), s.config, tp), dtype);
+        checkpoint.release(name);
+      });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp,
-                                        options.distributed, graph::CompileOptions{.fuse = options.fuse});
+                                        s.device, dtype, std::move(name), tp, options.distributed,
+                                        graph::CompileOptions{.fuse = options.fuse});
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -200,17 +197,16 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
   check_dtype(dtype, config_json);
   graph::Backend& backend = graph::backend_for(s.device);
   models::DecoderWeights weights = models::init_weights(s.config, s.features, seed);
-  models::for_each_weight(s.config, s.features, weights,
-                          [&](const std::string& name, Tensor& field, const Shape&) {
-                            // Every rank draws the whole model from the same seed, then keeps
-                            // its slices: the same weights as one process would have.
-                            field = backend.prepare_weight(
-                                models::rank_slice(name, field, s.config, tp), dtype);
-                          });
+  models::for_each_weight(
+      s.config, s.features, weights, [&](const std::string& name, Tensor& field, const Shape&) {
+        // Every rank draws the whole model from the same seed, then keeps
+        // its slices: the same weights as one process would have.
+        field = backend.prepare_weight(models::rank_slice(name, field, s.config, tp), dtype);
+      });
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp,
-                                        options.distributed, graph::CompileOptions{.fuse = options.fuse});
+                                        s.device, dtype, std::move(name), tp, options.distributed,
+                                        graph::CompileOptions{.fuse = options.fuse});
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {

@@ -23,7 +23,8 @@ class Decomposer {
     graph::Graph out = b_.finish();
     for (ValueId o : fused.outputs) out.outputs.push_back(at(o));
     out.updates.clear();
-    for (const graph::StateUpdate& u : fused.updates) out.updates.push_back({at(u.state), at(u.value)});
+    for (const graph::StateUpdate& u : fused.updates)
+      out.updates.push_back({at(u.state), at(u.value)});
     return out;
   }
 
@@ -83,7 +84,8 @@ class Decomposer {
         // The caches hold the new rows from here on: later reads of them see the writes.
         const ValueId k_cache = at(a.k_cache), v_cache = at(a.v_cache);
         cache_[made_[static_cast<size_t>(a.k_cache)]] = b_.cache_write(k_cache, k, at(a.slots));
-        cache_[made_[static_cast<size_t>(a.v_cache)]] = b_.cache_write(v_cache, at(a.v), at(a.slots));
+        cache_[made_[static_cast<size_t>(a.v_cache)]] =
+            b_.cache_write(v_cache, at(a.v), at(a.slots));
         return q;
       }
       default:
@@ -95,7 +97,7 @@ class Decomposer {
   }
 
   Builder b_;
-  std::vector<ValueId> made_;           // old id -> new id
+  std::vector<ValueId> made_;         // old id -> new id
   std::map<ValueId, ValueId> cache_;  // a cache's new id -> its value after the fused writes so far
 };
 

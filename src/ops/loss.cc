@@ -50,8 +50,8 @@ bool only_the_loss_reads(const graph::Graph& graph, graph::ValueId logits) {
 
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
-  const graph::ValueId d_logits = b.cross_entropy_grad(a.logits, a.targets, dy,
-                                                       only_the_loss_reads(b.graph(), a.logits));
+  const graph::ValueId d_logits =
+      b.cross_entropy_grad(a.logits, a.targets, dy, only_the_loss_reads(b.graph(), a.logits));
   return {n.shard ? b.as_vocab_shard(d_logits, n) : d_logits, -1};
 }
 

@@ -20,16 +20,18 @@ void linear(const float* x, const float* w, const float* bias, int64_t m, int64_
 
 namespace tfm::ops {
 
-// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows. Products of bf16 operands (autocast) take dy in bf16 too, as torch's autocast
-// backward does. Their dx is bf16 too where x is an elementwise chain's result cast to bf16 (in
-// these models the MLP's gating, whose gradient torch keeps in bf16): the chain's backward widens
-// it as it loads it (graph::fold_widening_casts); and where x is attention's output cast to bf16
-// (the output product's rows), whose backward reads it as it is (is_attention_output). Elsewhere
-// dx stays f32, for the norms' backward and for the sums of several products' gradients.
+// y = x w^T + bias: dx = dy w, dw = dy^T x, dbias = the sum of dy over rows. Products of bf16
+// operands (autocast) take dy in bf16 too, as torch's autocast backward does. Their dx is bf16 too
+// where x is an elementwise chain's result cast to bf16 (in these models the MLP's gating, whose
+// gradient torch keeps in bf16): the chain's backward widens it as it loads it
+// (graph::fold_widening_casts); and where x is attention's output cast to bf16 (the output
+// product's rows), whose backward reads it as it is (is_attention_output). Elsewhere dx stays f32,
+// for the norms' backward and for the sums of several products' gradients.
 InputGrads linear_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
   // n and x may be nodes of b's graph, which moves as nodes are added: read them first.
   const graph::LinearArgs a = graph::linear_args(n);
-  if (a.residual >= 0) throw Error("[autodiff] a linear with its residual folded in has no backward");
+  if (a.residual >= 0)
+    throw Error("[autodiff] a linear with its residual folded in has no backward");
   const graph::ValueId x_id = a.x, w = a.w;
   const graph::Node& x = b.node(x_id);
   const DType operands = x.dtype;

@@ -2,8 +2,8 @@
 
 #include "graph/op_args.h"
 #include "ops/backward.h"
-#include "tfm/error.h"
 #include "ops/reference.h"
+#include "tfm/error.h"
 
 namespace tfm::ops::reference {
 

@@ -9,9 +9,9 @@
 #include <array>
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"

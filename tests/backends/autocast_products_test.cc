@@ -9,10 +9,10 @@
 
 #include <cmath>
 
-#include "graph/effects.h"
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
+#include "graph/effects.h"
 #include "ops/reference.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"

@@ -8,9 +8,9 @@
 
 #include <cmath>
 
+#include "fusion/plan.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "fusion/plan.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"

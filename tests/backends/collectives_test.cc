@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "distributed/process_group.h"
+#include "fusion/plan.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "fusion/plan.h"
 #include "support/run_binary.h"
 #include "tfm/device.h"
 

@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
 #include "tfm/device.h"
@@ -64,8 +64,8 @@ TEST_P(GatedLinearTest, MatchesReference) {
   const ValueId hv = c.norm ? g.rms_norm(xv, g.weight("norm", vector(norm)), eps) : xv;
   const ValueId gate_rows = g.linear(hv, g.weight("w_gate", matrix(w_gate)),
                                      c.biases ? g.weight("b_gate", vector(b_gate)) : -1);
-  const ValueId up_rows = g.linear(hv, g.weight("w_up", matrix(w_up)),
-                                   c.biases ? g.weight("b_up", vector(b_up)) : -1);
+  const ValueId up_rows =
+      g.linear(hv, g.weight("w_up", matrix(w_up)), c.biases ? g.weight("b_up", vector(b_up)) : -1);
   g.output(g.mul(g.silu(gate_rows), up_rows));
   const graph::Graph graph = g.finish();
   if (c.device == "cpu") {

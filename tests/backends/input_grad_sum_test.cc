@@ -8,9 +8,9 @@
 
 #include <array>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
 

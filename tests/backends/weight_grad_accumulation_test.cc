@@ -10,9 +10,9 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cpu/cpu_backend.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
-#include "backends/cpu/cpu_backend.h"
 #include "support/device_operands.h"
 #include "support/random_values.h"
 

@@ -116,8 +116,11 @@ TEST(AttentionFusion, OutputOverTheTokensKeysDoesNotFold) {
   const ValueId attention = find(plan.graph, Op::kAttention);
   ASSERT_GE(attention, 0);
   // The token's k rows: a reshape of a view of the fused q, k and v product.
-  const auto source = [&](ValueId v) { return graph::operand(plan.graph.nodes[static_cast<size_t>(v)]); };
-  const ValueId k_view = source(graph::prepare_attention_args(plan.graph.nodes[static_cast<size_t>(prepare)]).k);
+  const auto source = [&](ValueId v) {
+    return graph::operand(plan.graph.nodes[static_cast<size_t>(v)]);
+  };
+  const ValueId k_view =
+      source(graph::prepare_attention_args(plan.graph.nodes[static_cast<size_t>(prepare)]).k);
   const Node& view = plan.graph.nodes[static_cast<size_t>(k_view)];
   ASSERT_EQ(view.op, Op::kView);
   const int64_t qkv_offset = plan.offset[static_cast<size_t>(graph::operand(view))];

@@ -1,9 +1,9 @@
 // The CUDA row-wise and element-wise kernels, their own source run on the CPU through the
 // emulation in shim/ (no GPU needed), launched as pointwise.cu launches them: embedding (whole
 // table and a vocabulary shard, f32 and bf16 tables), rms_norm and rope (f32 and bf16 in and out),
-// slice_seq, cache_write (f32 and bf16 caches), cast (every f32/bf16 pair), add_bias, argmax (ties, -inf and NaN rows, rows longer
-// than the block) and fused elementwise programs (f32 and bf16 out, one result or two); against the
-// scalar references in src/ops or the op's closed form.
+// slice_seq, cache_write (f32 and bf16 caches), cast (every f32/bf16 pair), add_bias, argmax (ties,
+// -inf and NaN rows, rows longer than the block) and fused elementwise programs (f32 and bf16 out,
+// one result or two); against the scalar references in src/ops or the op's closed form.
 #include "backends/cuda/pointwise_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -143,7 +143,7 @@ TEST(PointwiseKernels, Rope) {
   for (const bool normed : {false, true}) {  // normed: q_norm / k_norm (fuse_norms_into_rope)
     for (const int64_t head_dim : {26, 128}) {
       check_rope<float>(head_dim, normed);
-      check_rope<__nv_bfloat16>(head_dim, normed);  // a product's bf16 operand (fold_casts)
+      check_rope<__nv_bfloat16>(head_dim, normed);         // a product's bf16 operand (fold_casts)
       check_rope<float, __nv_bfloat16>(head_dim, normed);  // q or k's bf16 product (autocast)
       check_rope<__nv_bfloat16, __nv_bfloat16>(head_dim, normed);
     }

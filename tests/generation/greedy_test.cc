@@ -15,8 +15,7 @@ namespace {
 
 using testing::Mode;
 
-class GreedyTest
-    : public ::testing::TestWithParam<std::tuple<std::string, Mode, std::string>> {};
+class GreedyTest : public ::testing::TestWithParam<std::tuple<std::string, Mode, std::string>> {};
 
 TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   set_log_level(LogLevel::kWarn);
@@ -39,19 +38,18 @@ TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyTest,
-                         ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2",
-                                                              "llama3-rope", "qwen3-yarn"),
-                                            ::testing::Values(Mode::kCompiled, Mode::kEager,
-                                                              Mode::kUnfused),
-                                            ::testing::Values("cpu", "cuda")),
-                         [](const auto& info) {
-                           // Test names allow only letters, digits and '_'.
-                           std::string arch = std::get<0>(info.param);
-                           std::replace(arch.begin(), arch.end(), '-', '_');
-                           return std::get<2>(info.param) + "_" + arch + "_" +
-                                  testing::mode_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, GreedyTest,
+    ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2", "llama3-rope", "qwen3-yarn"),
+                       ::testing::Values(Mode::kCompiled, Mode::kEager, Mode::kUnfused),
+                       ::testing::Values("cpu", "cuda")),
+    [](const auto& info) {
+      // Test names allow only letters, digits and '_'.
+      std::string arch = std::get<0>(info.param);
+      std::replace(arch.begin(), arch.end(), '-', '_');
+      return std::get<2>(info.param) + "_" + arch + "_" +
+             testing::mode_name(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace tfm

@@ -49,8 +49,8 @@ TEST_P(LogitsTest, MatchesTransformers) {
       testing::fixture_dir(c.arch),
       {.dtype = c.dtype, .device_map = c.device, .fuse = c.mode != Mode::kUnfused});
   const nlohmann::json& ref = testing::reference(c.arch);
-  const Tensor logits = model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true,
-                                      c.mode == Mode::kEager);
+  const Tensor logits =
+      model.forward(testing::int_matrix(ref["input_ids"]), nullptr, true, c.mode == Mode::kEager);
   const int64_t batch = logits.dim(0), seq = logits.dim(1), vocab = logits.dim(2);
   ASSERT_EQ(vocab, model.config().vocab_size);
   const float* got = logits.data_as<float>();
@@ -84,18 +84,27 @@ TEST_P(LogitsTest, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, LogitsTest,
-    ::testing::ValuesIn(on_each_device(
-        {Case{"qwen3", DType::f32, Mode::kCompiled},       Case{"qwen3", DType::f32, Mode::kEager},
-         Case{"qwen3", DType::f32, Mode::kUnfused},        Case{"qwen3", DType::bf16, Mode::kCompiled},
-         Case{"qwen3", DType::bf16, Mode::kEager},         Case{"qwen3", DType::bf16, Mode::kUnfused},
-         Case{"llama", DType::f32, Mode::kCompiled},       Case{"llama", DType::f32, Mode::kEager},
-         Case{"llama", DType::f32, Mode::kUnfused},        Case{"llama", DType::bf16, Mode::kCompiled},
-         Case{"llama", DType::bf16, Mode::kUnfused},       Case{"qwen2", DType::f32, Mode::kCompiled},
-         Case{"qwen2", DType::f32, Mode::kEager},          Case{"qwen2", DType::f32, Mode::kUnfused},
-         Case{"llama3-rope", DType::f32, Mode::kCompiled}, Case{"llama3-rope", DType::f32, Mode::kEager},
-         Case{"llama3-rope", DType::f32, Mode::kUnfused},  Case{"llama3-rope", DType::bf16, Mode::kCompiled},
-         Case{"qwen3-yarn", DType::f32, Mode::kCompiled},  Case{"qwen3-yarn", DType::f32, Mode::kEager},
-         Case{"qwen3-yarn", DType::f32, Mode::kUnfused}})),
+    ::testing::ValuesIn(on_each_device({Case{"qwen3", DType::f32, Mode::kCompiled},
+                                        Case{"qwen3", DType::f32, Mode::kEager},
+                                        Case{"qwen3", DType::f32, Mode::kUnfused},
+                                        Case{"qwen3", DType::bf16, Mode::kCompiled},
+                                        Case{"qwen3", DType::bf16, Mode::kEager},
+                                        Case{"qwen3", DType::bf16, Mode::kUnfused},
+                                        Case{"llama", DType::f32, Mode::kCompiled},
+                                        Case{"llama", DType::f32, Mode::kEager},
+                                        Case{"llama", DType::f32, Mode::kUnfused},
+                                        Case{"llama", DType::bf16, Mode::kCompiled},
+                                        Case{"llama", DType::bf16, Mode::kUnfused},
+                                        Case{"qwen2", DType::f32, Mode::kCompiled},
+                                        Case{"qwen2", DType::f32, Mode::kEager},
+                                        Case{"qwen2", DType::f32, Mode::kUnfused},
+                                        Case{"llama3-rope", DType::f32, Mode::kCompiled},
+                                        Case{"llama3-rope", DType::f32, Mode::kEager},
+                                        Case{"llama3-rope", DType::f32, Mode::kUnfused},
+                                        Case{"llama3-rope", DType::bf16, Mode::kCompiled},
+                                        Case{"qwen3-yarn", DType::f32, Mode::kCompiled},
+                                        Case{"qwen3-yarn", DType::f32, Mode::kEager},
+                                        Case{"qwen3-yarn", DType::f32, Mode::kUnfused}})),
     [](const auto& info) {
       // Test names allow only letters, digits and '_'; fixture folders use '-'.
       std::string arch = info.param.arch;

@@ -38,9 +38,9 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   const auto& [arch, mode, device, chunk_rows] = GetParam();
   if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
-  auto model = load_causal_lm(
-      testing::fixture_dir(arch),
-      {.dtype = DType::f32, .device_map = device, .fuse = mode != Mode::kUnfused});
+  auto model =
+      load_causal_lm(testing::fixture_dir(arch),
+                     {.dtype = DType::f32, .device_map = device, .fuse = mode != Mode::kUnfused});
   const bool eager = mode == Mode::kEager;
   model->set_loss_chunk_rows(chunk_rows);
   const nlohmann::json& ref = testing::reference(arch);
@@ -64,17 +64,16 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   EXPECT_EQ(compared, static_cast<int>(ref["grad_norms"].size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"),
-                                            ::testing::Values(Mode::kCompiled, Mode::kEager,
-                                                              Mode::kUnfused),
-                                            ::testing::Values("cpu", "cuda"),
-                                            ::testing::Values(int64_t{0}, int64_t{5})),
-                         [](const auto& info) {
-                           return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) +
-                                  "_" + testing::mode_name(std::get<1>(info.param)) +
-                                  (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, TrainStep,
+    ::testing::Combine(::testing::Values("qwen3", "llama"),
+                       ::testing::Values(Mode::kCompiled, Mode::kEager, Mode::kUnfused),
+                       ::testing::Values("cpu", "cuda"), ::testing::Values(int64_t{0}, int64_t{5})),
+    [](const auto& info) {
+      return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) + "_" +
+             testing::mode_name(std::get<1>(info.param)) +
+             (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
+    });
 
 // bf16 autocast: the same step with matrix products in bf16 stays within bf16's precision of the
 // f32 reference (the fixtures README's 2e-2 relative for bf16 compute).

@@ -45,12 +45,11 @@ std::vector<Tensor> step_inputs(const ModelConfig& c, int64_t batch, int64_t seq
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) mask[static_cast<size_t>(b * len + s)] = 1;
   }
-  std::vector<Tensor> inputs{Tensor::from_vector(ids, {batch, seq}),
-                             Tensor::from_vector(positions, {batch, seq}),
-                             Tensor::from_vector(slots, {seq}), Tensor::from_vector(mask, {batch, len})};
+  std::vector<Tensor> inputs{
+      Tensor::from_vector(ids, {batch, seq}), Tensor::from_vector(positions, {batch, seq}),
+      Tensor::from_vector(slots, {seq}), Tensor::from_vector(mask, {batch, len})};
   for (int64_t i = 0; i < 2 * c.num_hidden_layers; ++i) {
-    inputs.push_back(
-        testing::random_tensor({batch, len, c.num_key_value_heads, c.head_dim}, rng));
+    inputs.push_back(testing::random_tensor({batch, len, c.num_key_value_heads, c.head_dim}, rng));
   }
   return inputs;
 }
@@ -83,8 +82,7 @@ TEST_P(DecomposeTest, FusedKernelsEqualTheirBasicOps) {
 
     const std::vector<Tensor> inputs = step_inputs(c, signature.batch, seq, signature.cache_len);
     std::vector<Tensor> fused_inputs = copies(inputs), basic_inputs = copies(inputs);
-    const std::vector<Tensor> want =
-        cpu::cpu_backend().run_eager(basic, basic_inputs);
+    const std::vector<Tensor> want = cpu::cpu_backend().run_eager(basic, basic_inputs);
     const std::vector<Tensor> got = cpu::cpu_executable(plan)->run(fused_inputs);
     testing::expect_close(got.at(0).to_f32_vector(), want.at(0).to_f32_vector(), 1e-5f,
                           "logits, seq " + std::to_string(seq));

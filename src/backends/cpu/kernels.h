@@ -17,7 +17,8 @@ namespace tfm::cpu {
 inline constexpr int64_t kParallelMinElements = 1 << 15;
 // The fused elementwise chains the interpreter (elementwise.cc) runs: its stack holds `depth`
 // values per element.
-inline constexpr fusion::ElementwiseLimits kElementwiseLimits{.depth = 8, .instrs = 32, .inputs = 12};
+inline constexpr fusion::ElementwiseLimits kElementwiseLimits{
+    .depth = 8, .instrs = 32, .inputs = 12};
 // Where the planner starts each buffer: a multiple of a cache line, and of the 64-byte vectors.
 inline constexpr size_t kArenaAlignment = 256;
 

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
-#include "graph/op_args.h"
 #include "fusion/plan.h"
+#include "graph/op_args.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -36,7 +36,8 @@ const float* product_rows(const float* x, const float* norm, float eps, int64_t 
 
 // An operand of a matrix product as f32: itself, or (bf16 under autocast) widened into `widened`.
 // The products of bf16 values are exact in f32, so this matches a bf16 product accumulated in f32.
-const float* f32_operand(const void* data, DType dtype, int64_t count, std::vector<float>& widened) {
+const float* f32_operand(const void* data, DType dtype, int64_t count,
+                         std::vector<float>& widened) {
   if (dtype == DType::f32) return static_cast<const float*>(data);
   widened.resize(static_cast<size_t>(count));
   cast(data, dtype, widened.data(), DType::f32, static_cast<size_t>(count));
@@ -119,7 +120,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
   };
   const auto out = static_cast<size_t>(id);
   // A value's buffer by id, looked up when the step runs.
-  const auto f = [&ptrs](graph::ValueId v) { return static_cast<float*>(ptrs[static_cast<size_t>(v)]); };
+  const auto f = [&ptrs](graph::ValueId v) {
+    return static_cast<float*>(ptrs[static_cast<size_t>(v)]);
+  };
   const auto i32 = [&ptrs](graph::ValueId v) {
     return static_cast<const int32_t*>(ptrs[static_cast<size_t>(v)]);
   };
@@ -175,8 +178,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
-          linear(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, dt, nullptr, m,
-                 width, k, block.data());
+          linear(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, dt, nullptr, m, width,
+                 k, block.data());
           auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
 #pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
           for (int64_t r = 0; r < m; ++r) {
@@ -271,8 +274,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return with_output(
           n, out, ptrs, hidden,
           [=, widened = std::vector<float>()](int64_t first, int64_t count, float* dst) mutable {
-            rms_norm(f32_range(ptr(a.x), x_dtype, first * hidden, count * hidden, widened),
-                     f(a.w), count, hidden, eps, dst);
+            rms_norm(f32_range(ptr(a.x), x_dtype, first * hidden, count * hidden, widened), f(a.w),
+                     count, hidden, eps, dst);
           });
     }
     case Op::kRope:
@@ -462,8 +465,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kEmbeddingGrad: {
       // In place, the rows add into `acc` (graph::fold_summed_accumulations).
       const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
-      const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0],
-                    hidden = n.shape[1];
+      const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0], hidden = n.shape[1];
       return [=, &ptrs] {
         if (a.acc >= 0) ptrs[out] = ptr(a.acc);
         embedding_grad(f(a.dy), i32(a.ids), count, vocab, hidden, out_f32(), shard.get(),
@@ -539,7 +541,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
-        const int64_t copy_at = n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
+        const int64_t copy_at =
+            n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=, &ptrs] {
           std::vector<float> widened, widened_dy;
           const bool rotated = a.positions >= 0;
@@ -564,17 +567,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
             "where the weight's gradient is added");
       }
-      return with_output(
-          n, out, ptrs, hidden,
-          [=, widened = std::vector<float>(), widened_dy = std::vector<float>()](
-              int64_t first, int64_t count, float* dst) mutable {
-            const int64_t offset = first * hidden;
-            rms_norm_grad_input(f32_range(ptr(a.x), x_dtype, offset, count * hidden, widened),
-                                f(a.w),
-                                f32_range(ptr(a.dy), dy_dtype, offset, count * hidden, widened_dy),
-                                count, hidden, eps, dst);
-            if (a.residual >= 0) add_into(dst, f(a.residual) + offset, count * hidden);
-          });
+      return with_output(n, out, ptrs, hidden,
+                         [=, widened = std::vector<float>(), widened_dy = std::vector<float>()](
+                             int64_t first, int64_t count, float* dst) mutable {
+                           const int64_t offset = first * hidden;
+                           rms_norm_grad_input(
+                               f32_range(ptr(a.x), x_dtype, offset, count * hidden, widened),
+                               f(a.w),
+                               f32_range(ptr(a.dy), dy_dtype, offset, count * hidden, widened_dy),
+                               count, hidden, eps, dst);
+                           if (a.residual >= 0)
+                             add_into(dst, f(a.residual) + offset, count * hidden);
+                         });
     }
     case Op::kRmsNormGradWeight: {
       // In place, the sums add into `acc` (graph::fold_accumulations).

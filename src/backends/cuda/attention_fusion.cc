@@ -1,11 +1,12 @@
 #include "backends/cuda/attention_fusion.h"
 
-#include "graph/effects.h"
-#include "graph/op_args.h"
 #include <algorithm>
 #include <array>
 #include <optional>
 #include <utility>
+
+#include "graph/effects.h"
+#include "graph/op_args.h"
 
 namespace tfm::cuda {
 
@@ -44,7 +45,8 @@ bool fused_inputs_survive(const fusion::Plan& plan, ValueId prepare, ValueId att
     if (op != Op::kView && op != Op::kReshape) return false;
   }
   const auto out = arena_span(plan, attention);
-  const PrepareAttentionArgs p = prepare_attention_args(plan.graph.nodes[static_cast<size_t>(prepare)]);
+  const PrepareAttentionArgs p =
+      prepare_attention_args(plan.graph.nodes[static_cast<size_t>(prepare)]);
   const std::array<ValueId, 3> token{p.q, p.k, p.v};
   for (size_t i = 0; i < 3; ++i) {
     const auto read = arena_span(plan, token[i]);

@@ -3,8 +3,8 @@
 // backend's decode kernel): one launch a layer fewer.
 #pragma once
 
-#include "graph/graph.h"
 #include "fusion/plan.h"
+#include "graph/graph.h"
 
 namespace tfm::cuda {
 

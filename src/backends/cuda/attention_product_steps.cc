@@ -68,8 +68,8 @@ struct Layout {
     score_elems = chunk * s.q_heads * s.seq * score_ld;
     const auto take = [this](int64_t count) {
       const size_t at = bytes;
-      const auto aligned = static_cast<size_t>((count + kArenaAlignment - 1) /
-                                               kArenaAlignment * kArenaAlignment);
+      const auto aligned =
+          static_cast<size_t>((count + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment);
       bytes += aligned;
       return at;
     };

@@ -115,8 +115,8 @@ void check_ids(const std::vector<IdCheck>& checks, const std::vector<Tensor>& in
       if (c.is_target && v[i] == graph::kIgnoreIndex) continue;
       if (v[i] < 0 || v[i] >= c.vocab) {
         throw Error(std::string(c.is_target ? "[cross_entropy] target " : "[embedding] token id ") +
-                    std::to_string(v[i]) + " outside the vocabulary (" +
-                    std::to_string(c.vocab) + " tokens)");
+                    std::to_string(v[i]) + " outside the vocabulary (" + std::to_string(c.vocab) +
+                    " tokens)");
       }
     }
   }
@@ -371,8 +371,8 @@ CudaBackend& backend() {
 DeviceInfo describe(int index) {
   cudaDeviceProp props{};
   TFM_CUDA(cudaGetDeviceProperties(&props, index));
-  return {Device{DeviceType::cuda, index}, std::string(props.name) + ", " + gib(props.totalGlobalMem),
-          props.totalGlobalMem};
+  return {Device{DeviceType::cuda, index},
+          std::string(props.name) + ", " + gib(props.totalGlobalMem), props.totalGlobalMem};
 }
 
 void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
@@ -382,8 +382,8 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
   // device before and after, a copy sees every launch before it and is whole for every launch
   // after (a KV cache or gradient buffer uploaded and read by the next run).
   TFM_CUDA(cudaDeviceSynchronize());
-  TFM_CUDA(cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice
-                                                 : cudaMemcpyDeviceToHost));
+  TFM_CUDA(
+      cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   TFM_CUDA(cudaDeviceSynchronize());
 }
 

@@ -47,8 +47,8 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
   return [=](StepContext& c) {
     flash_attention(c.ptrs[slot(a.q)], DType::bf16, c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
                     i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), shape, scale, c.ptrs[out],
-                    out_dtype, lse_at >= 0 ? row_lse_in(c, out, lse_at) : nullptr, nullptr,
-                    nullptr, c.stream);
+                    out_dtype, lse_at >= 0 ? row_lse_in(c, out, lse_at) : nullptr, nullptr, nullptr,
+                    c.stream);
   };
 }
 
@@ -68,14 +68,12 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
   const DType forward_dtype = saved ? forward->dtype : DType::f32;
   const int64_t lse_at = saved ? fusion::second_result_bytes(*forward, kArenaAlignment) : -1;
   return [=](StepContext& c) {
-    const SavedForward from_forward =
-        saved ? SavedForward{c.ptrs[slot(a.forward)], forward_dtype,
-                             row_lse_in(c, slot(a.forward), lse_at)}
-              : SavedForward{};
+    const SavedForward from_forward = saved ? SavedForward{c.ptrs[slot(a.forward)], forward_dtype,
+                                                           row_lse_in(c, slot(a.forward), lse_at)}
+                                            : SavedForward{};
     flash_attention_grad(c.ptrs[slot(a.q)], c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
                          i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), c.ptrs[slot(a.dy)],
-                         shape, scale, from_forward,
-                         c.ptrs[out], c.scratch, c.stream);
+                         shape, scale, from_forward, c.ptrs[out], c.scratch, c.stream);
   };
 }
 

@@ -16,8 +16,7 @@ namespace tfm::cuda {
 // Rows of ids first_id .. first_id + vocab - 1 (a vocabulary shard; 0 for the whole table); other
 // ids give zero rows.
 void embedding(const void* table, DType table_dtype, int64_t first_id, int64_t vocab,
-               int64_t hidden, const int32_t* ids, int64_t count, float* out,
-               cudaStream_t stream);
+               int64_t hidden, const int32_t* ids, int64_t count, float* out, cudaStream_t stream);
 // out (f32, or bf16 for a product's bf16 operand) = x / rms(x) * w, row by row. x: f32, or a bf16
 // product's output (autocast), widened as it is read.
 void rms_norm(const void* x, DType x_dtype, const float* w, int64_t rows, int64_t hidden, float eps,
@@ -35,7 +34,8 @@ void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_
                int64_t length, float* out, cudaStream_t stream);
 void cast(const void* x, DType from, void* out, DType to, int64_t count, cudaStream_t stream);
 // The KV cache (f32 or bf16) [batch, cache_len, row_elems] with token s of `update` [batch, seq,
-// row_elems] written at slot slots[s] (graph::Op::kCacheWrite); slots outside the cache are skipped.
+// row_elems] written at slot slots[s] (graph::Op::kCacheWrite); slots outside the cache are
+// skipped.
 void cache_write(void* cache, DType cache_dtype, const float* update, const int32_t* slots,
                  int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems,
                  cudaStream_t stream);
@@ -50,8 +50,8 @@ void sum_replica_block(const float* all, int64_t count, int64_t first, int64_t b
 // out[r] = the index of row r's largest value, the first of equals (as std::max_element).
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t stream);
 
-// A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel, which
-// keeps kMaxEwDepth temporaries per element (fusion::ElementwiseLimits: the CUDA target's).
+// A fused elementwise chain (graph::ElementwiseProgram) in a form passed by value to a kernel,
+// which keeps kMaxEwDepth temporaries per element (fusion::ElementwiseLimits: the CUDA target's).
 inline constexpr int kMaxEwDepth = 8;
 inline constexpr int kMaxEwInstrs = 32;
 inline constexpr int kMaxEwInputs = 12;

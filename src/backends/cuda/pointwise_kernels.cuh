@@ -99,9 +99,8 @@ __global__ void slice_seq_kernel(const float* x, int64_t seq, int64_t inner, int
 // Token s's row of `update` (row_elems f32 values of each batch row b) into slot slots[s] of the
 // cache row, narrowed to the cache's dtype; a slot outside the cache writes nothing.
 template <typename T>
-__global__ void cache_write_kernel(T* cache, const float* update, const int32_t* slots,
-                                   int64_t seq, int64_t cache_len, int64_t row_elems,
-                                   int64_t total) {
+__global__ void cache_write_kernel(T* cache, const float* update, const int32_t* slots, int64_t seq,
+                                   int64_t cache_len, int64_t row_elems, int64_t total) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= total) return;
   const int64_t e = i % row_elems, s = (i / row_elems) % seq, b = i / (row_elems * seq);

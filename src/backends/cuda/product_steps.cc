@@ -139,8 +139,8 @@ ProductRows product_rows(const graph::Graph& graph, const Node& n, const char* o
       x.dtype != w_dtype || normed
           ? matmul_operand(256, static_cast<uint64_t>(k) * dtype_size(w_dtype), false)
           : matmul_operand(graph, p.x, false);
-  return {slot(p.x), x.dtype, w_dtype, shape_numel(x.shape), k, path, operand, normed,
-          normed ? slot(p.norm) : 0, n.eps};
+  return {slot(p.x), x.dtype, w_dtype, shape_numel(x.shape),      k,
+          path,      operand, normed,  normed ? slot(p.norm) : 0, n.eps};
 }
 
 // Where the gated product keeps the gate half on the cuBLASLt path: after the activations' cast.
@@ -191,14 +191,15 @@ Step linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   }
   // The residual enters as the product's addend (C, read where it lies); y is arena-aligned.
   // A bf16 y (graph::Builder::autocast_linear) has neither residual nor bias.
-  MatmulOperand y_operand = has_residual ? matmul_operand(graph, a.residual, false) : MatmulOperand{};
+  MatmulOperand y_operand =
+      has_residual ? matmul_operand(graph, a.residual, false) : MatmulOperand{};
   y_operand.dtype = n.dtype;
   if (n.dtype != DType::f32 && (has_residual || has_bias)) {
     throw Error("[cuda linear] a " + std::string(dtype_name(n.dtype)) +
                 " product takes no residual or bias");
   }
-  auto product = std::make_shared<const Matmul>(
-      m, nn, k, dt, rows.operand, matmul_operand(graph, a.w, true), y_operand);
+  auto product = std::make_shared<const Matmul>(m, nn, k, dt, rows.operand,
+                                                matmul_operand(graph, a.w, true), y_operand);
   return [=](StepContext& c) {
     const void* lhs = rows.prepare(c);
     product->run(lhs, c.ptrs[wi], c.ptrs[out], c.workspace, c.stream,
@@ -250,9 +251,9 @@ Step qkv_linear_step(const graph::Graph& graph, const Node& n, size_t out) {
   std::array<std::shared_ptr<const Matmul>, 3> products;
   for (size_t i = 0; i < 3; ++i) {
     // Each block starts offset[i] floats into the value's arena-aligned buffer.
-    const uint32_t start = matmul_operand(kArenaAlignment,
-                                          static_cast<uint64_t>(offset[i]) * sizeof(float), false)
-                               .alignment;
+    const uint32_t start =
+        matmul_operand(kArenaAlignment, static_cast<uint64_t>(offset[i]) * sizeof(float), false)
+            .alignment;
     const uint32_t y_alignment =
         matmul_operand(start, static_cast<uint64_t>(cols[i]) * sizeof(float), false).alignment;
     products[i] = std::make_shared<const Matmul>(m, cols[i], k, dt, rows.operand,

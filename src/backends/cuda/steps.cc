@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "backends/cuda/attention_fusion.h"
 #include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/collective_steps.h"
 #include "backends/cuda/cuda_status.h"
@@ -13,9 +14,8 @@
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/product_steps.h"
 #include "backends/cuda/training_steps.h"
-#include "backends/cuda/attention_fusion.h"
-#include "graph/effects.h"
 #include "fusion/plan.h"
+#include "graph/effects.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -351,7 +351,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan*
     case Op::kElementwise: {
       EwKernelProgram program = to_kernel_program(n.program, n.inputs.size());
       if (program.results == 2) {
-        program.second = fusion::second_result_bytes(n, kArenaAlignment) / static_cast<int64_t>(dtype_size(n.dtype));
+        program.second = fusion::second_result_bytes(n, kArenaAlignment) /
+                         static_cast<int64_t>(dtype_size(n.dtype));
       }
       std::vector<size_t> operands;
       for (size_t i = 0; i < n.inputs.size(); ++i) {

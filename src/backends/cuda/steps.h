@@ -10,9 +10,9 @@
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
+#include "fusion/plan.h"
 #include "graph/graph.h"
 #include "graph/op_args.h"
-#include "fusion/plan.h"
 
 namespace tfm::cuda {
 

@@ -59,8 +59,8 @@ Step linear_grad_input_step(const graph::Graph& graph, const Node& n, size_t out
   // (ops::linear_backward; never in place, which adds f32 sums).
   MatmulOperand dx_operand;
   dx_operand.dtype = n.dtype;
-  auto product = std::make_shared<const Matmul>(m, k, nn, dy_dtype, matmul_operand(graph, a.dy, false),
-                                                weights, dx_operand);
+  auto product = std::make_shared<const Matmul>(
+      m, k, nn, dy_dtype, matmul_operand(graph, a.dy, false), weights, dx_operand);
   return [=](StepContext& c) {
     if (in_place) c.ptrs[out] = c.ptrs[sum];
     const void* rhs = c.ptrs[wi];
@@ -195,8 +195,7 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       // In place, the rows add into `acc` (graph::fold_summed_accumulations).
       const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
       const bool in_place = a.acc >= 0;
-      const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0],
-                    hidden = n.shape[1];
+      const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0], hidden = n.shape[1];
       const size_t acc = in_place ? slot(a.acc) : 0, dy = slot(a.dy), ids = slot(a.ids);
       return [=](StepContext& c) {
         if (in_place) c.ptrs[out] = c.ptrs[acc];
@@ -224,7 +223,8 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
         const Shape s = n.shape;
         const float scaling = n.scale;
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result.
-        const int64_t copy_at = n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
+        const int64_t copy_at =
+            n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=](StepContext& c) {
           const RopeRows rope{rotated ? i32_at(c, positions) : nullptr,
                               rotated ? f32_at(c, inv_freq) : nullptr,
@@ -273,8 +273,8 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       const DType dy_dtype = node(a.dy).dtype, dx_dtype = n.dtype;
       const size_t dy = slot(a.dy), positions = slot(a.positions), inv_freq = slot(a.inv_freq);
       return [=](StepContext& c) {
-        rope_grad(c.ptrs[dy], dy_dtype, i32_at(c, positions), f32_at(c, inv_freq), s[0], s[1],
-                  s[2], s[3], scaling, c.ptrs[out], dx_dtype, c.scratch, c.stream);
+        rope_grad(c.ptrs[dy], dy_dtype, i32_at(c, positions), f32_at(c, inv_freq), s[0], s[1], s[2],
+                  s[3], scaling, c.ptrs[out], dx_dtype, c.scratch, c.stream);
       };
     }
     case Op::kAttentionGrad: {
