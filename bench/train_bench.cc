@@ -11,6 +11,8 @@
 #include <random>
 #include <string>
 
+#include "api/causal_lm_access.h"
+#include "core/device_registry.h"
 #include "models/causal_lm.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
@@ -56,7 +58,7 @@ bool has_flag(int argc, char** argv, const char* name) {
 
 // As the anchor's torch.cuda.max_memory_allocated: "null" on the CPU.
 std::string peak_device_mib(const std::string& device) {
-  const tfm::DeviceProvider* cuda = tfm::find_device_provider(tfm::DeviceType::cuda);
+  const tfm::DeviceKind* cuda = tfm::find_device_kind("cuda");
   if (device == "cpu" || cuda == nullptr) return "null";
   return std::to_string(static_cast<double>(cuda->peak_allocated(0)) / (1 << 20));
 }
@@ -77,7 +79,7 @@ Timing run(const std::string& config, const Setup& setup) {
   const int64_t batch = setup.batch, seq = setup.seq, steps = setup.steps;
   tfm::CausalLM model = tfm::AutoModelForCausalLM::from_config(
       config, {.dtype = tfm::DType::f32, .device_map = setup.device});
-  FlatParameters params(model.impl());
+  FlatParameters params(tfm::CausalLMAccess::impl(model));
   tfm::training::AdamW optimizer(params.segments(), params.size(), {.lr = 1e-3}, params.device());
   const tfm::training::TokenRows rows =
       random_rows(batch * (steps + 1), seq, model.config().vocab_size);
@@ -91,7 +93,7 @@ Timing run(const std::string& config, const Setup& setup) {
     const tfm::TrainInputs in =
         tfm::training::make_train_inputs(ids, mask, ids, tfm::training::count_targets(ids));
     params.zero_grads();
-    model.impl().train_step_into(in, params.grad_blocks(), false, setup.autocast);
+    tfm::CausalLMAccess::impl(model).train_step_into(in, params.grad_blocks(), false, setup.autocast);
     // As the Trainer clips: the optimizer scales each gradient as it reads it.
     const double norm = tfm::training::grad_norm(params.grads(), params.device());
     optimizer.step(params.values(), params.grads(), optimizer.options().lr,

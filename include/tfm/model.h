@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "tfm/config.h"
 #include "tfm/generation.h"
 #include "tfm/tensor.h"
 
 namespace tfm {
-
-struct ModelConfig;
 
 // How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
 // must equal tp_size x fsdp_size. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
@@ -41,6 +40,7 @@ struct GraphCacheStats {
 };
 
 class CausalLMImpl;
+struct CausalLMAccess;
 
 class CausalLM {
  public:
@@ -75,9 +75,8 @@ class CausalLM {
   GraphCacheStats graph_stats() const;
   size_t weight_bytes() const;
 
-  CausalLMImpl& impl() { return *impl_; }
-
  private:
+  friend struct CausalLMAccess;  // the layers above the API (training) reach the model through it
   std::unique_ptr<CausalLMImpl> impl_;
 };
 

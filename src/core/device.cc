@@ -1,75 +1,72 @@
-#include "tfm/device.h"
-
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "core/device_registry.h"
 #include "tfm/error.h"
 
 namespace tfm {
 namespace {
 
-std::vector<DeviceProvider>& providers() {
-  static std::vector<DeviceProvider> all;
+std::vector<DeviceKind>& kinds() {
+  static std::vector<DeviceKind> all;
   return all;
 }
 
-std::string type_names_present() {
+// Kinds tfm has a backend for in some builds: a build without one has no such device, and says
+// why, rather than call the name unknown. Backends register their kinds; this only names them.
+const char* const kBuildOptionalKinds[] = {"cuda"};
+
+std::string kinds_present() {
   std::string names = "cpu";
-  for (const DeviceProvider& p : providers()) {
-    if (p.count() > 0) names += ", " + p.name;
+  for (const DeviceKind& k : kinds()) {
+    if (k.count() > 0) names += ", " + k.name;
   }
   return names;
 }
 
-}  // namespace
-
-std::string Device::str() const {
-  if (type == DeviceType::cpu) return "cpu";
-  return "cuda:" + std::to_string(index);
-}
-
-void register_device_provider(DeviceProvider provider) {
-  providers().push_back(std::move(provider));
-}
-
-const DeviceProvider* find_device_provider(DeviceType type) {
-  for (const DeviceProvider& p : providers()) {
-    if (p.type == type) return &p;
+// Every kind a device spec may name, registered here or built into other builds.
+std::vector<std::string> kinds_named() {
+  std::vector<std::string> names;
+  for (const DeviceKind& k : kinds()) names.push_back(k.name);
+  for (const char* k : kBuildOptionalKinds) {
+    if (std::find(names.begin(), names.end(), k) == names.end()) names.emplace_back(k);
   }
-  return nullptr;
+  return names;
 }
 
-std::vector<DeviceInfo> devices() {
-  std::vector<DeviceInfo> all;
-  all.push_back({kCpu, std::to_string(std::thread::hardware_concurrency()) + " threads", 0});
-  for (const DeviceProvider& p : providers()) {
-    for (int i = 0; i < p.count(); ++i) all.push_back(p.describe(i));
-  }
-  return all;
+bool known_kind(const std::string& kind) {
+  const std::vector<std::string> names = kinds_named();
+  return kind == "cpu" || std::find(names.begin(), names.end(), kind) != names.end();
 }
 
-int device_count(const std::string& type_name) {
-  if (type_name == "cpu") return 1;
-  for (const DeviceProvider& p : providers()) {
-    if (p.name == type_name) return p.count();
-  }
-  if (type_name == "cuda") return 0;  // known type, backend not built in
-  throw Error("unknown device type '" + type_name + "' (known: cpu, cuda)");
+std::string kinds_known() {
+  std::string names = "cpu";
+  for (const std::string& k : kinds_named()) names += ", " + k;
+  return names;
 }
 
-bool is_available(const std::string& type_name) { return device_count(type_name) > 0; }
+std::string specs_known() {
+  std::string specs = "cpu";
+  for (const std::string& k : kinds_named()) specs += ", " + k + ", " + k + ":N";
+  return specs + " or auto";
+}
 
-namespace {
+std::string upper(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
 
 int claimed_accelerator = -1;  // the accelerator index this process computes on, once chosen
+std::string claimed_kind;
 
 // Without an index: the one already chosen, else under a launcher LOCAL_RANK's (modulo the
 // count, as torchrun scripts pick with torch.cuda.set_device), else the first.
 int default_accelerator(int count) {
-  if (claimed_accelerator >= 0) return claimed_accelerator;
+  if (claimed_accelerator >= 0) return claimed_accelerator % count;
   const char* local_rank = std::getenv("LOCAL_RANK");
   int rank = 0;
   if (local_rank != nullptr) {
@@ -80,60 +77,106 @@ int default_accelerator(int count) {
   return rank % count;
 }
 
-Device claim_accelerator(DeviceType type, int index) {
-  if (claimed_accelerator >= 0 && claimed_accelerator != index) {
-    throw Error("device cuda:" + std::to_string(index) + " requested, but this process computes " +
-                "on cuda:" + std::to_string(claimed_accelerator) +
-                " (one CUDA device per process: start one process per device with tfmrun)");
+Device claim_accelerator(const std::string& kind, int index) {
+  const Device device{kind, index};
+  if (claimed_accelerator >= 0 && (claimed_accelerator != index || claimed_kind != kind)) {
+    throw Error("device " + device.str() + " requested, but this process computes on " +
+                Device{claimed_kind, claimed_accelerator}.str() +
+                " (one accelerator per process: start one process per device with tfmrun)");
   }
   claimed_accelerator = index;
-  return Device{type, index};
+  claimed_kind = kind;
+  return device;
 }
 
 }  // namespace
 
+std::string Device::str() const {
+  if (type == "cpu") return "cpu";
+  return type + ":" + std::to_string(index);
+}
+
+void register_device_kind(DeviceKind kind) { kinds().push_back(std::move(kind)); }
+
+const DeviceKind* find_device_kind(const std::string& name) {
+  for (const DeviceKind& k : kinds()) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
 int process_accelerator_index() { return std::max(claimed_accelerator, 0); }
+
+std::vector<DeviceInfo> devices() {
+  std::vector<DeviceInfo> all;
+  all.push_back({kCpu, std::to_string(std::thread::hardware_concurrency()) + " threads", 0});
+  for (const DeviceKind& k : kinds()) {
+    for (int i = 0; i < k.count(); ++i) all.push_back(k.describe(i));
+  }
+  return all;
+}
+
+std::vector<std::string> device_kinds() {
+  std::vector<std::string> names{"cpu"};
+  for (const DeviceKind& k : kinds()) names.push_back(k.name);
+  return names;
+}
+
+int device_count(const std::string& kind) {
+  if (kind == "cpu") return 1;
+  if (!known_kind(kind)) {
+    throw Error("unknown device type '" + kind + "' (known: " + kinds_known() + ")");
+  }
+  const DeviceKind* k = find_device_kind(kind);
+  return k != nullptr ? k->count() : 0;
+}
+
+bool is_available(const std::string& kind) { return device_count(kind) > 0; }
 
 Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   if (spec == "auto") {
-    for (const DeviceProvider& p : providers()) {
-      if (p.count() > 0) {
-        const int index = default_accelerator(p.count());
-        if (chosen_reason)
-          *chosen_reason = "device_map=auto chose " + p.name + ":" + std::to_string(index) +
-                           " (" + p.describe(index).description + ")";
-        return claim_accelerator(p.type, index);
-      }
+    const DeviceKind* best = nullptr;
+    for (const DeviceKind& k : kinds()) {
+      if (k.count() > 0 && (best == nullptr || k.rank > best->rank)) best = &k;
     }
-    if (chosen_reason) *chosen_reason = "device_map=auto chose cpu (no accelerator present)";
-    return kCpu;
+    if (best == nullptr) {
+      if (chosen_reason) *chosen_reason = "device_map=auto chose cpu (no accelerator present)";
+      return kCpu;
+    }
+    const int index = default_accelerator(best->count());
+    if (chosen_reason) {
+      *chosen_reason = "device_map=auto chose " + Device{best->name, index}.str() + " (" +
+                       best->describe(index).description + ")";
+    }
+    return claim_accelerator(best->name, index);
   }
   if (spec == "cpu") return kCpu;
-  const std::string type_name = spec.substr(0, spec.find(':'));
+  const std::string kind = spec.substr(0, spec.find(':'));
   int index = -1;
-  if (type_name.size() < spec.size()) {
-    const char* first = spec.data() + type_name.size() + 1;
+  if (kind.size() < spec.size()) {
+    const char* first = spec.data() + kind.size() + 1;
     const char* last = spec.data() + spec.size();
     auto [end, ec] = std::from_chars(first, last, index);
     if (ec != std::errc() || end != last || index < 0) {
-      throw Error("device '" + spec + "': expected cpu, cuda, cuda:N or auto");
+      throw Error("device '" + spec + "': expected " + specs_known());
     }
   }
-  if (type_name != "cuda") {
-    throw Error("unknown device '" + spec + "' (known: cpu, cuda, cuda:N, auto)");
+  if (!known_kind(kind)) {
+    throw Error("unknown device '" + spec + "' (known: " + kinds_known() + ", auto)");
   }
-  const int count = device_count(type_name);
+  const DeviceKind* k = find_device_kind(kind);
+  const int count = k != nullptr ? k->count() : 0;
   if (count == 0) {
-    const bool built = find_device_provider(DeviceType::cuda) != nullptr;
-    throw Error("device '" + spec + "' requested but no CUDA device is present" +
-                (built ? "" : " (this tfm was built without the CUDA backend)") +
-                "; present: " + type_names_present());
+    throw Error("device '" + spec + "' requested but no " + upper(kind) + " device is present" +
+                (k == nullptr ? " (this tfm was built without the " + upper(kind) + " backend)"
+                              : "") +
+                "; present: " + kinds_present());
   }
   if (index >= count) {
-    throw Error("device '" + spec + "' requested but only " + std::to_string(count) +
-                " CUDA device(s) are present");
+    throw Error("device '" + spec + "' requested but only " + std::to_string(count) + " " + kind +
+                " device(s) are present");
   }
-  return claim_accelerator(DeviceType::cuda, index < 0 ? default_accelerator(count) : index);
+  return claim_accelerator(kind, index < 0 ? default_accelerator(count) : index);
 }
 
 }  // namespace tfm

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/device_registry.h"
 #include "tfm/error.h"
 
 namespace tfm {
@@ -12,8 +13,8 @@ namespace {
 constexpr size_t kAlignment = 64;
 
 std::shared_ptr<void> allocate(size_t bytes, Device device) {
-  if (device.type != DeviceType::cpu) {
-    const DeviceProvider* provider = find_device_provider(device.type);
+  if (device.type != "cpu") {
+    const DeviceKind* provider = find_device_kind(device.type);
     if (provider == nullptr)
       throw Error("cannot allocate on " + device.str() + ": backend not built");
     return provider->allocate(device.index, bytes);
@@ -138,9 +139,9 @@ Tensor Tensor::to(Device device) const {
   if (device == device_) return *this;
   TFM_CHECK(is_contiguous(), "device copy of a non-contiguous tensor");
   Tensor out = empty(shape_, dtype_, device);
-  const bool to_device = device.type != DeviceType::cpu;
+  const bool to_device = device.type != "cpu";
   const Device accelerator = to_device ? device : device_;
-  const DeviceProvider* provider = find_device_provider(accelerator.type);
+  const DeviceKind* provider = find_device_kind(accelerator.type);
   TFM_CHECK(provider != nullptr, "no backend for " + accelerator.str());
   provider->copy(out.data(), data(), nbytes(), accelerator.index, to_device);
   return out;
@@ -168,7 +169,7 @@ void Tensor::copy_from(const Tensor& other) {
   }
   const bool to_device = device_ != kCpu;
   const Device accelerator = to_device ? device_ : other.device_;
-  const DeviceProvider* provider = find_device_provider(accelerator.type);
+  const DeviceKind* provider = find_device_kind(accelerator.type);
   TFM_CHECK(provider != nullptr, "no backend for " + accelerator.str());
   provider->copy(data(), other.data(), nbytes(), accelerator.index, to_device);
 }
@@ -179,7 +180,7 @@ void Tensor::fill_zero() {
     std::memset(data(), 0, nbytes());
     return;
   }
-  const DeviceProvider* provider = find_device_provider(device_.type);
+  const DeviceKind* provider = find_device_kind(device_.type);
   TFM_CHECK(provider != nullptr, "no backend for " + device_.str());
   provider->fill_zero(data(), nbytes(), device_.index);
 }

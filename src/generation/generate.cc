@@ -1,5 +1,7 @@
 // generate(): the growing state (ids, attention mask, finished rows) stays on the host; each
 // step hands the model only that step's inputs, so the compiled graphs never change shape.
+#include "generation/generate.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -83,10 +85,11 @@ void check_config(const GenerationConfig& gc) {
 
 }  // namespace
 
-Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
-                          const GenerationConfig& gc, GenerationStats* stats) {
+namespace generation {
+
+Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* attention_mask,
+                const GenerationConfig& gc, GenerationStats* stats) {
   check_config(gc);
-  CausalLMImpl& model = *impl_;
   const Tensor ids = ids_as_i32(input_ids, "input_ids");
   const int64_t batch = ids.dim(0), seq = ids.dim(1);
   const Tensor mask =
@@ -97,7 +100,7 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   const int graphs_before = model.graph_stats().compiles;
 
   const generation::GenerationShapes shapes =
-      generation::plan_shapes(seq, gc.max_new_tokens, model.device().type != DeviceType::cpu);
+      generation::plan_shapes(seq, gc.max_new_tokens, model.device().type != "cpu");
   const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt,
                 cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
@@ -180,9 +183,9 @@ Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
   return out;
 }
 
-std::vector<std::vector<int64_t>> CausalLM::generate(
-    const std::vector<std::vector<int64_t>>& prompts, const GenerationConfig& gc,
-    GenerationStats* stats) {
+std::vector<std::vector<int64_t>> generate(CausalLMImpl& model,
+                                           const std::vector<std::vector<int64_t>>& prompts,
+                                           const GenerationConfig& gc, GenerationStats* stats) {
   if (prompts.empty()) throw Error("generate: no prompts given");
   size_t longest = 0;
   for (const auto& p : prompts) {
@@ -200,8 +203,8 @@ std::vector<std::vector<int64_t>> CausalLM::generate(
       mask.data_as<int64_t>()[b * seq + offset + static_cast<int64_t>(j)] = 1;
     }
   }
-  const Tensor out = generate(ids, &mask, gc, stats);
-  const std::vector<int64_t> eos = resolve_eos(gc, impl_->config());
+  const Tensor out = generate(model, ids, &mask, gc, stats);
+  const std::vector<int64_t> eos = resolve_eos(gc, model.config());
   std::vector<std::vector<int64_t>> rows;
   const int64_t width = out.dim(1);
   for (int64_t b = 0; b < batch; ++b) {
@@ -217,4 +220,5 @@ std::vector<std::vector<int64_t>> CausalLM::generate(
   return rows;
 }
 
+}  // namespace generation
 }  // namespace tfm

@@ -2,25 +2,23 @@
 
 #include <map>
 
-#include "backends/cpu/cpu_backend.h"
 #include "tfm/error.h"
 
 namespace tfm::graph {
 namespace {
 
-std::map<DeviceType, Backend*>& accelerator_backends() {
-  static std::map<DeviceType, Backend*> all;
+std::map<std::string, Backend*>& backends() {
+  static std::map<std::string, Backend*> all;
   return all;
 }
 
 }  // namespace
 
-void register_backend(DeviceType type, Backend* backend) { accelerator_backends()[type] = backend; }
+void register_backend(const std::string& kind, Backend* backend) { backends()[kind] = backend; }
 
-Backend& backend_for(Device device) {
-  if (device.type == DeviceType::cpu) return cpu::cpu_backend();
-  auto it = accelerator_backends().find(device.type);
-  if (it == accelerator_backends().end()) {
+Backend& backend_for(const Device& device) {
+  const auto it = backends().find(device.type);
+  if (it == backends().end()) {
     throw Error("no backend for device " + device.str() + " in this build of tfm");
   }
   return *it->second;

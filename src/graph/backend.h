@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/graph.h"
@@ -45,7 +46,9 @@ class Backend {
   virtual double sum_squares(const float* x, int64_t n) = 0;
 };
 
-void register_backend(DeviceType type, Backend* backend);
-Backend& backend_for(Device device);
+// Backends by the kind of device they run (tfm/device.h), each registering itself when linked in
+// (backends are object libraries: their registrations always run).
+void register_backend(const std::string& kind, Backend* backend);
+Backend& backend_for(const Device& device);
 
 }  // namespace tfm::graph

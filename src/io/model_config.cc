@@ -164,7 +164,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     if (c.use_sliding_window && window > 0) c.sliding_window = window;
     c.max_window_layers = f.integer("max_window_layers").value_or(kMaxWindowLayers);
   }
-  c.raw = json;
+  c.initializer_range = f.number("initializer_range").value_or(0.02);
+  c.raw = json.dump();
   return c;
 }
 
@@ -181,7 +182,7 @@ ModelConfig load_model_config(const std::filesystem::path& config_json) {
 }
 
 nlohmann::json to_json(const ModelConfig& c) {
-  nlohmann::json j = c.raw.is_object() ? c.raw : nlohmann::json::object();
+  nlohmann::json j = c.raw.empty() ? nlohmann::json::object() : nlohmann::json::parse(c.raw);
   const nlohmann::json names = {{"architectures", {c.architecture}}};
   const Architecture& arch = find_architecture(JsonFields(names, "config"));
   j["architectures"] = {c.architecture};

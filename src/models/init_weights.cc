@@ -6,7 +6,7 @@ namespace tfm::models {
 
 DecoderWeights init_weights(const ModelConfig& config, const DecoderFeatures& features,
                             uint64_t seed) {
-  const double stddev = config.raw.value("initializer_range", 0.02);
+  const double stddev = config.initializer_range;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, static_cast<float>(stddev));
   DecoderWeights weights;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "api/causal_lm_access.h"
 #include "io/checkpoint.h"
 #include "models/tensor_parallel.h"
 #include "tfm/error.h"
@@ -38,8 +39,8 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
     : model_(model),
       args_(validated(std::move(args))),
       tokenizer_dir_(std::move(tokenizer_dir)),
-      params_(model.impl()),
-      distributed_(model.impl(), params_),
+      params_(CausalLMAccess::impl(model)),
+      distributed_(CausalLMAccess::impl(model), params_),
       // A global batch holds every data-parallel rank's rows.
       train_(std::move(train), {.batch_size = args_.per_device_train_batch_size *
                                               distributed_.data_ranks(),
@@ -79,7 +80,7 @@ double Trainer::train_window(int64_t* tokens) {
   for (const Batch& global : window) {
     const Batch b = distributed_.local_rows(global, args_.per_device_train_batch_size);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
-    loss_sum += model_.impl().train_step_into(in, params_.grad_blocks(), !args_.torch_compile,
+    loss_sum += CausalLMAccess::impl(model_).train_step_into(in, params_.grad_blocks(), !args_.torch_compile,
                                               autocast());
     *tokens += global.input_ids.numel();
   }
@@ -168,7 +169,7 @@ double Trainer::evaluate() {
     if (count == 0) continue;
     const Batch b = distributed_.local_rows(global, per_rank);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, count);
-    loss_sum += model_.impl().train_step_into(in, {}, !args_.torch_compile, autocast());
+    loss_sum += CausalLMAccess::impl(model_).train_step_into(in, {}, !args_.torch_compile, autocast());
     targets += count;
   }
   if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");
@@ -188,7 +189,7 @@ void Trainer::save_model(const fs::path& dir) {
   model_.save_pretrained(dir.string(), DType::f32);  // every rank: the slices are gathered
   if (!distributed_.writes_files()) return;
   if (!tokenizer_dir_.empty()) copy_tokenizer_files(tokenizer_dir_, dir);
-  const DistributedConfig& layout = model_.impl().distributed();
+  const DistributedConfig& layout = CausalLMAccess::impl(model_).distributed();
   write_trainer_state(dir, {global_step_, epoch(), train_.state().to_json(), log_history_,
                             layout.tp_size, layout.fsdp_size});
 }
@@ -209,7 +210,7 @@ void Trainer::save_checkpoint() {
 
 void Trainer::resume(const fs::path& dir) {
   const TrainerState state = read_trainer_state(dir);
-  CausalLMImpl& model = model_.impl();
+  CausalLMImpl& model = CausalLMAccess::impl(model_);
   const DistributedConfig& layout = model.distributed();
   if (state.tp_size != layout.tp_size || state.fsdp_size != layout.fsdp_size) {
     throw Error("cannot resume from '" + dir.string() + "': it was saved with tp_size=" +

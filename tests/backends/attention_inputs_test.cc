@@ -53,7 +53,7 @@ class AttentionInputsTest : public ::testing::TestWithParam<Case> {};
 TEST_P(AttentionInputsTest, MatchReference) {
   const Case& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present: skipped";
-  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const Device device = c.device == "cuda" ? Device{"cuda", 0} : kCpu;
   const int64_t b = c.batch, s = c.seq, k = c.hidden, hq = 4, hkv = 2, d = 8, len = 8;
   const int64_t rows = b * s, nq = hq * d, nkv = hkv * d;
   const float eps = 1e-6f, scaling = 1.25f;

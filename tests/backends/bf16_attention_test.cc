@@ -60,7 +60,7 @@ class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
 // Each output on CUDA, compiled and eager, within bf16's tolerance of the CPU's eager run.
 void expect_cuda_matches_cpu(const graph::Graph& g) {
   const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
-  graph::Backend& cuda = graph::backend_for(Device{DeviceType::cuda, 0});
+  graph::Backend& cuda = graph::backend_for(Device{"cuda", 0});
   for (const bool eager : {false, true}) {
     const std::vector<Tensor> got = eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({});
     ASSERT_EQ(got.size(), want.size());
@@ -122,7 +122,7 @@ TEST_P(Bf16AttentionTest, WritesItsOutputInBf16) {
   const std::vector<float> want = cpu.run_eager(g, {})[0].to_f32_vector();
   EXPECT_EQ(cpu.compile(g)->run({})[0].to_f32_vector(), want);
   if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: the CUDA half skipped";
-  const Tensor got = graph::backend_for(Device{DeviceType::cuda, 0}).compile(g)->run({})[0];
+  const Tensor got = graph::backend_for(Device{"cuda", 0}).compile(g)->run({})[0];
   EXPECT_EQ(got.dtype(), DType::bf16);
   const std::vector<float> a = got.to_f32_vector();
   float largest = 0, worst = 0;

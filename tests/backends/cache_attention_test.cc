@@ -46,7 +46,7 @@ class CacheAttentionTest : public ::testing::TestWithParam<Case> {};
 TEST_P(CacheAttentionTest, MatchesReference) {
   const Case& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present: skipped";
-  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const Device device = c.device == "cuda" ? Device{"cuda", 0} : kCpu;
   const int64_t b = c.batch, s = c.seq, len = c.cache_len, d = c.head_dim;
   const Shape q_shape{b, s, c.q_heads, d}, cache_shape{b, len, c.kv_heads, d};
   const float scale = 1.f / std::sqrt(static_cast<float>(d));

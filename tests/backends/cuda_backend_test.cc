@@ -20,7 +20,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-const Device kCuda{DeviceType::cuda, 0};
+const Device kCuda{"cuda", 0};
 
 class CudaBackendTest : public ::testing::Test {
  protected:

@@ -42,7 +42,7 @@ class GatedLinearTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GatedLinearTest, MatchesReference) {
   const Case& c = GetParam();
   if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present: skipped";
-  const Device device = c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  const Device device = c.device == "cuda" ? Device{"cuda", 0} : kCpu;
   const int64_t m = c.rows, k = c.hidden, n = c.out;
   const float eps = 1e-5f;
   const std::vector<float> x = random_values(static_cast<size_t>(m * k), 21, -2.f, 2.f);

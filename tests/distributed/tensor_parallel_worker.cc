@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/causal_lm_access.h"
 #include "distributed/parallel_groups.h"
 #include "models/causal_lm.h"
 #include "tfm/log.h"
@@ -74,7 +75,7 @@ std::vector<double> train(tfm::CausalLM& model, const tfm::Tensor& batch,
       std::vector<int64_t>(static_cast<size_t>(ids.numel()), 1), ids.shape());
   const tfm::TrainInputs inputs = tfm::training::make_train_inputs(ids, mask, ids, targets);
   std::vector<tfm::Tensor*> params;
-  model.impl().for_each_weight(
+  tfm::CausalLMAccess::impl(model).for_each_weight(
       [&](const std::string&, tfm::Tensor& t, const tfm::Shape&) { params.push_back(&t); });
   std::vector<tfm::training::AdamW> optimizers;
   for (tfm::Tensor* p : params) {
@@ -83,7 +84,7 @@ std::vector<double> train(tfm::CausalLM& model, const tfm::Tensor& batch,
   }
   std::vector<double> losses;
   for (int step = 0; step < 5; ++step) {
-    tfm::LossAndGrads out = model.impl().train_step(inputs, false);
+    tfm::LossAndGrads out = tfm::CausalLMAccess::impl(model).train_step(inputs, false);
     tfm::Tensor loss = tfm::Tensor::from_vector(std::vector<float>{static_cast<float>(out.loss_sum)}, {1});
     if (data_parallel) data_parallel->all_reduce(loss);
     losses.push_back(loss.to_f32_vector()[0] / static_cast<double>(targets));
@@ -102,7 +103,7 @@ int check_training(tfm::CausalLM& whole, tfm::CausalLM& parts, const nlohmann::j
       global_batch(int_matrix(ref["input_ids"]), split.fsdp_size == 3 ? 3 : 4);
   const std::vector<double> want = train(whole, batch, nullptr);
   // The split model's loss also runs in chunks of 5 token rows (the whole model's in one).
-  parts.impl().set_loss_chunk_rows(5);
+  tfm::CausalLMAccess::impl(parts).set_loss_chunk_rows(5);
   tfm::distributed::ProcessGroup* fsdp =
       split.fsdp_size > 1 ? tfm::distributed::parallel_groups(split).fsdp.get() : nullptr;
   const std::vector<double> got = train(parts, batch, fsdp);

@@ -59,7 +59,7 @@ TEST(FromConfig, InitializesAsTransformers) {
   const auto dir = temp_dir("init");
   model.save_pretrained(dir.string());
   const Checkpoint saved = Checkpoint::open(dir);
-  const double range = load_model_config(config).raw.value("initializer_range", 0.02);
+  const double range = load_model_config(config).initializer_range;
   const std::vector<float> embed = saved.tensor("model.embed_tokens.weight").to_f32_vector();
   double sum = 0, sum_sq = 0;
   for (float v : embed) sum += v, sum_sq += static_cast<double>(v) * v;

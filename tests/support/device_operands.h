@@ -26,7 +26,7 @@ inline std::string device_and_operands_name(const ::testing::TestParamInfo<Devic
 }
 
 inline Device device_of(const DeviceOperands& c) {
-  return c.device == "cuda" ? Device{DeviceType::cuda, 0} : kCpu;
+  return c.device == "cuda" ? Device{"cuda", 0} : kCpu;
 }
 
 }  // namespace tfm::testing

@@ -136,6 +136,16 @@ graph::Backend& cpu_backend() {
   return backend;
 }
 
+namespace {
+
+// Linked in whole (an object library), so the cpu has its backend before main runs.
+[[maybe_unused]] const bool registered = [] {
+  graph::register_backend("cpu", &cpu_backend());
+  return true;
+}();
+
+}  // namespace
+
 const fusion::Target& cpu_target() {
   static const fusion::Target target{.name = "cpu",
                                      .writes_bf16 = fusion::default_writes_bf16,

@@ -16,6 +16,7 @@
 #include "backends/cuda/optimizer_kernels.h"
 #include "backends/cuda/step_profile.h"
 #include "backends/cuda/steps.h"
+#include "core/device_registry.h"
 #include "fusion/pipeline.h"
 #include "graph/backend.h"
 #include "graph/effects.h"
@@ -31,7 +32,7 @@ using graph::Op;
 using graph::ValueId;
 
 // The one device this process computes on (tfm::resolve_device chose it).
-Device device() { return Device{DeviceType::cuda, process_accelerator_index()}; }
+Device device() { return Device{"cuda", process_accelerator_index()}; }
 
 size_t aligned(size_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -371,7 +372,7 @@ CudaBackend& backend() {
 DeviceInfo describe(int index) {
   cudaDeviceProp props{};
   TFM_CUDA(cudaGetDeviceProperties(&props, index));
-  return {Device{DeviceType::cuda, index},
+  return {Device{"cuda", index},
           std::string(props.name) + ", " + gib(props.totalGlobalMem), props.totalGlobalMem};
 }
 
@@ -387,12 +388,18 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
   TFM_CUDA(cudaDeviceSynchronize());
 }
 
-// Linked in whole (an object library), so this runs before main and the CUDA device type is
+// Linked in whole (an object library), so this runs before main and the CUDA device kind is
 // known to device_map and to the graph compiler.
 [[maybe_unused]] const bool registered = [] {
-  register_device_provider({DeviceType::cuda, "cuda", device_count, describe, device_allocate, copy,
-                            device_fill_zero, [](int) { return device_peak_bytes(); }});
-  graph::register_backend(DeviceType::cuda, &backend());
+  register_device_kind({.name = "cuda",
+                        .rank = 1,
+                        .count = device_count,
+                        .describe = describe,
+                        .allocate = device_allocate,
+                        .copy = copy,
+                        .fill_zero = device_fill_zero,
+                        .peak_allocated = [](int) { return device_peak_bytes(); }});
+  graph::register_backend("cuda", &backend());
   return true;
 }();
 

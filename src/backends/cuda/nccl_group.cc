@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/device_registry.h"
 #include "backends/cuda/cuda_status.h"
 #include "tfm/device.h"
 #include "tfm/error.h"

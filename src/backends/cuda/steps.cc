@@ -43,7 +43,7 @@ uint32_t known_alignment(const graph::Graph& graph, graph::ValueId id) {
     if (n.op == graph::Op::kView) {
       offset += static_cast<uint64_t>(n.start) * dtype_size(n.dtype);
     } else if (n.op == graph::Op::kWeight) {
-      if (n.constant.device().type == DeviceType::cuda) {
+      if (n.constant.device().type == "cuda") {
         offset += reinterpret_cast<uintptr_t>(n.constant.data());
       }
       alignment = 256;

@@ -1,5 +1,7 @@
-// tfm::CausalLM, the public face of CausalLMImpl (generate() lives in src/generation, and
-// AutoModelForCausalLM in src/distributed, which makes the process groups a DistributedConfig needs).
+// tfm::CausalLM, the public face of CausalLMImpl: every method here, each handing the model to
+// the layer that does the work (generation, models).
+#include "api/causal_lm_access.h"
+#include "generation/generate.h"
 #include "models/causal_lm.h"
 #include "models/step_inputs.h"
 #include "tfm/error.h"
@@ -33,8 +35,21 @@ Tensor CausalLM::forward(const Tensor& input_ids, const Tensor* attention_mask, 
   return impl_->step(in, cache, all_positions, disable_compile);
 }
 
+Tensor CausalLM::generate(const Tensor& input_ids, const Tensor* attention_mask,
+                          const GenerationConfig& config, GenerationStats* stats) {
+  return generation::generate(*impl_, input_ids, attention_mask, config, stats);
+}
+
+std::vector<std::vector<int64_t>> CausalLM::generate(
+    const std::vector<std::vector<int64_t>>& prompts, const GenerationConfig& config,
+    GenerationStats* stats) {
+  return generation::generate(*impl_, prompts, config, stats);
+}
+
 void CausalLM::save_pretrained(const std::string& dir, std::optional<DType> dtype) {
   save_causal_lm(*impl_, dir, dtype.value_or(impl_->dtype()));
 }
+
+CausalLMImpl& CausalLMAccess::impl(CausalLM& model) { return *model.impl_; }
 
 }  // namespace tfm

@@ -1,5 +1,5 @@
-// AutoModelForCausalLM lives above models/: a DistributedConfig needs the process groups made
-// here before the weights are sliced.
+// AutoModelForCausalLM: a DistributedConfig needs its process groups (src/distributed) made before
+// the weights are sliced as they load.
 #include "distributed/parallel_groups.h"
 #include "models/causal_lm.h"
 

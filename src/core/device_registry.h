@@ -1,0 +1,33 @@
+// What a backend tells the device registry about the kind of device it runs, and the memory of
+// such devices: Tensor allocates and copies through it. Internal: the public face is tfm/device.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tfm/device.h"
+
+namespace tfm {
+
+struct DeviceKind {
+  std::string name;  // "cuda"
+  // resolve_device("auto") takes the present kind of the highest rank; the cpu has 0.
+  int rank = 1;
+  std::function<int()> count;
+  std::function<DeviceInfo(int index)> describe;
+  // Device memory: allocate returns an owning pointer whose deleter frees it.
+  std::function<std::shared_ptr<void>(int index, size_t bytes)> allocate;
+  std::function<void(void* dst, const void* src, size_t bytes, int index, bool to_device)> copy;
+  std::function<void(void* data, size_t bytes, int index)> fill_zero;
+  // The most device memory this process's allocations held at once (what benchmarks compare with
+  // torch.cuda.max_memory_allocated).
+  std::function<size_t(int index)> peak_allocated;
+};
+
+void register_device_kind(DeviceKind kind);
+const DeviceKind* find_device_kind(const std::string& name);  // null for the cpu and the unknown
+// The index of the accelerator this process computes on (0 before one is resolved).
+int process_accelerator_index();
+
+}  // namespace tfm
