@@ -47,10 +47,10 @@ double all_reduce_ms(const std::shared_ptr<tfm::distributed::ProcessGroup>& grou
   b.output(b.view(b.all_reduce(x, group), 0, {1}));
   auto exe = tfm::graph::backend_for(device).compile(b.finish());
   const std::vector<tfm::Tensor> inputs{tfm::Tensor::zeros({count}, tfm::DType::f32).to(device)};
-  exe->run(inputs);  // the first run captures the graph and starts the NCCL communicator
+  exe->run(inputs).outputs;  // the first run captures the graph and starts the NCCL communicator
   group->barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) exe->run(inputs);
+  for (int i = 0; i < iters; ++i) exe->run(inputs).outputs;
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
              .count() /
          iters;

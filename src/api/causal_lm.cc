@@ -31,7 +31,7 @@ Tensor CausalLM::forward(const Tensor& input_ids, const Tensor* attention_mask, 
   }
   // As in transformers' forward: positions count from 0 whatever the mask says.
   StepInputs in{ids, arange_rows(batch, 0, seq), arange_rows(1, 0, seq).view({seq}), mask};
-  KvCache cache = impl_->cache_for(batch, seq);
+  KvCache& cache = impl_->cache_for(batch, seq);
   return impl_->step(in, cache, all_positions, disable_compile);
 }
 

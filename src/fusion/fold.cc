@@ -294,7 +294,7 @@ void fold_losses_into_gradients(Graph& graph, const Target&) {
       grad.op = Op::kView;
       grad.start = 0;
       grad.in_place = false;
-      set_args(grad, ViewArgs{logits, static_cast<ValueId>(l)});
+      set_args(grad, ViewArgs{logits, {static_cast<ValueId>(l)}});
       break;
     }
   }

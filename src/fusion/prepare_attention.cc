@@ -96,7 +96,7 @@ void fuse_prepare_attention(Graph& graph, const Target&) {
       const ValueId cache = cache_write_args(w).cache;
       w.op = Op::kView;
       w.start = 0;
-      set_args(w, ViewArgs{cache, q_rope});
+      set_args(w, ViewArgs{cache, {q_rope}});
     }
     leave_for_dead(node(k_rope));
   }

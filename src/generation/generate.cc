@@ -105,7 +105,7 @@ Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* atte
                 cache_len = shapes.cache_len;
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
   PaddedPrompt prompt = pad_prompt(ids, mask, shapes, 0);
-  KvCache cache = model.cache_for(batch, cache_len);
+  KvCache& cache = model.cache_for(batch, cache_len);
 
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {

@@ -14,6 +14,15 @@ std::map<std::string, Backend*>& backends() {
 
 }  // namespace
 
+std::vector<Tensor> state_inputs(const Graph& graph, const std::vector<ValueId>& ids,
+                                 const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> state;
+  for (size_t i = 0; i < ids.size() && i < inputs.size(); ++i) {
+    if (graph.nodes[static_cast<size_t>(ids[i])].is_state) state.push_back(inputs[i]);
+  }
+  return state;
+}
+
 void register_backend(const std::string& kind, Backend* backend) { backends()[kind] = backend; }
 
 Backend& backend_for(const Device& device) {

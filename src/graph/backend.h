@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "ops/adamw.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -19,12 +18,20 @@ struct CompileOptions {
   bool fuse = true;
 };
 
+struct RunResult {
+  std::vector<Tensor> outputs;  // the graph's outputs, on the host
+  // Each state input's buffer after the run, in Graph::inputs() order of the state inputs: the
+  // buffer given (a kernel backend writes the updates in place) or another holding the state's
+  // update (a compiler backend's donated buffer). The caller keeps these in place of what it gave.
+  std::vector<Tensor> state;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
-  // One tensor per graph input, in Graph::inputs() order, on the host (state inputs on the
-  // executable's device; they are written in place). Returns the graph outputs on the host.
-  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  // One tensor per graph input, in Graph::inputs() order: on the host, but for the state inputs,
+  // which are on the executable's device and handed over to the run (see RunResult::state).
+  virtual RunResult run(const std::vector<Tensor>& inputs) = 0;
   virtual size_t arena_bytes() const = 0;
 };
 
@@ -35,16 +42,12 @@ class Backend {
   virtual std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) = 0;
   // Weights in the layout and place this backend computes with (e.g. uploaded to the GPU once).
   virtual Tensor prepare_weight(const Tensor& weight, DType dtype) = 0;
-
-  // The optimizer's arithmetic, run eagerly after a compiled training step on flat f32 buffers
-  // that live on this backend's device (training state stays where the model computes).
-  // One AdamW update of n elements (ops::adamw_update each).
-  virtual void adamw_update(const ops::AdamWScalars& s, float decay, float* params,
-                            const float* grads, float* exp_avg, float* exp_avg_sq, int64_t n) = 0;
-  // The sum of squares of n elements, in double over fixed chunks added in order: the same bits
-  // for any thread count, so a re-run or resumed step clips identically.
-  virtual double sum_squares(const float* x, int64_t n) = 0;
 };
+
+// The state inputs among a run's `inputs` (given for `ids`, Graph::inputs()): what a backend that
+// writes state in place returns as RunResult::state.
+std::vector<Tensor> state_inputs(const Graph& graph, const std::vector<ValueId>& ids,
+                                 const std::vector<Tensor>& inputs);
 
 // Backends by the kind of device they run (tfm/device.h), each registering itself when linked in
 // (backends are object libraries: their registrations always run).

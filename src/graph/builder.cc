@@ -393,4 +393,31 @@ ValueId Builder::cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_l
   return id;
 }
 
+ValueId Builder::adamw(ValueId param, ValueId grad, ValueId exp_avg, ValueId exp_avg_sq,
+                       ValueId scalars, bool decays) {
+  const Shape shape = adamw_shape(node(param).shape, node(grad).shape, node(exp_avg).shape,
+                                  node(exp_avg_sq).shape, node(scalars).shape);
+  for (ValueId v : {param, grad, exp_avg, exp_avg_sq, scalars}) {
+    if (node(v).dtype != DType::f32) throw Error("[adamw] every operand must be f32");
+  }
+  const ValueId id = add_node(Op::kAdamW, {param, grad, exp_avg, exp_avg_sq, scalars}, shape,
+                              node(param).name);
+  graph_.nodes.back().decays = decays;
+  return id;
+}
+
+ValueId Builder::sum_squares(ValueId x) {
+  if (node(x).dtype != DType::f32) throw Error("[sum_squares] x must be f32");
+  return add_node(Op::kSumSquares, {x}, {1}, node(x).name);
+}
+
+ValueId Builder::updated(ValueId state, std::vector<ValueId> writers) {
+  TFM_CHECK(node(state).is_state, "[updated] not a state input");
+  const ValueId id = add_node(Op::kView, {}, node(state).shape, node(state).name);
+  graph_.nodes.back().dtype = node(state).dtype;
+  set_args(graph_.nodes.back(), ViewArgs{state, std::move(writers)});
+  update_state(state, id);
+  return id;
+}
+
 }  // namespace tfm::graph

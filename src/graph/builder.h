@@ -65,6 +65,13 @@ class Builder {
                               std::shared_ptr<Communicator> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
+  // One AdamW step of `param` in place (the moments too); `scalars` the step's [kAdamWScalars].
+  ValueId adamw(ValueId param, ValueId grad, ValueId exp_avg, ValueId exp_avg_sq, ValueId scalars,
+                bool decays);
+  ValueId sum_squares(ValueId x);
+  // State input `state` as `writers` (steps writing into views of it in place) left it: its
+  // update (Graph::updates).
+  ValueId updated(ValueId state, std::vector<ValueId> writers);
 
   // torch.autocast for matrix products: from here on, every matrix weight and every linear's input
   // is read through a cast to `dtype` (and so are the gradients the backward products read), while

@@ -13,6 +13,8 @@ std::vector<size_t> written_inputs(const Node& node) {
       return {0};
     case Op::kPrepareAttention:
       return {6, 7};  // the k and v caches (prepare_attention_args)
+    case Op::kAdamW:
+      return {0, 2, 3};  // the parameters and both moments (adamw_args)
     case Op::kEmbeddingGrad:
     case Op::kLinearGradInput:
     case Op::kLinearGradWeight:

@@ -78,6 +78,10 @@ const char* op_name(Op op) {
       return "attention_grad";
     case Op::kCrossEntropyGrad:
       return "cross_entropy_grad";
+    case Op::kAdamW:
+      return "adamw";
+    case Op::kSumSquares:
+      return "sum_squares";
   }
   return "?";
 }

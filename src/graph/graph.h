@@ -50,9 +50,9 @@ enum class Op : uint8_t {
   kSliceSeq,       // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
   kReshape,        // same data, new shape (an alias of its input)
   kElementwise,    // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
-  kView,           // (x) -> `shape` elements of x's buffer starting at element `start` (an alias);
-                   //   a second input only orders the view after the step that wrote x's values
-                   //   (graph::fold_losses_into_gradients)
+  kView,           // (x, after...) -> `shape` elements of x's buffer starting at element `start` (an
+                   //   alias); the inputs after x only order the view after the steps that wrote
+                   //   x's values (a loss written with its gradient, a state updated in place)
   kPad,            // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
                    //   (the gradient of a view)
   kConcatRows,     // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
@@ -100,10 +100,20 @@ enum class Op : uint8_t {
   kAttentionGrad,      // (q, k, v, mask, slots, dy[, the forward attention]) -> [dq | dk | dv]
                        // flat, split by kView
   kCrossEntropyGrad,   // (logits, targets, d loss [1]) -> d logits (of a `shard` as above)
+
+  // The optimizer's step, a graph like the training step (training/adamw.h).
+  kAdamW,  // (param [n], grad [n], exp_avg [n], exp_avg_sq [n], scalars [kAdamWScalars] f32, the
+           //   step's ops::AdamWScalars) -> param after one step of torch.optim.AdamW's arithmetic
+           //   (ops/adamw.h), written over param; exp_avg and exp_avg_sq are written in place too.
+           //   With `decays`, the weight decays.
+  kSumSquares,  // (x [n] f32) -> [1] f32: the sum of x^2, accumulated in double over fixed chunks
+                //   added in order (the same bits for any thread count), rounded once
 };
 
 // Targets equal to this contribute no loss, as PyTorch's CrossEntropyLoss(ignore_index=-100).
 inline constexpr int32_t kIgnoreIndex = -100;
+// The floats kAdamW's scalars input holds: ops::AdamWScalars packed (ops/adamw.h).
+inline constexpr int64_t kAdamWScalars = 9;
 
 const char* op_name(Op op);
 // Is the op one of the backward ops autodiff emits?
@@ -157,6 +167,7 @@ struct Node {
                                   // with the last input as the norm's weight
   bool shard = false;             // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                   // of the vocabulary, starting at id `start`
+  bool decays = false;            // kAdamW: weight decay applies
   std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over
   ElementwiseProgram program;           // kElementwise
 };

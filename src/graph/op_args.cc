@@ -134,8 +134,7 @@ ViewArgs view_args(const Node& n) {
   expect(n, Op::kView);
   Reader r(n);
   ViewArgs a{r.next()};
-  a.after = r.next_if(r.left() > 0);
-  r.done();
+  while (r.left() > 0) a.after.push_back(r.next());
   return a;
 }
 
@@ -225,6 +224,12 @@ CrossEntropyGradArgs cross_entropy_grad_args(const Node& n) {
   return {n.inputs[0], n.inputs[1], n.inputs[2]};
 }
 
+AdamWArgs adamw_args(const Node& n) {
+  expect(n, Op::kAdamW);
+  expect_inputs(n, 5);
+  return {n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]};
+}
+
 ValueId operand(const Node& n) {
   if (n.inputs.empty()) {
     throw Error(std::string("[graph] ") + op_name(n.op) + " '" + n.name + "' has no input");
@@ -273,7 +278,7 @@ void set_args(Node& n, const PrepareAttentionArgs& a) {
 
 void set_args(Node& n, const ViewArgs& a) {
   n.inputs = {a.x};
-  push_given(n.inputs, {a.after});
+  n.inputs.insert(n.inputs.end(), a.after.begin(), a.after.end());
 }
 
 void set_args(Node& n, const CrossEntropyArgs& a) {

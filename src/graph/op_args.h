@@ -54,7 +54,7 @@ struct AttentionArgs {
 };
 struct ViewArgs {
   ValueId x;
-  ValueId after = -1;  // a value the view is read only after (Op::kView)
+  std::vector<ValueId> after = {};  // values the view is read only after (Op::kView)
 };
 struct CrossEntropyArgs {
   ValueId logits, targets;
@@ -92,6 +92,9 @@ struct AttentionGradArgs {
 struct CrossEntropyGradArgs {
   ValueId logits, targets, d_loss;
 };
+struct AdamWArgs {
+  ValueId param, grad, exp_avg, exp_avg_sq, scalars;
+};
 
 EmbeddingArgs embedding_args(const Node& n);  // kEmbedding
 LinearArgs linear_args(const Node& n);
@@ -113,8 +116,9 @@ RmsNormGradWeightArgs rms_norm_grad_weight_args(const Node& n);
 RopeGradArgs rope_grad_args(const Node& n);
 AttentionGradArgs attention_grad_args(const Node& n);
 CrossEntropyGradArgs cross_entropy_grad_args(const Node& n);
-// The one input of an op that takes one (reshape, slice_seq, cast, pad, reduce_rows, argmax, the
-// collectives).
+AdamWArgs adamw_args(const Node& n);
+// The one input of an op that takes one (reshape, slice_seq, cast, pad, reduce_rows, argmax,
+// sum_squares, the collectives).
 ValueId operand(const Node& n);
 
 // Sets the node's inputs, and the flags that say which optional ones it has, from a view.

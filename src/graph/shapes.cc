@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/graph.h"
 #include "tfm/error.h"
 
 namespace tfm::graph {
@@ -196,6 +197,20 @@ Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const
                                shape_str(v) + " k " + shape_str(k));
   }
   return {shape_numel(q) + 2 * shape_numel(k)};
+}
+
+Shape adamw_shape(const Shape& param, const Shape& grad, const Shape& exp_avg,
+                  const Shape& exp_avg_sq, const Shape& scalars) {
+  if (grad != param || exp_avg != param || exp_avg_sq != param) {
+    fail("adamw", "param " + shape_str(param) + ", grad " + shape_str(grad) + ", exp_avg " +
+                      shape_str(exp_avg) + " and exp_avg_sq " + shape_str(exp_avg_sq) +
+                      " must be of one shape");
+  }
+  if (scalars != Shape{kAdamWScalars}) {
+    fail("adamw", "scalars " + shape_str(scalars) + " must be [" + std::to_string(kAdamWScalars) +
+                      "]");
+  }
+  return param;
 }
 
 }  // namespace tfm::graph

@@ -26,6 +26,9 @@ Shape all_gather_shape(const Shape& x, int group_size);
 Shape gather_shards_shape(const Shape& x, int group_size);
 Shape reduce_scatter_shape(const Shape& x, int group_size);
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
+// AdamW's operands: param, grad and both moments of one shape, f32 each checked by the builder.
+Shape adamw_shape(const Shape& param, const Shape& grad, const Shape& exp_avg,
+                  const Shape& exp_avg_sq, const Shape& scalars);
 // Backward ops: the gradient has the shape of what it is the gradient of; these check the operands.
 Shape embedding_grad_shape(const Shape& dy, const Shape& ids, int64_t vocab);
 Shape linear_grad_input_shape(const Shape& dy, const Shape& w);

@@ -36,7 +36,7 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       });
 }
 
-KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
+KvCache& CausalLMImpl::cache_for(int64_t batch, int64_t len) {
   if (cache_.batch == batch && cache_.len == len) return cache_;
   cache_ = {};  // frees the old buffers before the new ones are allocated
   KvCache cache{batch, len, {}};
@@ -45,7 +45,7 @@ KvCache CausalLMImpl::cache_for(int64_t batch, int64_t len) {
     cache.buffers.push_back(Tensor::zeros(shape, dtype_, device_));
   }
   cache_ = cache;
-  return cache;
+  return cache_;
 }
 
 graph::Graph CausalLMImpl::build(const graph::Signature& signature) const {
@@ -75,11 +75,18 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   inputs.insert(inputs.end(), cache.buffers.begin(), cache.buffers.end());
   if (eager) return graph::backend_for(device_).run_eager(build(signature), inputs).at(0);
   graph::Executable& exe = graphs_.get(signature, [&] { return build(signature); });
-  return exe.run(inputs).at(0);
+  graph::RunResult result = exe.run(inputs);
+  cache.buffers = std::move(result.state);  // the caches as the run left them
+  return result.outputs.at(0);
 }
 
-double CausalLMImpl::train_step_into(const TrainInputs& in, const std::vector<Tensor>& grads,
-                                     bool eager, DType autocast) {
+double CausalLMImpl::eval_step(const TrainInputs& in, bool eager, DType autocast) {
+  std::vector<Tensor> none;
+  return train_step_into(in, none, eager, autocast);
+}
+
+double CausalLMImpl::train_step_into(const TrainInputs& in, std::vector<Tensor>& grads, bool eager,
+                                     DType autocast) {
   check_ids(in.input_ids);
   const bool with_grads = !grads.empty();
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
@@ -98,9 +105,10 @@ double CausalLMImpl::train_step_into(const TrainInputs& in, const std::vector<Te
                              in.targets,
                              in.loss_scale};
   inputs.insert(inputs.end(), grads.begin(), grads.end());
-  const std::vector<Tensor> outputs = eager ? graph::backend_for(device_).run_eager(build(), inputs)
-                                            : graphs_.get(signature, build).run(inputs);
-  return outputs.at(0).to_f32_vector()[0];
+  if (eager) return graph::backend_for(device_).run_eager(build(), inputs).at(0).to_f32_vector()[0];
+  graph::RunResult result = graphs_.get(signature, build).run(inputs);
+  grads = std::move(result.state);  // the gradients as the run left them
+  return result.outputs.at(0).to_f32_vector()[0];
 }
 
 LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool with_grads,

@@ -57,7 +57,7 @@ class CausalLMImpl {
   // the same shape, as transformers' StaticCache is: no new allocation, and compiled graphs that
   // captured its addresses (CUDA Graphs) replay as they are. Its old rows are never read: a
   // step sees only the slots its attention mask marks, which this call's steps write first.
-  KvCache cache_for(int64_t batch, int64_t len);
+  KvCache& cache_for(int64_t batch, int64_t len);
   // Logits f32 [batch, seq or 1, vocab] on the host; with `argmax`, the greedy token ids i32
   // [batch, seq or 1] instead (chosen on the device: no logits to copy back).
   Tensor step(const StepInputs& inputs, KvCache& cache, bool all_logits, bool eager,
@@ -65,11 +65,13 @@ class CausalLMImpl {
 
   // Forward, loss and backward as one compiled graph per [batch, seq] (or run eagerly): adds the
   // step's gradients into `grads` (one f32 tensor per weight in for_each_weight order, of this
-  // rank's shard, on the model's device; empty: the loss alone, for evaluation) and returns the
-  // summed loss. The gradients never leave the device. `autocast` bf16 computes the matrix
-  // products in bf16 (TrainingArguments.bf16).
-  double train_step_into(const TrainInputs& inputs, const std::vector<Tensor>& grads, bool eager,
+  // rank's shard, on the model's device; they become the buffers the run returns, Executable::run)
+  // and returns the summed loss. The gradients never leave the device. `autocast` bf16 computes
+  // the matrix products in bf16 (TrainingArguments.bf16).
+  double train_step_into(const TrainInputs& inputs, std::vector<Tensor>& grads, bool eager,
                          DType autocast = DType::f32);
+  // The summed loss alone, for evaluation.
+  double eval_step(const TrainInputs& inputs, bool eager, DType autocast = DType::f32);
   // The same from zero gradients, returned on the host.
   LossAndGrads train_step(const TrainInputs& inputs, bool eager, bool with_grads = true,
                           DType autocast = DType::f32);

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "graph/backend.h"
+#include "graph/builder.h"
+#include "ops/adamw.h"
 #include "tfm/error.h"
 
 namespace tfm::training {
@@ -23,6 +24,27 @@ void check_options(const AdamWOptions& o) {
 
 std::string segment_str(const ParamSegment& s) {
   return "{offset " + std::to_string(s.offset) + ", numel " + std::to_string(s.numel) + "}";
+}
+
+// One kAdamW a run over views of the flat buffers (inputs params, grads, exp_avg, exp_avg_sq,
+// scalars); each written buffer's update is itself after every run. Frozen elements, outside every
+// run, are read by no step.
+graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total) {
+  graph::Builder b;
+  const Shape flat{total};
+  const graph::ValueId params = b.state("params", flat, DType::f32);
+  const graph::ValueId grads = b.state("grads", flat, DType::f32);
+  const graph::ValueId exp_avg = b.state("exp_avg", flat, DType::f32);
+  const graph::ValueId exp_avg_sq = b.state("exp_avg_sq", flat, DType::f32);
+  const graph::ValueId scalars = b.input("scalars", {graph::kAdamWScalars}, DType::f32);
+  std::vector<graph::ValueId> steps;
+  for (const ParamSegment& r : runs) {
+    const auto part = [&](graph::ValueId buffer) { return b.view(buffer, r.offset, {r.numel}); };
+    steps.push_back(
+        b.adamw(part(params), part(grads), part(exp_avg), part(exp_avg_sq), scalars, r.decay));
+  }
+  for (const graph::ValueId written : {params, exp_avg, exp_avg_sq}) b.updated(written, steps);
+  return b.finish();
 }
 
 }  // namespace
@@ -52,14 +74,15 @@ AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions opt
   }
   exp_avg_ = Tensor::zeros({total_}, DType::f32, device_);
   exp_avg_sq_ = Tensor::zeros({total_}, DType::f32, device_);
+  update_ = graph::backend_for(device_).compile(update_graph(runs_, total_));
 }
 
-void AdamW::step(std::span<float> params, std::span<const float> grads, double lr,
-                 float grad_scale) {
-  if (static_cast<int64_t>(params.size()) != total_ ||
-      static_cast<int64_t>(grads.size()) != total_) {
-    fail("step given " + std::to_string(params.size()) + " parameters and " +
-         std::to_string(grads.size()) + " gradients, expected " + std::to_string(total_));
+void AdamW::step(Tensor& params, const Tensor& grads, double lr, float grad_scale) {
+  const Shape flat{total_};
+  if (params.shape() != flat || grads.shape() != flat || params.dtype() != DType::f32 ||
+      grads.dtype() != DType::f32) {
+    fail("step given parameters " + shape_str(params.shape()) + " and gradients " +
+         shape_str(grads.shape()) + ", expected f32 " + shape_str(flat));
   }
   if (!(lr >= 0)) fail("invalid learning rate " + std::to_string(lr));
   ++steps_;
@@ -80,14 +103,25 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, double l
       .neg_step_size = static_cast<float>(-(lr / bias_correction1)),
       .grad_scale = grad_scale,
   };
-  graph::Backend& backend = graph::backend_for(device_);
-  auto* m = exp_avg_.data_as<float>();
-  auto* v = exp_avg_sq_.data_as<float>();
-  for (const ParamSegment& r : runs_) {
-    // Multiplying by exactly 1 leaves a value unchanged: no-decay runs share the update.
-    backend.adamw_update(scalars, r.decay ? scalars.decay : 1.0f, params.data() + r.offset,
-                         grads.data() + r.offset, m + r.offset, v + r.offset, r.numel);
+  Tensor packed = Tensor::empty({graph::kAdamWScalars}, DType::f32);
+  ops::pack(scalars, packed.data_as<float>());
+  graph::RunResult result = update_->run({params, grads, exp_avg_, exp_avg_sq_, packed});
+  params = result.state.at(0);
+  exp_avg_ = result.state.at(2);
+  exp_avg_sq_ = result.state.at(3);
+}
+
+void AdamW::step(std::span<float> params, std::span<const float> grads, double lr,
+                 float grad_scale) {
+  if (device_ != kCpu) fail("host buffers given to an optimizer on " + device_.str());
+  if (static_cast<int64_t>(params.size()) != total_ ||
+      static_cast<int64_t>(grads.size()) != total_) {
+    fail("step given " + std::to_string(params.size()) + " parameters and " +
+         std::to_string(grads.size()) + " gradients, expected " + std::to_string(total_));
   }
+  Tensor p = Tensor::borrow(params.data(), {total_}, DType::f32, nullptr);
+  const Tensor g = Tensor::borrow(grads.data(), {total_}, DType::f32, nullptr);
+  step(p, g, lr, grad_scale);
 }
 
 }  // namespace tfm::training

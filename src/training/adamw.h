@@ -1,8 +1,9 @@
 // AdamW as torch.optim.AdamW computes it (decoupled weight decay, bias correction, eps added after
 // the square root), over flat f32 buffers: every parameter, gradient and moment lives in one array
-// each, so the update is a few runs of one loop and sharding the optimizer is offset arithmetic.
-// The buffers live on the optimizer's device (where the model trains); the backend of that device
-// runs the update.
+// each, so the update is a few runs of one op and sharding the optimizer is offset arithmetic.
+// The buffers live on the optimizer's device (where the model trains); the update is a graph
+// compiled for that device like the training step (graph::Op::kAdamW over views of the buffers),
+// its per-step scalars the one input that moves.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "graph/backend.h"
 #include "tfm/tensor.h"
 
 namespace tfm::training {
@@ -36,10 +38,14 @@ class AdamW {
   AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options = {},
         Device device = kCpu);
 
-  // One update of `params` from `grads` (both `total` elements, on the optimizer's device) at
-  // learning rate `lr`, which is options().lr times the schedule's multiplier for steps_taken().
-  // Each gradient is read times `grad_scale`: clipping's coefficient (clip_coefficient), applied
-  // as the update reads the gradients instead of in a pass over them of its own.
+  // One update of `params` from `grads` (f32 [total] each, on the optimizer's device) at learning
+  // rate `lr`, which is options().lr times the schedule's multiplier for steps_taken(). Each
+  // gradient is read times `grad_scale`: clipping's coefficient (clip_coefficient), applied as the
+  // update reads the gradients instead of in a pass over them of its own. `params` becomes the
+  // buffer the run returns (graph::RunResult::state): the same one where the backend updates in
+  // place.
+  void step(Tensor& params, const Tensor& grads, double lr, float grad_scale = 1.f);
+  // The same over host memory, for an optimizer on the cpu.
   void step(std::span<float> params, std::span<const float> grads, double lr,
             float grad_scale = 1.f);
   void step(std::span<float> params, std::span<const float> grads) {
@@ -68,6 +74,7 @@ class AdamW {
   int64_t steps_ = 0;
   Tensor exp_avg_;     // f32 [total] on device_
   Tensor exp_avg_sq_;  // f32 [total] on device_
+  std::unique_ptr<graph::Executable> update_;  // one step over the runs
 };
 
 }  // namespace tfm::training

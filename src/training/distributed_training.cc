@@ -3,9 +3,7 @@
 #include <cmath>
 
 #include "distributed/parallel_groups.h"
-#include "graph/backend.h"
 #include "models/tensor_parallel.h"
-#include "training/grad_clip.h"
 
 namespace tfm::training {
 namespace {
@@ -20,23 +18,24 @@ Tensor rows_padded(const Tensor& t, int64_t first, int64_t count, int64_t rows, 
 
 }  // namespace
 
-DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params)
-    : device_(params.device()) {
+DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params) {
   const DistributedConfig& config = model.distributed();
   const distributed::ParallelGroups& groups = distributed::parallel_groups(config);
   if (config.tp_size > 1) tp_ = groups.tp;
   if (config.fsdp_size > 1) fsdp_ = groups.fsdp;
   world_rank_ = groups.world ? groups.world->rank() : 0;
   writes_files_ = world_rank_ == 0;
+  std::vector<ParamSegment> counted;
   for (const FlatParameters::Entry& e : params.entries()) {
     if (!models::holds_first_copy(e.name, model.parallelism())) continue;
-    // Neighbours merged: on a GPU each run's sum is one synchronizing call.
-    if (!counted_.empty() && counted_.back().offset + counted_.back().numel == e.offset) {
-      counted_.back().numel += shape_numel(e.shape);
+    // Neighbours merged: one sum a run of them.
+    if (!counted.empty() && counted.back().offset + counted.back().numel == e.offset) {
+      counted.back().numel += shape_numel(e.shape);
     } else {
-      counted_.push_back({e.offset, shape_numel(e.shape), true});
+      counted.push_back({e.offset, shape_numel(e.shape), true});
     }
   }
+  squares_ = std::make_unique<GradSquares>(std::move(counted), params.size(), params.device());
 }
 
 Batch DistributedTraining::local_rows(const Batch& global, int64_t per_rank) const {
@@ -58,13 +57,8 @@ double DistributedTraining::sum_over_data(double value) const {
   return t.to_f32_vector()[0];
 }
 
-double DistributedTraining::grad_norm(std::span<const float> grads) const {
-  if (!active()) return training::grad_norm(grads, device_);
-  graph::Backend& backend = graph::backend_for(device_);
-  double sum_sq = 0;
-  for (const ParamSegment& s : counted_)
-    sum_sq += backend.sum_squares(grads.data() + s.offset, s.numel);
-  float total = static_cast<float>(sum_sq);
+double DistributedTraining::grad_norm(const Tensor& grads) const {
+  float total = (*squares_)(grads);
   if (tp_) tp_->all_reduce_sum(&total, 1);
   if (fsdp_) fsdp_->all_reduce_sum(&total, 1);
   return std::sqrt(static_cast<double>(total));

@@ -14,6 +14,7 @@
 #include "training/adamw.h"
 #include "training/dataset_loader.h"
 #include "training/flat_parameters.h"
+#include "training/grad_clip.h"
 
 namespace tfm::training {
 
@@ -32,17 +33,16 @@ class DistributedTraining {
   // short: those are filled with rows that carry no target, so every rank runs the same graph.
   Batch local_rows(const Batch& global, int64_t per_rank) const;
   double sum_over_data(double value) const;
-  // The L2 norm of the whole model's gradient from this rank's shard of it: squares summed over
-  // every rank, values that several tensor-parallel ranks hold (norms, replicated KV heads)
-  // counted once.
-  double grad_norm(std::span<const float> grads) const;
+  // The L2 norm of the whole model's gradient from this rank's shard of it (the flat gradients):
+  // squares summed over every rank, values that several tensor-parallel ranks hold (norms,
+  // replicated KV heads) counted once.
+  double grad_norm(const Tensor& grads) const;
 
  private:
   std::shared_ptr<distributed::ProcessGroup> tp_, fsdp_;  // null where that dimension is 1
   bool writes_files_ = true;
   int world_rank_ = 0;
-  Device device_;  // where the gradients are
-  std::vector<ParamSegment> counted_;  // the gradient ranges this rank's norm counts
+  std::unique_ptr<GradSquares> squares_;  // over the gradient ranges this rank's norm counts
 };
 
 }  // namespace tfm::training

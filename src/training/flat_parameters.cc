@@ -49,4 +49,17 @@ std::vector<ParamSegment> FlatParameters::segments(bool decay_all) const {
 
 void FlatParameters::zero_grads() { grads_.fill_zero(); }
 
+void FlatParameters::check_in_place(const Tensor& values) const {
+  bool in_place = values.data() == values_.data();
+  for (size_t i = 0; i < grad_blocks_.size(); ++i) {
+    in_place = in_place && grad_blocks_[i].data() ==
+                               static_cast<const char*>(grads_.data()) +
+                                   static_cast<size_t>(entries_[i].offset) * sizeof(float);
+  }
+  if (!in_place) {
+    throw Error("[train] the backend returned new buffers for the flat parameters or gradients: "
+                "training with flat buffers needs a backend that updates them in place");
+  }
+}
+
 }  // namespace tfm::training

@@ -33,14 +33,18 @@ class FlatParameters {
   std::vector<ParamSegment> segments(bool decay_all = false) const;
   int64_t size() const { return values_.numel(); }
   Device device() const { return values_.device(); }
-  // The buffers as spans: on device(), so only that device's backend may read them.
-  std::span<float> values() { return {values_.data_as<float>(), static_cast<size_t>(size())}; }
-  std::span<float> grads() { return {grads_.data_as<float>(), static_cast<size_t>(size())}; }
+  // The buffers, f32 [size] on device(). The weights of the model are views of values(), its
+  // compiled graphs read them in place: an optimizer step must leave them in that buffer.
+  Tensor& values() { return values_; }
+  const Tensor& grads() const { return grads_; }
 
   void zero_grads();
   // Each weight's block of the gradient buffer, in entries() order: where a training step adds
   // its gradients (CausalLMImpl::train_step_into).
-  const std::vector<Tensor>& grad_blocks() const { return grad_blocks_; }
+  std::vector<Tensor>& grad_blocks() { return grad_blocks_; }
+  // Throws unless the blocks and `values` still lie in the flat buffers (a backend that returned
+  // other buffers for them: training on such a backend needs each weight's state of its own).
+  void check_in_place(const Tensor& values) const;
 
  private:
   std::vector<Entry> entries_;

@@ -104,11 +104,11 @@ TrainOutput Trainer::train() {
   int64_t interval_steps = 0, tokens = 0;
   while (global_step_ < total_steps_) {
     const double loss = train_window(&tokens);
-    const std::span<float> grads = params_.grads();
-    const double norm = distributed_.grad_norm(grads);
+    const double norm = distributed_.grad_norm(params_.grads());
     const float clip = args_.max_grad_norm > 0 ? clip_coefficient(norm, args_.max_grad_norm) : 1.f;
     const double lr = schedule_.lr(args_.learning_rate, global_step_);
-    optimizer_.step(params_.values(), grads, lr, clip);
+    optimizer_.step(params_.values(), params_.grads(), lr, clip);
+    params_.check_in_place(params_.values());
     ++global_step_;
     run_loss += loss;
     interval_loss += loss;
@@ -169,7 +169,7 @@ double Trainer::evaluate() {
     if (count == 0) continue;
     const Batch b = distributed_.local_rows(global, per_rank);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, count);
-    loss_sum += CausalLMAccess::impl(model_).train_step_into(in, {}, !args_.torch_compile, autocast());
+    loss_sum += CausalLMAccess::impl(model_).eval_step(in, !args_.torch_compile, autocast());
     targets += count;
   }
   if (targets == 0) throw Error("[train] the eval dataset has no target to compute a loss on");

@@ -176,7 +176,7 @@ TEST_P(AttentionInputsTest, MatchReference) {
                                      k_buffer,
                                      v_buffer};
     const std::vector<Tensor> out =
-        eager ? backend.run_eager(graph, inputs) : executable->run(inputs);
+        eager ? backend.run_eager(graph, inputs) : executable->run(inputs).outputs;
     ASSERT_EQ(out.size(), 5u);
     // A bf16 cache rounds each value to 8 bits of mantissa.
     const float cache_tol = c.cache == DType::bf16 ? 8e-3f : 2e-5f;

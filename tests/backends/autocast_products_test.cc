@@ -46,7 +46,7 @@ void compiled_and_eager(const testing::DeviceOperands& c, const graph::Graph& g,
                         const std::vector<Tensor>& inputs, Check check) {
   graph::Backend& backend = graph::backend_for(testing::device_of(c));
   for (const bool eager : {false, true}) {
-    check(eager ? backend.run_eager(g, inputs) : backend.compile(g)->run(inputs),
+    check(eager ? backend.run_eager(g, inputs) : backend.compile(g)->run(inputs).outputs,
           std::string(eager ? "eager" : "compiled"));
   }
 }
@@ -116,7 +116,7 @@ TEST_P(AutocastProductsTest, AWideProductComesOutWhole) {
   const std::vector<Tensor> out =
       graph::backend_for(testing::device_of(c))
           .compile(g)
-          ->run({Tensor::from_vector<float>(x_values, {kWideRows, kWideIn})});
+          ->run({Tensor::from_vector<float>(x_values, {kWideRows, kWideIn})}).outputs;
   expect_close(out[0].to(kCpu).to_f32_vector(), want, tol, "wide product");
 }
 

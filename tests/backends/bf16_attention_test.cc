@@ -62,7 +62,7 @@ void expect_cuda_matches_cpu(const graph::Graph& g) {
   const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
   graph::Backend& cuda = graph::backend_for(Device{"cuda", 0});
   for (const bool eager : {false, true}) {
-    const std::vector<Tensor> got = eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({});
+    const std::vector<Tensor> got = eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({}).outputs;
     ASSERT_EQ(got.size(), want.size());
     const char* names[] = {"y", "dq", "dk", "dv"};
     for (size_t i = 0; i < want.size(); ++i) {
@@ -120,9 +120,9 @@ TEST_P(Bf16AttentionTest, WritesItsOutputInBf16) {
 
   graph::Backend& cpu = graph::backend_for(kCpu);
   const std::vector<float> want = cpu.run_eager(g, {})[0].to_f32_vector();
-  EXPECT_EQ(cpu.compile(g)->run({})[0].to_f32_vector(), want);
+  EXPECT_EQ(cpu.compile(g)->run({}).outputs[0].to_f32_vector(), want);
   if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: the CUDA half skipped";
-  const Tensor got = graph::backend_for(Device{"cuda", 0}).compile(g)->run({})[0];
+  const Tensor got = graph::backend_for(Device{"cuda", 0}).compile(g)->run({}).outputs[0];
   EXPECT_EQ(got.dtype(), DType::bf16);
   const std::vector<float> a = got.to_f32_vector();
   float largest = 0, worst = 0;

@@ -94,7 +94,7 @@ TEST_P(CacheAttentionTest, MatchesReference) {
         Tensor::from_vector<float>(k, cache_shape).to(c.cache).to(device),
         Tensor::from_vector<float>(v, cache_shape).to(c.cache).to(device)};
     const std::vector<Tensor> out =
-        eager ? backend.run_eager(graph, inputs) : executable->run(inputs);
+        eager ? backend.run_eager(graph, inputs) : executable->run(inputs).outputs;
     ASSERT_EQ(out.size(), 1u);
     expect_close(out[0].to_f32_vector(), want, tol, eager ? "eager" : "compiled");
   }

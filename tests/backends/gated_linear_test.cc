@@ -89,7 +89,7 @@ TEST_P(GatedLinearTest, MatchesReference) {
   graph::Backend& backend = graph::backend_for(device);
   const auto executable = backend.compile(graph);
   const std::vector<Tensor> inputs{Tensor::from_vector<float>(x, {m, k})};
-  expect_close(executable->run(inputs).at(0).to_f32_vector(), want, 3e-5f, "compiled");
+  expect_close(executable->run(inputs).outputs.at(0).to_f32_vector(), want, 3e-5f, "compiled");
   expect_close(backend.run_eager(graph, inputs).at(0).to_f32_vector(), want, 3e-5f, "eager");
 }
 

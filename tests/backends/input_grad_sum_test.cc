@@ -74,7 +74,7 @@ TEST_P(InputGradSumTest, ProductsAddIntoOneBuffer) {
     }
   }
   graph::Backend& backend = graph::backend_for(device);
-  const std::vector<Tensor> compiled = backend.compile(g)->run(inputs);
+  const std::vector<Tensor> compiled = backend.compile(g)->run(inputs).outputs;
   const std::vector<Tensor> eager = backend.run_eager(g, inputs);
   expect_close(compiled[0].to(kCpu).to_f32_vector(), want, 1e-5f, "compiled");
   expect_close(eager[0].to(kCpu).to_f32_vector(), want, 1e-5f, "eager");

@@ -63,8 +63,8 @@ TEST_P(WeightGradAccumulationTest, AddsIntoTheStateEachRun) {
   const std::vector<Tensor> inputs{Tensor::from_vector<float>(dy_values, {2, kRows / 2, kOut}),
                                    Tensor::from_vector<float>(x_values, {2, kRows / 2, kIn}), grad};
   const auto compiled = backend.compile(g);
-  compiled->run(inputs);
-  compiled->run(inputs);
+  compiled->run(inputs).outputs;
+  compiled->run(inputs).outputs;
   backend.run_eager(g, inputs);
   expect_close(grad.to(kCpu).to_f32_vector(), want, 1e-5f, "start + 3 dy^T x");
 }
@@ -130,8 +130,8 @@ TEST_P(WeightGradAccumulationTest, NormGradientsAddIntoTheStateEachRun) {
           << "the weight gradient and the bf16 copy are the input gradient step's";
     }
     const auto compiled = backend.compile(g);
-    compiled->run(inputs);
-    const std::vector<Tensor> got = compiled->run(inputs);
+    compiled->run(inputs).outputs;
+    const std::vector<Tensor> got = compiled->run(inputs).outputs;
     backend.run_eager(g, inputs);
     expect_close(grad.to(kCpu).to_f32_vector(), want_sum, 1e-5f, "start + 3 dw");
     const Tensor got_dx = got[0].to(kCpu);
@@ -220,8 +220,8 @@ TEST_P(WeightGradAccumulationTest, RotatedNormGradientsAddIntoTheStateEachRun) {
                                      Tensor::from_vector<float>(dy_values, shape).to(c.operands),
                                      Tensor::from_vector<int32_t>(positions, {kBatch, kSeq}), grad};
     const auto compiled = backend.compile(g);
-    compiled->run(inputs);
-    const std::vector<Tensor> got = compiled->run(inputs);
+    compiled->run(inputs).outputs;
+    const std::vector<Tensor> got = compiled->run(inputs).outputs;
     backend.run_eager(g, inputs);
     expect_close(grad.to(kCpu).to_f32_vector(), want_sum, 1e-4f, "start + 3 dw");
     expect_close(got[0].to(kCpu).to_f32_vector(), want_dx,
@@ -296,8 +296,8 @@ TEST_P(WeightGradAccumulationTest, TiedGradientsAddIntoTheStateEachRun) {
                                    Tensor::from_vector<int32_t>(ids, {2, kTokens / 2}),
                                    grad};
   const auto compiled = backend.compile(g);
-  compiled->run(inputs);
-  compiled->run(inputs);
+  compiled->run(inputs).outputs;
+  compiled->run(inputs).outputs;
   backend.run_eager(g, inputs);
   expect_close(grad.to(kCpu).to_f32_vector(), want, 1e-5f, "start + 3 (head + rows)");
 }

@@ -61,8 +61,10 @@ void check_adamw(int64_t n, dim3 grid, bool decays, int offset = 0, int g_offset
     std::copy(fresh.begin(), fresh.end(), g.begin());
     const ops::AdamWScalars s = scalars_for(step, 1e-2);
     const float decay = decays ? s.decay : 1.f;
+    float packed[ops::kAdamWScalarCount];
+    ops::pack(s, packed);
     cuda_emulation::launch(grid, kThreads, 0, [&] {
-      adamw_kernel(s, decay, p.data() + offset, g.data() + g_offset, m.data() + offset,
+      adamw_kernel(packed, decays, p.data() + offset, g.data() + g_offset, m.data() + offset,
                    v.data() + offset, n);
     });
     for (size_t i = 0; i < want_p.size(); ++i) {

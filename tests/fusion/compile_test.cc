@@ -50,7 +50,7 @@ bool bf16(const graph::Node& n) { return n.dtype == DType::bf16; }
 void expect_same_as_eager(const graph::Graph& g, const fusion::Plan& plan,
                           const std::vector<Tensor>& in) {
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in).outputs;
   const std::vector<Tensor> eager = cpu.run_eager(g, in);
   ASSERT_EQ(compiled.size(), eager.size());
   for (size_t i = 0; i < eager.size(); ++i) {
@@ -70,7 +70,7 @@ TEST(Compile, AReshapeHasItsInputsDtype) {
   const Tensor in = Tensor::from_vector<float>(values, {2, 6}).to(DType::bf16);
   const std::vector<float> want = testing::rounded(values, DType::bf16);
   graph::Backend& cpu = graph::backend_for(kCpu);
-  EXPECT_EQ(cpu.compile(g)->run({in})[0].to_f32_vector(), want);
+  EXPECT_EQ(cpu.compile(g)->run({in}).outputs[0].to_f32_vector(), want);
   EXPECT_EQ(cpu.run_eager(g, {in})[0].to_f32_vector(), want);
 }
 
@@ -101,7 +101,7 @@ TEST(Compile, ElementwiseChainsReadBf16ValuesWithoutAWideningCast) {
   for (size_t i = 0; i < want.size(); ++i) {
     want[i] = static_cast<float>(read[i] / (1 + std::exp(-double{read[i]})) * y_values[i]);
   }
-  testing::expect_close(cpu::cpu_executable(plan)->run(in)[0].to_f32_vector(), want, 1e-6f,
+  testing::expect_close(cpu::cpu_executable(plan)->run(in).outputs[0].to_f32_vector(), want, 1e-6f,
                         "silu(narrow) * y");
 }
 
@@ -176,7 +176,7 @@ TEST(Compile, SiblingChainsRunAsOneStepOfTwoResults) {
                                Tensor::from_vector<float>(up_v, {kRows, kCols}),
                                Tensor::from_vector<float>(dy_v, {kRows, kCols}),
                                Tensor::from_vector<float>(other_v, {kRows, kCols})};
-  const std::vector<Tensor> out = cpu::cpu_executable(plan)->run(in);
+  const std::vector<Tensor> out = cpu::cpu_executable(plan)->run(in).outputs;
   testing::expect_close(out[0].to_f32_vector(), d_up, 1e-5f, "dy silu(gate)");
   testing::expect_close(out[1].to_f32_vector(), d_gate, 1e-5f, "silu'(gate) dy up");
   expect_same_as_eager(g, plan, in);
@@ -226,8 +226,8 @@ TEST(Compile, AccumulateAddsIntoTheStateBufferEachRun) {
   const Tensor sums = Tensor::zeros({2, 3}, DType::f32);
   graph::Backend& cpu = graph::backend_for(kCpu);
   const auto compiled = cpu.compile(g);
-  compiled->run({in, sums});
-  const std::vector<Tensor> out = compiled->run({in, sums});
+  compiled->run({in, sums}).outputs;
+  const std::vector<Tensor> out = compiled->run({in, sums}).outputs;
   cpu.run_eager(g, {in, sums});
   EXPECT_EQ(sums.to_f32_vector(), (std::vector<float>{9, 18, 27, 36, 45, 54}));
   ASSERT_EQ(out.size(), 1u);
@@ -434,7 +434,7 @@ TEST(Compile, AutocastLooksUpRowsInTheF32Table) {
   const graph::Graph g = b.finish();
 
   const std::vector<Tensor> out =
-      graph::backend_for(kCpu).compile(g)->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})});
+      graph::backend_for(kCpu).compile(g)->run({Tensor::from_vector<int32_t>({5, 2}, {1, 2})}).outputs;
   std::vector<float> want(rows.begin() + 20, rows.end());        // row 5
   want.insert(want.end(), rows.begin() + 8, rows.begin() + 12);  // row 2
   EXPECT_EQ(out[0].to_f32_vector(), want) << "the f32 rows, exactly";
@@ -519,7 +519,7 @@ TEST(Compile, NormsStayBeforeAnInPlaceWriteIntoWhatTheyRead) {
   std::vector<Tensor> in{Tensor::from_vector<float>(start, {1, 2, 2, 4}),
                          Tensor::from_vector<float>(testing::random_values(16, 6), {1, 2, 2, 4}),
                          Tensor::from_vector<int32_t>({3, 7}, {1, 2})};
-  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in).outputs;
   in[0].copy_from(Tensor::from_vector<float>(start, {1, 2, 2, 4}));
   const std::vector<Tensor> eager = graph::backend_for(kCpu).run_eager(g, in);
   EXPECT_EQ(compiled[0].to_f32_vector(), eager[0].to_f32_vector());
@@ -569,8 +569,8 @@ TEST(Compile, AccumulationsFoldIntoTheirProducts) {
   const Tensor sums = Tensor::from_vector<float>(start, {4, 3});
   graph::Backend& cpu = graph::backend_for(kCpu);
   const auto compiled = cpu.compile(g);
-  compiled->run({dy_in, x_in, sums});
-  compiled->run({dy_in, x_in, sums});
+  compiled->run({dy_in, x_in, sums}).outputs;
+  compiled->run({dy_in, x_in, sums}).outputs;
   cpu.run_eager(g, {dy_in, x_in, sums});
   const std::vector<double> product = weight_grad(dy_values, x_values, 10, 4, 3);
   std::vector<float> want(12);
@@ -618,8 +618,8 @@ TEST(Compile, NormWeightGradientsAddIntoTheirAccumulators) {
                                Tensor::from_vector<float>(dy_values, {2, 3, kHidden}), sums};
   graph::Backend& cpu = graph::backend_for(kCpu);
   const auto compiled = cpu::cpu_executable(plan);
-  compiled->run(in);
-  compiled->run(in);
+  compiled->run(in).outputs;
+  compiled->run(in).outputs;
   cpu.run_eager(g, in);
   std::vector<float> want(kHidden);
   for (int i = 0; i < kHidden; ++i) want[i] = static_cast<float>(start[i] + 3 * dw[i]);
@@ -673,7 +673,7 @@ TEST(Compile, NormInputGradientsAddTheWeightGradientsAsTheyRun) {
       Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 21), {2, 3, kHidden}),
       Tensor::from_vector<float>(start, {kHidden})};
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in).outputs;
   const std::vector<float> compiled_sums = in[3].to_f32_vector();
   in[3].copy_from(Tensor::from_vector<float>(start, {kHidden}));
   const std::vector<Tensor> eager = cpu.run_eager(g, in);
@@ -712,7 +712,7 @@ TEST(Compile, ANormGradientReadInF32AndBf16WritesItsBf16CopyAsItRuns) {
       Tensor::from_vector<float>(testing::random_values(kRows * kHidden, 25), {2, 3, kHidden}),
       Tensor::zeros({kHidden}, DType::f32)};
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in);
+  const std::vector<Tensor> compiled = cpu::cpu_executable(plan)->run(in).outputs;
   ASSERT_EQ(compiled[1].dtype(), DType::bf16);
   EXPECT_EQ(compiled[1].to_f32_vector(), compiled[0].to(DType::bf16).to_f32_vector());
   in[3].copy_from(Tensor::zeros({kHidden}, DType::f32));
@@ -745,7 +745,7 @@ TEST(Compile, AccumulationsIntoAComputedSumFold) {
                            x_values = testing::random_values(18, 10);
   const std::vector<Tensor> out =
       graph::backend_for(kCpu).compile(g)->run({Tensor::from_vector<float>(dy_values, {6, 4}),
-                                                Tensor::from_vector<float>(x_values, {6, 3})});
+                                                Tensor::from_vector<float>(x_values, {6, 3})}).outputs;
   const std::vector<double> product = weight_grad(dy_values, x_values, 6, 4, 3);
   std::vector<float> whole(product.size()), twice(product.size());
   for (size_t i = 0; i < product.size(); ++i) {

@@ -40,7 +40,7 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
   for (const auto& expected : hp["losses_after_steps_1_2_3"]) {
     params.zero_grads();
     model->train_step_into(in, params.grad_blocks(), eager);
-    optimizer.step(params.values(), params.grads());
+    optimizer.step(params.values(), params.grads(), optimizer.options().lr);
     const double loss = batch.mean_loss(model->train_step(in, eager).loss_sum);
     EXPECT_NEAR(loss, expected.get<double>(), 1e-4 * expected.get<double>())
         << "after step " << optimizer.steps_taken();

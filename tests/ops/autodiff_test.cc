@@ -68,7 +68,7 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
   for (ValueId g : ops::append_backward(graph, y, seed_id, params)) graph.outputs.push_back(g);
 
   const std::vector<Tensor> eager = cpu.run_eager(graph, {});
-  const std::vector<Tensor> compiled = cpu.compile(graph)->run({});
+  const std::vector<Tensor> compiled = cpu.compile(graph)->run({}).outputs;
   for (size_t p = 0; p < c.params.size(); ++p) {
     const std::vector<float> g = eager[p + 1].to_f32_vector(), gc = compiled[p + 1].to_f32_vector();
     ASSERT_EQ(g.size(), static_cast<size_t>(c.params[p].numel()));
@@ -362,7 +362,7 @@ TEST(Autodiff, AttentionsOutputGradientComesBackInBf16) {
   EXPECT_EQ(widened, 3) << "q's, k's and v's gradients, for their f32 leaves";
 
   graph::Backend& cpu = graph::backend_for(kCpu);
-  const std::vector<Tensor> compiled = cpu.compile(g)->run({});
+  const std::vector<Tensor> compiled = cpu.compile(g)->run({}).outputs;
   const std::vector<Tensor> eager = cpu.run_eager(g, {});
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_EQ(compiled[i].to_f32_vector(), eager[i].to_f32_vector()) << "output " << i;

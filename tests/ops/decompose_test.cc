@@ -83,7 +83,7 @@ TEST_P(DecomposeTest, FusedKernelsEqualTheirBasicOps) {
     const std::vector<Tensor> inputs = step_inputs(c, signature.batch, seq, signature.cache_len);
     std::vector<Tensor> fused_inputs = copies(inputs), basic_inputs = copies(inputs);
     const std::vector<Tensor> want = cpu::cpu_backend().run_eager(basic, basic_inputs);
-    const std::vector<Tensor> got = cpu::cpu_executable(plan)->run(fused_inputs);
+    const std::vector<Tensor> got = cpu::cpu_executable(plan)->run(fused_inputs).outputs;
     testing::expect_close(got.at(0).to_f32_vector(), want.at(0).to_f32_vector(), 1e-5f,
                           "logits, seq " + std::to_string(seq));
     for (size_t i = 4; i < inputs.size(); ++i) {

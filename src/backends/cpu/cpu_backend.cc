@@ -73,10 +73,10 @@ class CpuExecutable : public graph::Executable {
     for (graph::ValueId id : plan_.schedule) steps_.push_back(make_step(plan_.graph, id, ptrs_));
   }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+  graph::RunResult run(const std::vector<Tensor>& inputs) override {
     bind_inputs(plan_.graph, input_ids_, inputs, ptrs_);
     for (const auto& step : steps_) step();
-    return copy_outputs(plan_.graph, ptrs_);
+    return {copy_outputs(plan_.graph, ptrs_), graph::state_inputs(plan_.graph, input_ids_, inputs)};
   }
 
   size_t arena_bytes() const override { return plan_.arena_bytes; }
@@ -121,12 +121,6 @@ class CpuBackend : public graph::Backend {
     // 15-16 -> 18-20 tokens/s), and the loader can then release the mapping.
     return weight.dtype() == target ? weight.clone() : weight.to(target);
   }
-
-  void adamw_update(const ops::AdamWScalars& s, float decay, float* params, const float* grads,
-                    float* exp_avg, float* exp_avg_sq, int64_t n) override {
-    cpu::adamw_update(s, decay, params, grads, exp_avg, exp_avg_sq, n);
-  }
-  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
 };
 
 }  // namespace

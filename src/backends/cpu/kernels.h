@@ -46,7 +46,7 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
                int64_t kv_heads, int64_t head_dim, float scale, float* out);
-// The optimizer's arithmetic (graph::Backend::adamw_update, sum_squares).
+// The optimizer's arithmetic (graph::Op::kAdamW, kSumSquares).
 void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float* g, float* m,
                   float* v, int64_t n);
 double sum_squares(const float* x, int64_t n);

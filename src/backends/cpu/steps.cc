@@ -110,6 +110,8 @@ graph::RopeArgs rotation_args(const Node& n) {
   return {g.dy, g.positions, g.inv_freq};
 }
 
+static_assert(ops::kAdamWScalarCount == graph::kAdamWScalars);
+
 }  // namespace
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
@@ -614,6 +616,22 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                        q[1], k[1], q[2], k[2], q[3], scale, dst);
         if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
       };
+    }
+    case Op::kAdamW: {
+      const graph::AdamWArgs a = graph::adamw_args(n);
+      const int64_t count = shape_numel(n.shape);
+      const bool decays = n.decays;
+      return [=, &ptrs] {
+        ptrs[out] = ptr(a.param);
+        const ops::AdamWScalars s = ops::unpack_adamw_scalars(f(a.scalars));
+        adamw_update(s, decays ? s.decay : 1.0f, f(a.param), f(a.grad), f(a.exp_avg),
+                     f(a.exp_avg_sq), count);
+      };
+    }
+    case Op::kSumSquares: {
+      const graph::ValueId x = graph::operand(n);
+      const int64_t count = shape_numel(node(x).shape);
+      return [=] { *out_f32() = static_cast<float>(sum_squares(f(x), count)); };
     }
     case Op::kInput:
     case Op::kWeight:

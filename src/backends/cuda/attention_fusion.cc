@@ -69,7 +69,7 @@ bool prepare_folds_into_attention(const Graph& graph, ValueId prepare, const fus
   std::optional<size_t> reader;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
-    if (n.op == Op::kView && view_args(n).after == prepare) continue;
+    if (n.op == Op::kView && view_args(n).after == std::vector<ValueId>{prepare}) continue;
     for (ValueId in : n.inputs) {
       if (in != prepare) continue;
       if (reader && *reader != i) return false;

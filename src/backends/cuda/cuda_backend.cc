@@ -13,7 +13,6 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/nccl_group.h"
-#include "backends/cuda/optimizer_kernels.h"
 #include "backends/cuda/step_profile.h"
 #include "backends/cuda/steps.h"
 #include "core/device_registry.h"
@@ -179,7 +178,7 @@ class CudaExecutable : public graph::Executable {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+  graph::RunResult run(const std::vector<Tensor>& inputs) override {
     const Graph& graph = plan_.graph;
     if (inputs.size() != input_ids_.size()) {
       throw Error("graph expects " + std::to_string(input_ids_.size()) + " inputs, got " +
@@ -213,7 +212,7 @@ class CudaExecutable : public graph::Executable {
     for (size_t offset : output_offsets_) {
       host.push_back(static_cast<const char*>(host_outputs_.get()) + offset);
     }
-    return outputs_from(graph, host);
+    return {outputs_from(graph, host), graph::state_inputs(graph, input_ids_, inputs)};
   }
 
   size_t arena_bytes() const override { return plan_.arena_bytes; }
@@ -353,14 +352,6 @@ class CudaBackend : public graph::Backend {
     const DType target = weight.ndim() == 1 ? DType::f32 : dtype;
     const Tensor host = weight.device() == kCpu ? weight : weight.to(kCpu);
     return host.to(target).to(device());
-  }
-
-  void adamw_update(const ops::AdamWScalars& s, float decay, float* params, const float* grads,
-                    float* exp_avg, float* exp_avg_sq, int64_t n) override {
-    cuda::adamw_update(s, decay, params, grads, exp_avg, exp_avg_sq, n, stream());
-  }
-  double sum_squares(const float* x, int64_t n) override {
-    return cuda::sum_squares(x, n, stream());
   }
 };
 

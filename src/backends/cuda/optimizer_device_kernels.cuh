@@ -18,9 +18,13 @@ constexpr int kMaxBlocks = 1 << 16;
 // boundary on, the few before it and after the last whole four one at a time by the grid's first
 // threads. p, g, m and v are the same offset into buffers of one alignment, so p's boundary is
 // theirs; where they are not, every element goes one at a time.
-__global__ void adamw_kernel(ops::AdamWScalars s, float decay, float* __restrict__ p,
+// The step's scalars are read where the run's inputs were copied (graph::Op::kAdamW), so one
+// captured CUDA Graph serves every step.
+__global__ void adamw_kernel(const float* __restrict__ scalars, bool decays, float* __restrict__ p,
                              const float* __restrict__ g, float* __restrict__ m,
                              float* __restrict__ v, int64_t n) {
+  const ops::AdamWScalars s = ops::unpack_adamw_scalars(scalars);
+  const float decay = decays ? s.decay : 1.f;
   const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t head = before_boundary(p, n);
@@ -60,12 +64,14 @@ __global__ void chunk_squares_kernel(const float* __restrict__ x, int64_t n,
   if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
+// The chunks' sum in double, written as Out (double, or the graph's f32 result, rounded once).
+template <typename Out>
 __global__ void sum_partials_kernel(const double* __restrict__ partial, int64_t count,
-                                    double* __restrict__ out) {
+                                    Out* __restrict__ out) {
   double sum = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];
   sum = block_reduce(sum, Sum{});
-  if (threadIdx.x == 0) *out = sum;
+  if (threadIdx.x == 0) *out = static_cast<Out>(sum);
 }
 
 }  // namespace

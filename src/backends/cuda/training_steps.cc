@@ -10,6 +10,7 @@
 #include "backends/cuda/flash_attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/optimizer_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -136,6 +137,8 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
       return node_of(graph, graph::attention_grad_args(n).q).dtype == DType::bf16
                  ? attention_products_scratch_bytes(attention_shape(graph, n), true)
                  : attention_grad_scratch_bytes(attention_shape(graph, n));
+    case Op::kSumSquares:
+      return sum_squares_scratch_bytes(shape_numel(node_of(graph, graph::operand(n)).shape));
     case Op::kLinearGradInput: {
       const Node& w = node_of(graph, graph::linear_grad_input_args(n).w);
       return widens_weights(graph, n) ? static_cast<size_t>(shape_numel(w.shape)) * sizeof(float)
@@ -297,6 +300,26 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       return [=](StepContext& c) {
         attention_grad(f32_at(c, q), f32_at(c, k), f32_at(c, v), i32_at(c, mask), i32_at(c, slots),
                        f32_at(c, dy), shape, scale, f32_at(c, out), c.scratch, c.stream);
+      };
+    }
+    case Op::kAdamW: {
+      const graph::AdamWArgs a = graph::adamw_args(n);
+      const int64_t count = shape_numel(n.shape);
+      const bool decays = n.decays;
+      const size_t param = slot(a.param), grad = slot(a.grad), m = slot(a.exp_avg),
+                   v = slot(a.exp_avg_sq), scalars = slot(a.scalars);
+      return [=](StepContext& c) {
+        c.ptrs[out] = c.ptrs[param];
+        adamw_update(f32_at(c, scalars), decays, f32_at(c, param), f32_at(c, grad), f32_at(c, m),
+                     f32_at(c, v), count, c.stream);
+      };
+    }
+    case Op::kSumSquares: {
+      const graph::ValueId x_id = graph::operand(n);
+      const int64_t count = shape_numel(node(x_id).shape);
+      const size_t x = slot(x_id);
+      return [=](StepContext& c) {
+        sum_squares(f32_at(c, x), count, f32_at(c, out), c.scratch, c.stream);
       };
     }
     default:
