@@ -44,7 +44,7 @@ double all_reduce_ms(const std::shared_ptr<tfm::distributed::ProcessGroup>& grou
                      tfm::Device device, int64_t count, int iters) {
   tfm::graph::Builder b;
   const auto x = b.state("x", {count}, tfm::DType::f32);
-  b.output(b.view(b.all_reduce(x, group), 0, {1}));
+  b.output(b.view(b.all_reduce(x, tfm::graph::world_group(group)), 0, {1}));
   auto exe = tfm::graph::backend_for(device).compile(b.finish());
   const std::vector<tfm::Tensor> inputs{tfm::Tensor::zeros({count}, tfm::DType::f32).to(device)};
   exe->run(inputs).outputs;  // the first run captures the graph and starts the NCCL communicator

@@ -1,5 +1,6 @@
 #include "distributed/parallel_groups.h"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -12,6 +13,18 @@ namespace {
 
 std::string sizes(const DistributedConfig& c) {
   return "tp_size=" + std::to_string(c.tp_size) + " x fsdp_size=" + std::to_string(c.fsdp_size);
+}
+
+// LOCAL_WORLD_SIZE as tfmrun (or torchrun) sets it; the whole world where it is not set.
+int local_world_size(int world) {
+  const char* text = std::getenv("LOCAL_WORLD_SIZE");
+  if (text == nullptr) return world;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || value < 1) {
+    throw Error(std::string("[distributed] LOCAL_WORLD_SIZE='") + text + "' is not a count");
+  }
+  return static_cast<int>(value);
 }
 
 std::shared_ptr<ProcessGroup> world() {
@@ -32,11 +45,18 @@ ParallelGroups make_groups(const DistributedConfig& c) {
   // Tensor-parallel ranks are neighbours (on one node where there are several).
   const int rank = g.world->rank(), tp_index = rank % c.tp_size, replica = rank / c.tp_size;
   const std::string name = "tp" + std::to_string(c.tp_size) + "x" + std::to_string(c.fsdp_size);
-  std::vector<int> tp_ranks, fsdp_ranks;
-  for (int i = 0; i < c.tp_size; ++i) tp_ranks.push_back(replica * c.tp_size + i);
-  for (int i = 0; i < c.fsdp_size; ++i) fsdp_ranks.push_back(i * c.tp_size + tp_index);
-  g.tp = g.world->subgroup(tp_ranks, name + ".tp" + std::to_string(replica));
-  g.fsdp = g.world->subgroup(fsdp_ranks, name + ".fsdp" + std::to_string(tp_index));
+  g.tp_groups.resize(static_cast<size_t>(c.fsdp_size));
+  g.fsdp_groups.resize(static_cast<size_t>(c.tp_size));
+  for (int r = 0; r < c.fsdp_size; ++r) {
+    for (int i = 0; i < c.tp_size; ++i) {
+      g.tp_groups[static_cast<size_t>(r)].push_back(r * c.tp_size + i);
+      g.fsdp_groups[static_cast<size_t>(i)].push_back(r * c.tp_size + i);
+    }
+  }
+  g.tp = g.world->subgroup(g.tp_groups[static_cast<size_t>(replica)],
+                           name + ".tp" + std::to_string(replica));
+  g.fsdp = g.world->subgroup(g.fsdp_groups[static_cast<size_t>(tp_index)],
+                             name + ".fsdp" + std::to_string(tp_index));
   // Rank 0 serves the store: it must not run ahead (and perhaps exit) while another rank still
   // reads a subgroup's addresses from it.
   g.world->barrier();
@@ -56,7 +76,7 @@ const ParallelGroups& parallel_groups(const DistributedConfig& config) {
   auto it = made.find(key);
   if (it == made.end()) {
     it = made.emplace(key, config.tp_size * config.fsdp_size == 1 ? ParallelGroups{}
-                                                                   : make_groups(config))
+                                                                  : make_groups(config))
              .first;
   }
   return it->second;
@@ -69,13 +89,16 @@ models::Parallelism parallelism(const DistributedConfig& config) {
   if (config.tp_size > 1) {
     p.rank = groups.tp->rank();
     p.size = groups.tp->size();
-    p.group = groups.tp;
+    p.group = std::make_shared<const graph::CollectiveGroup>(
+        graph::CollectiveGroup{"tp", groups.tp_groups, groups.tp});
   }
   if (config.fsdp_size > 1) {
     p.fsdp_rank = groups.fsdp->rank();
     p.fsdp_size = groups.fsdp->size();
-    p.fsdp_group = groups.fsdp;
+    p.fsdp_group = std::make_shared<const graph::CollectiveGroup>(
+        graph::CollectiveGroup{"fsdp", groups.fsdp_groups, groups.fsdp});
   }
+  if (groups.world) p.local_world_size = local_world_size(groups.world->size());
   return p;
 }
 

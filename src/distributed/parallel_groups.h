@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "distributed/process_group.h"
 #include "models/tensor_parallel.h"
@@ -14,6 +15,8 @@ struct ParallelGroups {
   std::shared_ptr<ProcessGroup> world;
   std::shared_ptr<ProcessGroup> tp;    // the ranks that split one copy of the model
   std::shared_ptr<ProcessGroup> fsdp;  // the ranks holding the same slices in each replica
+  // Every tensor-parallel group's world ranks, and every FSDP group's (graph::CollectiveGroup).
+  std::vector<std::vector<int>> tp_groups, fsdp_groups;
 };
 
 // Throws when the sizes are below 1 or WORLD_SIZE is not tp_size x fsdp_size. With both sizes 1

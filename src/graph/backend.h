@@ -16,6 +16,8 @@ struct CompileOptions {
   // Kernel backends: run their fusion passes. Off, the compiled graph runs the basic ops the
   // model built (with a memory plan): the reference every fusion is tested against.
   bool fuse = true;
+  // The device each rank of a job computes on, for graphs with collectives (empty: one device).
+  Mesh mesh;
 };
 
 struct RunResult {

@@ -259,45 +259,46 @@ ValueId Builder::argmax(ValueId x) {
   return id;
 }
 
-ValueId Builder::collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group) {
+ValueId Builder::collective(Op op, ValueId x, Shape shape,
+                            std::shared_ptr<const CollectiveGroup> group) {
   const ValueId id = add_node(op, {x}, std::move(shape), node(x).name);
   graph_.nodes.back().dtype = node(x).dtype;
   graph_.nodes.back().group = std::move(group);
   return id;
 }
 
-ValueId Builder::all_reduce(ValueId x, std::shared_ptr<Communicator> group) {
+ValueId Builder::all_reduce(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
   return collective(Op::kAllReduce, x, node(x).shape, std::move(group));
 }
 
-ValueId Builder::all_gather(ValueId x, std::shared_ptr<Communicator> group) {
+ValueId Builder::all_gather(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
   const Shape shape = graph::all_gather_shape(node(x).shape, group->size());
   return collective(Op::kAllGather, x, shape, std::move(group));
 }
 
-ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<Communicator> group) {
+ValueId Builder::copy_to_group(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
   return collective(Op::kCopyToGroup, x, node(x).shape, std::move(group));
 }
 
-ValueId Builder::gather_shards(ValueId x, std::shared_ptr<Communicator> group) {
+ValueId Builder::gather_shards(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
   const Shape shape = graph::gather_shards_shape(node(x).shape, group->size());
   return collective(Op::kGatherShards, x, shape, std::move(group));
 }
 
-ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<Communicator> group) {
+ValueId Builder::reduce_scatter(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
   const Shape shape = graph::reduce_scatter_shape(node(x).shape, group->size());
   return collective(Op::kReduceScatter, x, shape, std::move(group));
 }
 
 ValueId Builder::sum_over_replicas(ValueId x, int64_t ranks_per_replica,
-                                   std::shared_ptr<Communicator> group) {
+                                   std::shared_ptr<const CollectiveGroup> group) {
   const ValueId id = collective(Op::kSumOverReplicas, x, node(x).shape, std::move(group));
   graph_.nodes.back().start = ranks_per_replica;
   return id;
 }
 
 ValueId Builder::cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
-                                     std::shared_ptr<Communicator> group) {
+                                     std::shared_ptr<const CollectiveGroup> group) {
   Node like;
   like.start = first_id;
   like.group = std::move(group);
@@ -400,8 +401,8 @@ ValueId Builder::adamw(ValueId param, ValueId grad, ValueId exp_avg, ValueId exp
   for (ValueId v : {param, grad, exp_avg, exp_avg_sq, scalars}) {
     if (node(v).dtype != DType::f32) throw Error("[adamw] every operand must be f32");
   }
-  const ValueId id = add_node(Op::kAdamW, {param, grad, exp_avg, exp_avg_sq, scalars}, shape,
-                              node(param).name);
+  const ValueId id =
+      add_node(Op::kAdamW, {param, grad, exp_avg, exp_avg_sq, scalars}, shape, node(param).name);
   graph_.nodes.back().decays = decays;
   return id;
 }

@@ -52,17 +52,17 @@ class Builder {
   ValueId concat_rows(const std::vector<ValueId>& parts);
   ValueId reduce_rows(ValueId x);
   ValueId argmax(ValueId x);
-  ValueId all_reduce(ValueId x, std::shared_ptr<Communicator> group);
-  ValueId all_gather(ValueId x, std::shared_ptr<Communicator> group);
-  ValueId copy_to_group(ValueId x, std::shared_ptr<Communicator> group);
-  ValueId gather_shards(ValueId x, std::shared_ptr<Communicator> group);
-  ValueId reduce_scatter(ValueId x, std::shared_ptr<Communicator> group);
+  ValueId all_reduce(ValueId x, std::shared_ptr<const CollectiveGroup> group);
+  ValueId all_gather(ValueId x, std::shared_ptr<const CollectiveGroup> group);
+  ValueId copy_to_group(ValueId x, std::shared_ptr<const CollectiveGroup> group);
+  ValueId gather_shards(ValueId x, std::shared_ptr<const CollectiveGroup> group);
+  ValueId reduce_scatter(ValueId x, std::shared_ptr<const CollectiveGroup> group);
   ValueId sum_over_replicas(ValueId x, int64_t ranks_per_replica,
-                            std::shared_ptr<Communicator> group);
+                            std::shared_ptr<const CollectiveGroup> group);
   // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary split over
   // `group`: every rank gets the whole loss.
   ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
-                              std::shared_ptr<Communicator> group);
+                              std::shared_ptr<const CollectiveGroup> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   // One AdamW step of `param` in place (the moments too); `scalars` the step's [kAdamWScalars].
@@ -81,7 +81,7 @@ class Builder {
   // FSDP: from here on, every weight is this rank's block of rows of the parameter, gathered over
   // `group` where it is used (and again where the backward pass uses it); the weights named in
   // `unpadded_rows` are cut to that many rows after the gather (their last blocks are padded).
-  void shard_weights(std::shared_ptr<Communicator> group,
+  void shard_weights(std::shared_ptr<const CollectiveGroup> group,
                      std::map<std::string, int64_t> unpadded_rows = {}) {
     weight_shards_ = std::move(group);
     unpadded_rows_ = std::move(unpadded_rows);
@@ -118,13 +118,13 @@ class Builder {
   // Records that `value` is what state input `state` holds after the run (so far).
   void update_state(ValueId state, ValueId value);
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
-  ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<Communicator> group);
+  ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<const CollectiveGroup> group);
   // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.
   ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
 
   Graph graph_;
   DType autocast_ = DType::f32;
-  std::shared_ptr<Communicator> weight_shards_;
+  std::shared_ptr<const CollectiveGroup> weight_shards_;
   std::map<std::string, int64_t> unpadded_rows_;
   // Every cast made so far, by (value, dtype): products that share an input (q, k and v of one
   // normed row) read one copy, and the backward pass computes that copy again once.

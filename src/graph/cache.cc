@@ -26,7 +26,9 @@ Executable& GraphCache::get(const Signature& signature, const std::function<Grap
     return *it->second;
   }
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<Executable> exe = backend_for(device_).compile(build(), options_);
+  Graph graph = build();
+  if (!options_.mesh.devices.empty()) check_mesh(graph, options_.mesh);
+  std::unique_ptr<Executable> exe = backend_for(device_).compile(std::move(graph), options_);
   const size_t arena = exe->arena_bytes();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

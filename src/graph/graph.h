@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/communicator.h"
 #include "graph/elementwise_code.h"
+#include "graph/mesh.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -40,40 +40,40 @@ enum class Op : uint8_t {
   // rotated by RoPE (`scale`: attention_scaling); k and v written into the caches at `slots` in
   // place, where attention then reads them (inference graphs; no backward rule)
   kPrepareAttention,
-  kCacheWrite,     // (cache [B, L, H, D] state, update [B, S, H, D], slots [S] i32) -> the cache
-                   //   with update's token s written at slot slots[s] of every row, in place
-  kAccumulate,     // (acc, x) -> acc + x written into acc: a state input (gradients summed over
-                   //   micro-batches where they live: a Graph::updates value), or a computed value
-                   //   nothing reads after
-  kAttention,      // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
-                   //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
-  kSliceSeq,       // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
-  kReshape,        // same data, new shape (an alias of its input)
-  kElementwise,    // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
-  kView,           // (x, after...) -> `shape` elements of x's buffer starting at element `start` (an
-                   //   alias); the inputs after x only order the view after the steps that wrote
-                   //   x's values (a loss written with its gradient, a state updated in place)
-  kPad,            // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
-                   //   (the gradient of a view)
-  kConcatRows,     // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
-  kReduceRows,     // (x [..., N]) -> [N]: the sum over every leading axis
-  kCrossEntropy,   // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
-                   //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
-                   //   columns [start, start + V) of a vocabulary split over `group`; with
-                   //   in_place, (logits, targets, d_loss [1]) -> the loss, and kCrossEntropyGrad's
-                   //   gradient written over the logits (graph::fold_losses_into_gradients)
-  kCast,           // (x) -> the same values in the node's dtype (rounded to nearest even)
-  kArgmax,         // (x [..., N]) -> [...] i32: the index of the largest value (the first of
-                   //   equals), so greedy decoding returns token ids instead of whole logits
-  kAllReduce,      // (x) -> the sum of x over the node's `group` of processes
-  kAllGather,      // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
-                   //   last axis, in rank order
-  kCopyToGroup,    // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
-                   //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
-  kGatherShards,   // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
-                   //   (FSDP's gathering of a parameter sharded by rows)
-  kReduceScatter,  // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum
-                   //   over `group`
+  kCacheWrite,    // (cache [B, L, H, D] state, update [B, S, H, D], slots [S] i32) -> the cache
+                  //   with update's token s written at slot slots[s] of every row, in place
+  kAccumulate,    // (acc, x) -> acc + x written into acc: a state input (gradients summed over
+                  //   micro-batches where they live: a Graph::updates value), or a computed value
+                  //   nothing reads after
+  kAttention,     // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
+                  //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
+  kSliceSeq,      // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
+  kReshape,       // same data, new shape (an alias of its input)
+  kElementwise,   // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
+  kView,          // (x, after...) -> `shape` elements of x's buffer starting at element `start` (an
+                  //   alias); the inputs after x only order the view after the steps that wrote
+                  //   x's values (a loss written with its gradient, a state updated in place)
+  kPad,           // (x) -> `shape` holding x's elements from element `start`, zeros elsewhere
+                  //   (the gradient of a view)
+  kConcatRows,    // (a [Ra, ...], b [Rb, ...], ...) -> [Ra + Rb + ..., ...]: the inputs stacked
+  kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
+  kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
+                  //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
+                  //   columns [start, start + V) of a vocabulary split over `group`; with
+                  //   in_place, (logits, targets, d_loss [1]) -> the loss, and kCrossEntropyGrad's
+                  //   gradient written over the logits (graph::fold_losses_into_gradients)
+  kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
+  kArgmax,        // (x [..., N]) -> [...] i32: the index of the largest value (the first of
+                  //   equals), so greedy decoding returns token ids instead of whole logits
+  kAllReduce,     // (x) -> the sum of x over the node's `group` of processes
+  kAllGather,     // (x [..., N]) -> [..., N x group size]: every rank's x side by side along the
+                  //   last axis, in rank order
+  kCopyToGroup,   // (x) -> x (an alias) whose gradient is summed over `group`: where a value every
+                  //   rank holds feeds a layer split across the ranks (Megatron-LM's "f")
+  kGatherShards,  // (x [R, ...]) -> [R x group size, ...]: every rank's rows stacked in rank order
+                  //   (FSDP's gathering of a parameter sharded by rows)
+  kReduceScatter,    // (x [R x group size, ...]) -> [R, ...]: this rank's rows of the sum
+                     //   over `group`
   kSumOverReplicas,  // (x) -> the sum of x over this rank's block of `start` neighbouring ranks of
                      //   `group` (the ranks that hold one replicated KV head)
 
@@ -168,8 +168,9 @@ struct Node {
   bool shard = false;             // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                   // of the vocabulary, starting at id `start`
   bool decays = false;            // kAdamW: weight decay applies
-  std::shared_ptr<Communicator> group;  // collectives, and the ranks a vocabulary is split over
-  ElementwiseProgram program;           // kElementwise
+  std::shared_ptr<const CollectiveGroup> group;  // collectives, and the ranks a vocabulary is
+                                                 // split over
+  ElementwiseProgram program;                    // kElementwise
 };
 
 // After a run, state input `state` holds `value`: a value that lives in the state's buffer

@@ -13,6 +13,14 @@
 #include "tfm/log.h"
 
 namespace tfm {
+namespace {
+
+graph::CompileOptions with_mesh(graph::CompileOptions options, graph::Mesh mesh) {
+  options.mesh = std::move(mesh);
+  return options;
+}
+
+}  // namespace
 
 CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
                            models::DecoderWeights weights, Device device, DType dtype,
@@ -27,7 +35,7 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       device_(device),
       dtype_(dtype),
       name_(std::move(name)),
-      graphs_(name_, device, compile) {
+      graphs_(name_, device, with_mesh(compile, models::device_mesh(tp_, device))) {
   models::for_each_weight(
       *config_, features_, weights_, [this](const std::string& name, Tensor& t, const Shape& full) {
         weight_bytes_ += t.nbytes();
@@ -193,7 +201,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
                                         s.device, dtype, std::move(name), tp, options.distributed,
-                                        graph::CompileOptions{.fuse = options.fuse});
+                                        graph::CompileOptions{.fuse = options.fuse, .mesh = {}});
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -214,7 +222,7 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
                                         s.device, dtype, std::move(name), tp, options.distributed,
-                                        graph::CompileOptions{.fuse = options.fuse});
+                                        graph::CompileOptions{.fuse = options.fuse, .mesh = {}});
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
@@ -224,15 +232,15 @@ void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType
     Tensor host = t.to(kCpu).to(DType::f32);
     if (tp.fsdp_size > 1) {
       Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
-      tp.fsdp_group->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
-                                gathered.data_as<float>());
+      tp.fsdp_group->communicator->all_gather(
+          host.data_as<float>(), static_cast<size_t>(host.numel()), gathered.data_as<float>());
       host = models::fsdp_unshard(name, gathered, host.shape(), tp);
     }
     if (tp.size > 1) {
       // Every rank takes part in the gather; one of them writes.
       Tensor gathered = Tensor::empty({host.numel() * tp.size}, DType::f32);
-      tp.group->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
-                           gathered.data_as<float>());
+      tp.group->communicator->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
+                                         gathered.data_as<float>());
       host = models::tensor_parallel_unshard(name, gathered, host.shape(), model.config(), tp);
     }
     tensors.emplace_back(name, host.to(dtype));

@@ -11,7 +11,8 @@ namespace {
 enum class Split { kReplicated, kRows, kColumns, kFirstRank };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Split split_of(const std::string& name) {
@@ -34,8 +35,8 @@ bool is_kv(const std::string& name) {
 void check_split(int64_t count, const char* what, const Parallelism& tp,
                  const std::string& source) {
   if (count % tp.size != 0) {
-    throw Error(source + ": tp_size=" + std::to_string(tp.size) + " does not divide " + what +
-                "=" + std::to_string(count));
+    throw Error(source + ": tp_size=" + std::to_string(tp.size) + " does not divide " + what + "=" +
+                std::to_string(count));
   }
 }
 
@@ -55,8 +56,7 @@ Tensor columns(const Tensor& full, int64_t begin, int64_t end) {
 
 }  // namespace
 
-void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp,
-                           const std::string& source) {
+void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp, const std::string& source) {
   if (tp.size == 1) return;
   check_split(c.num_attention_heads, "num_attention_heads", tp, source);
   if (c.num_key_value_heads % tp.size != 0 && tp.size % c.num_key_value_heads != 0) {
@@ -90,9 +90,8 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
     return shard(0).clone().view(shard_shape);
   }
   // The ranks whose shards are distinct: all, or one per KV head where heads are replicated.
-  const int64_t step = is_kv(name) && c.num_key_value_heads < tp.size
-                           ? tp.size / c.num_key_value_heads
-                           : 1;
+  const int64_t step =
+      is_kv(name) && c.num_key_value_heads < tp.size ? tp.size / c.num_key_value_heads : 1;
   const int64_t parts = tp.size / step;
   if (split == Split::kRows) {
     Shape full = shard_shape;
@@ -110,7 +109,8 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
   for (int64_t p = 0; p < tp.size; ++p) {
     const auto* src = static_cast<const char*>(shard(p).data());
     for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r * width * tp.size + p * width) * elem,
+      std::memcpy(static_cast<char*>(out.data()) +
+                      static_cast<size_t>(r * width * tp.size + p * width) * elem,
                   src + static_cast<size_t>(r * width) * elem, static_cast<size_t>(width) * elem);
     }
   }
@@ -159,8 +159,8 @@ bool holds_first_copy(const std::string& name, const Parallelism& tp) {
   return true;
 }
 
-graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
-                                    const std::string& name, const Parallelism& tp) {
+graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad, const std::string& name,
+                                    const Parallelism& tp) {
   if (tp.size == 1) return grad;
   // A KV head held by several ranks: each saw only its own query heads' share of the gradient.
   if (is_kv(name) && tp.kv_replicas > 1) return b.sum_over_replicas(grad, tp.kv_replicas, tp.group);
@@ -200,6 +200,18 @@ Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const 
   }
   const int64_t rows = full.dim(0) / tp.size;
   return full.slice(tp.rank * rows, (tp.rank + 1) * rows);
+}
+
+graph::Mesh device_mesh(const Parallelism& p, const Device& device) {
+  graph::Mesh mesh;
+  const int world = p.size * p.fsdp_size;
+  if (world == 1) return mesh;
+  mesh.rank = p.fsdp_rank * p.size + p.rank;
+  for (int r = 0; r < world; ++r) {
+    mesh.devices.push_back(device.type == "cpu" ? kCpu
+                                                : Device{device.type, r % p.local_world_size});
+  }
+  return mesh;
 }
 
 }  // namespace tfm::models

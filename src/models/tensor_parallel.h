@@ -9,7 +9,7 @@
 #include <string>
 
 #include "graph/builder.h"
-#include "graph/communicator.h"
+#include "graph/mesh.h"
 #include "io/model_config.h"
 #include "tfm/tensor.h"
 
@@ -20,16 +20,22 @@ namespace tfm::models {
 struct Parallelism {
   int rank = 0;
   int size = 1;
-  std::shared_ptr<graph::Communicator> group;  // null when size == 1
+  std::shared_ptr<const graph::CollectiveGroup> group;  // null when size == 1
   int fsdp_rank = 0;
   int fsdp_size = 1;
-  std::shared_ptr<graph::Communicator> fsdp_group;  // null when fsdp_size == 1
-  bool writes_files = true;                         // rank 0 of the whole job saves checkpoints
-  int kv_replicas = 1;  // ranks that hold each KV head (more than 1 when KV heads < size)
+  std::shared_ptr<const graph::CollectiveGroup> fsdp_group;  // null when fsdp_size == 1
+  int local_world_size = 1;  // ranks a node (the launcher's LOCAL_WORLD_SIZE)
+  bool writes_files = true;  // rank 0 of the whole job saves checkpoints
+  int kv_replicas = 1;       // ranks that hold each KV head (more than 1 when KV heads < size)
   // FSDP blocks all have ceil(rows / fsdp_size) rows, the last ones padded with zero rows; this
   // maps each weight whose slice does not split evenly to its true number of rows.
   std::map<std::string, int64_t> unpadded_rows;
 };
+
+// The device assignment of the job (graph::Mesh): rank r = fsdp_rank x size + rank computes on
+// this process's kind of device, accelerator r % local_world_size on its node (tfmrun places
+// LOCAL_RANK so); empty without a job.
+graph::Mesh device_mesh(const Parallelism& p, const Device& device);
 
 // Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
 // split evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
@@ -45,8 +51,8 @@ int64_t tensor_parallel_rows(const std::string& name, const Shape& full, const M
                              const Parallelism& tp);
 // This rank's slice of the checkpoint tensor `name` (its full value `full`); a view of `full`
 // where the slice is whole rows, a copy otherwise.
-Tensor tensor_parallel_shard(const std::string& name, const Tensor& full,
-                             const ModelConfig& config, const Parallelism& tp);
+Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const ModelConfig& config,
+                             const Parallelism& tp);
 // The whole tensor `name` from every rank's shard of it, `gathered` holding them one after the
 // other (rank order), each of shape `shard_shape`: the inverse of tensor_parallel_shard.
 Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
@@ -71,7 +77,7 @@ bool holds_first_copy(const std::string& name, const Parallelism& tp);
 // weights used by only this rank's heads but held by others too (q_norm, k_norm; a KV head
 // replicated over several ranks) sum over those ranks; a row-parallel bias that rank 0 alone
 // carries gets none elsewhere.
-graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad,
-                                    const std::string& name, const Parallelism& tp);
+graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad, const std::string& name,
+                                    const Parallelism& tp);
 
 }  // namespace tfm::models

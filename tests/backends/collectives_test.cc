@@ -19,8 +19,9 @@ namespace {
 
 // x [4, 6] -> scale 2 -> every collective in turn; also the vocabulary shard embedding that
 // tensor parallelism pairs with them (rows 3..5 of the vocabulary on this "rank").
-graph::Graph collectives_graph(const std::shared_ptr<graph::Communicator>& group,
+graph::Graph collectives_graph(const std::shared_ptr<graph::Communicator>& world,
                                const Tensor& table) {
+  const std::shared_ptr<const graph::CollectiveGroup> group = graph::world_group(world);
   graph::Builder b;
   const auto x = b.input("x", {4, 6}, DType::f32);
   const auto ids = b.input("ids", {1, 4}, DType::i32);

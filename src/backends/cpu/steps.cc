@@ -132,7 +132,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
   const auto out_f32 = [&ptrs, out] { return static_cast<float*>(ptrs[out]); };
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
-      n.shard ? std::make_shared<const VocabShard>(VocabShard{n.start, n.group.get()}) : nullptr;
+      n.shard ? std::make_shared<const VocabShard>(
+                    VocabShard{n.start, n.group ? n.group->communicator.get() : nullptr})
+              : nullptr;
 
   switch (n.op) {
     case Op::kEmbedding: {
@@ -422,7 +424,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAllReduce: {
       const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
-      const std::shared_ptr<graph::Communicator> group = n.group;
+      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
       return [=] {
         std::memcpy(out_f32(), f(x), count * sizeof(float));
         group->all_reduce_sum(out_f32(), count);
@@ -431,7 +433,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAllGather: {
       const graph::ValueId x = graph::operand(n);
       const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
-      const std::shared_ptr<graph::Communicator> group = n.group;
+      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
       return [=] {
         std::vector<float> gathered(static_cast<size_t>(rows * cols * group->size()));
         group->all_gather(f(x), static_cast<size_t>(rows * cols), gathered.data());
@@ -478,14 +480,14 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       check_f32(n, "gather_shards");
       const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(node(x).shape));
-      graph::Communicator* group = n.group.get();
+      graph::Communicator* group = n.group->communicator.get();
       return [=] { group->all_gather(f(x), count, out_f32()); };
     }
     case Op::kSumOverReplicas: {
       const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
       const int64_t block = n.start;
-      graph::Communicator* group = n.group.get();
+      graph::Communicator* group = n.group->communicator.get();
       return [=] {
         std::vector<float> all(count * static_cast<size_t>(group->size()));
         group->all_gather(f(x), count, all.data());
@@ -495,7 +497,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kReduceScatter: {
       const graph::ValueId x = graph::operand(n);
       const auto count = static_cast<size_t>(shape_numel(n.shape));
-      graph::Communicator* group = n.group.get();
+      graph::Communicator* group = n.group->communicator.get();
       return [=] { group->reduce_scatter_sum(f(x), count, out_f32()); };
     }
     case Op::kLinearGradInput: {

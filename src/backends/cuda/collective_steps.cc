@@ -44,7 +44,7 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
     throw Error(std::string("[cuda] ") + graph::op_name(n.op) + " runs on f32 values, got " +
                 std::string(dtype_name(n.dtype)));
   }
-  NcclGroup* group = &nccl_group(*n.group);
+  NcclGroup* group = &nccl_group(*n.group->communicator);
   const size_t x = slot(graph::operand(n)), out = slot(id);
   const Shape& in_shape = node_of(graph, graph::operand(n)).shape;
   const size_t in_count = count_of(in_shape), out_count = count_of(n.shape);
