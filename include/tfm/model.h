@@ -9,35 +9,11 @@
 
 #include "tfm/config.h"
 #include "tfm/generation.h"
+#include "tfm/graph_stats.h"
+#include "tfm/load_options.h"
 #include "tfm/tensor.h"
 
 namespace tfm {
-
-// How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
-// must equal tp_size x fsdp_size. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
-// tensor-parallel group; the fsdp_size groups are data-parallel replicas of it, each holding a
-// block of rows of every weight, gradient and optimizer moment (gathered where used).
-struct DistributedConfig {
-  int tp_size = 1;    // each layer's heads, MLP columns and vocabulary split across this many
-  int fsdp_size = 1;  // data-parallel ranks sharding the weights and training state
-};
-
-struct LoadOptions {
-  std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
-  std::string device_map = "auto";  // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
-  DistributedConfig distributed = {};
-  // Compiled graphs run the backend's fused kernels. Off, they run the basic ops the model builds
-  // (still compiled: one plan per shape): the reference every fusion is tested against, and a way
-  // to tell a fusion's fault from the model's (`--disable-fusion`).
-  bool fuse = true;
-};
-
-struct GraphCacheStats {
-  int compiles = 0;
-  int hits = 0;
-  double compile_ms = 0;
-  size_t arena_bytes = 0;  // largest activation arena among compiled graphs
-};
 
 class CausalLMImpl;
 struct CausalLMAccess;

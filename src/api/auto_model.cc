@@ -2,6 +2,7 @@
 // the weights are sliced as they load.
 #include "distributed/parallel_groups.h"
 #include "models/causal_lm.h"
+#include "tfm/model.h"
 
 namespace tfm {
 

@@ -7,7 +7,7 @@
 
 #include "distributed/process_group.h"
 #include "models/tensor_parallel.h"
-#include "tfm/model.h"
+#include "tfm/load_options.h"
 
 namespace tfm::distributed {
 

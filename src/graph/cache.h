@@ -8,7 +8,8 @@
 #include <string>
 
 #include "graph/backend.h"
-#include "tfm/model.h"
+#include "tfm/device.h"
+#include "tfm/graph_stats.h"
 
 namespace tfm::graph {
 

@@ -8,7 +8,8 @@
 
 #include "graph/cache.h"
 #include "models/decoder.h"
-#include "tfm/model.h"
+#include "tfm/graph_stats.h"
+#include "tfm/load_options.h"
 
 namespace tfm {
 

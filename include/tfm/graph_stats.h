@@ -1,0 +1,15 @@
+// What a model's graph cache has done: compilations, hits and their cost.
+#pragma once
+
+#include <cstddef>
+
+namespace tfm {
+
+struct GraphCacheStats {
+  int compiles = 0;
+  int hits = 0;
+  double compile_ms = 0;
+  size_t arena_bytes = 0;  // largest activation arena among compiled graphs
+};
+
+}  // namespace tfm
