@@ -1,7 +1,7 @@
 """The anchor for attention's kernels: torch's scaled_dot_product_attention (its flash kernels on
 a GPU) under the causal mask in bf16, forward and forward + backward, at one layer of the training
 bench's shape (Qwen3-0.6B: 16 query and 8 KV heads of 128, batch 8 x 1024). Compare with the
-attention and attention_grad lines of TFM_CUDA_PROFILE=1 train_bench (bench/cuda_profile.sh),
+attention and attention_grad lines of train_bench --profile (bench/cuda_profile.sh),
 which are per layer too. Prints JSON.
     python3 bench/anchor_attention.py [--batch 8] [--seq 1024] [--heads 16] [--kv-heads 8]
         [--head-dim 128] [--device cuda] [--repeats 20]

@@ -29,11 +29,6 @@ for t in core backends models generation training; do
     >> "$out/tests.log" 2>&1
   echo "tests $t exit $?" | tee -a "$out/stages.log"
 done
-# The flash backward's other dq kernel (the products run again), which only shapes past the saved
-# scores' gradients' budget take.
-TFM_CUDA_SAVED_DS_MIB=0 timeout 60 "$build/tests/tfm_backends_tests" \
-  --gtest_filter='*Bf16Attention*' >> "$out/tests.log" 2>&1
-echo "tests backends, dq by products, exit $?" | tee -a "$out/stages.log"
 
 stage nccl
 # A world of one rank (the machine has one GPU), started by the launcher as a job would be.
@@ -45,11 +40,6 @@ stage tfm-bench
 timeout 100 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 --new-tokens 64 \
   --prefill 128,1024 --batches 1,16 > "$out/tfm.json" 2>> "$out/bench.log"
 echo "tfm bench exit $?" | tee -a "$out/stages.log"
-# The same decode without overlapped launches (src/backends/cuda/overlapped_launch.h): what the
-# overlap is worth.
-TFM_CUDA_OVERLAP=0 timeout 60 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
-  --new-tokens 64 --prefill 128 --batches 1,16 > "$out/tfm_no_overlap.json" 2>> "$out/bench.log"
-echo "tfm bench without overlap exit $?" | tee -a "$out/stages.log"
 
 stage transformers-bench
 timeout 170 python3 bench/anchor_transformers.py "$model" --device cuda --new-tokens 64 \
@@ -69,13 +59,13 @@ echo "tfm train bench exit $?" | tee -a "$out/stages.log"
 # time (64 MiB: 36 MB of tiles written, then read, within the 60 MB L2), then with attention's
 # backward pass as cuBLASLt products instead of the flash kernels.
 for mib in 0 64; do
-  echo "train bench, TFM_CUDA_SAVED_DS_MIB=$mib:" >> "$out/stages.log"
-  TFM_CUDA_SAVED_DS_MIB=$mib timeout 90 "$build/bench/train_bench" "$model/config.json" \
+  echo "train bench, --saved-ds-mib $mib:" >> "$out/stages.log"
+  timeout 90 "$build/bench/train_bench" "$model/config.json" --saved-ds-mib $mib \
     --device cuda --bf16 --batch 8 --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
   echo "tfm train bench, saved dS budget $mib MiB, exit $?" | tee -a "$out/stages.log"
 done
 echo "train bench, attention backward as cuBLASLt products:" >> "$out/stages.log"
-TFM_CUDA_FLASH_GRAD=0 timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda \
+timeout 90 "$build/bench/train_bench" "$model/config.json" --device cuda --no-flash-grad \
   --bf16 --batch 8 --seq 1024 --steps 5 >> "$out/stages.log" 2>&1
 echo "tfm train bench, products backward, exit $?" | tee -a "$out/stages.log"
 timeout 90 python3 bench/anchor_train.py "$model/config.json" --device cuda --bf16 --batch 8 \
@@ -84,10 +74,10 @@ echo "transformers train bench exit $?" | tee -a "$out/stages.log"
 
 stage decode-profile
 # Last, as the least needed: where a batch-1 decode step's GPU time goes, kernel by kernel
-# (TFM_CUDA_PROFILE=1: the steps run one by one between events, without the overlap), into
-# bench.log; bench/cuda_profile.sh has the fuller profiles.
-echo "decode profile, batch 1 (TFM_CUDA_PROFILE=1):" >> "$out/bench.log"
-TFM_CUDA_PROFILE=1 timeout 40 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
-  --new-tokens 3 --prefill 128 --batches 1 >> "$out/bench.log" 2>&1
+# (--profile 1: the steps run one by one between events, without the overlap), into bench.log;
+# bench/cuda_profile.sh has the fuller profiles.
+echo "decode profile, batch 1 (--profile 1):" >> "$out/bench.log"
+timeout 40 "$build/bench/generate_bench" "$model" --device cuda --dtype bf16 \
+  --new-tokens 3 --prefill 128 --batches 1 --profile 1 >> "$out/bench.log" 2>&1
 echo "decode profile exit $?" | tee -a "$out/stages.log"
 stage done

@@ -4,7 +4,8 @@
 // On an accelerator, --batches adds the decode rate of larger batches (tokens/s over all rows)
 // and each batch's first call, which compiles its shapes.
 //   generate_bench MODEL_DIR [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
-//                  [--device cpu|cuda] [--batches 1,16]
+//                  [--device cpu|cuda] [--batches 1,16] [--profile 1]
+// --profile 1 times each compiled step on a GPU (tfm::KernelOptions::profile).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -86,12 +87,14 @@ int main(int argc, char** argv) {
   std::string dtype = "bf16", device = "cpu";
   int new_tokens = 32;
   std::vector<int64_t> prefill_lengths{128, 1024}, batches;
+  tfm::KernelOptions kernels;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::stoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prefill")) prefill_lengths = parse_list(argv[i + 1]);
     if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
     if (!std::strcmp(argv[i], "--batches")) batches = parse_list(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--profile")) kernels.profile = std::strcmp(argv[i + 1], "0") != 0;
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
   nlohmann::json out;
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
   if (device == "cpu") out["bandwidth_gbs"] = read_bandwidth_gbs();
   auto load_start = Clock::now();
   tfm::CausalLM model = tfm::AutoModelForCausalLM::from_pretrained(
-      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = device});
+      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = device, .kernels = kernels});
   out["load_s"] = std::chrono::duration<double>(Clock::now() - load_start).count();
   out["weight_bytes"] = model.weight_bytes();
   out["dtype"] = dtype;

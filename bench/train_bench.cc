@@ -2,6 +2,9 @@
 // rows (compiled step, clipping, AdamW), the same loop as the anchor (bench/anchor_train.py) runs
 // with transformers + PyTorch on the same config. Prints JSON.
 //   train_bench CONFIG_JSON [--batch 16] [--seq 256] [--steps 8] [--device cpu] [--bf16]
+//               [--saved-ds-mib 512] [--no-flash-grad] [--profile]
+// The last three set the kernel backend's choices (tfm::KernelOptions), to time what each is
+// worth.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -68,6 +71,7 @@ struct Setup {
   int64_t batch, seq, steps;
   std::string device;
   tfm::DType autocast;  // bf16: TrainingArguments.bf16
+  tfm::KernelOptions kernels;
 };
 
 struct Timing {
@@ -79,7 +83,7 @@ Timing run(const std::string& config, const Setup& setup) {
   using tfm::training::FlatParameters;
   const int64_t batch = setup.batch, seq = setup.seq, steps = setup.steps;
   tfm::CausalLM model = tfm::AutoModelForCausalLM::from_config(
-      config, {.dtype = tfm::DType::f32, .device_map = setup.device});
+      config, {.dtype = tfm::DType::f32, .device_map = setup.device, .kernels = setup.kernels});
   FlatParameters params(tfm::CausalLMAccess::impl(model));
   tfm::training::AdamW optimizer(params.segments(), params.size(), {.lr = 1e-3}, params.device());
   const tfm::training::GradSquares squares({{0, params.size(), true}}, params.size(),
@@ -96,7 +100,8 @@ Timing run(const std::string& config, const Setup& setup) {
     const tfm::TrainInputs in =
         tfm::training::make_train_inputs(ids, mask, ids, tfm::training::count_targets(ids));
     params.zero_grads();
-    tfm::CausalLMAccess::impl(model).train_step_into(in, params.grad_blocks(), false, setup.autocast);
+    tfm::CausalLMAccess::impl(model).train_step_into(in, params.grad_blocks(), false,
+                                                     setup.autocast);
     // As the Trainer clips: the optimizer scales each gradient as it reads it.
     const double norm = std::sqrt(static_cast<double>(squares(params.grads())));
     optimizer.step(params.values(), params.grads(), optimizer.options().lr,
@@ -120,14 +125,19 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: train_bench CONFIG_JSON [--batch N] [--seq N] [--steps N] "
-                 "[--device cpu|cuda] [--bf16]\n");
+                 "[--device cpu|cuda] [--bf16] [--saved-ds-mib N] [--no-flash-grad] "
+                 "[--profile]\n");
     return 2;
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
-  const Setup setup{
-      std::atoll(flag(argc, argv, "--batch", "16")), std::atoll(flag(argc, argv, "--seq", "256")),
-      std::atoll(flag(argc, argv, "--steps", "8")), flag(argc, argv, "--device", "cpu"),
-      has_flag(argc, argv, "--bf16") ? tfm::DType::bf16 : tfm::DType::f32};
+  const Setup setup{std::atoll(flag(argc, argv, "--batch", "16")),
+                    std::atoll(flag(argc, argv, "--seq", "256")),
+                    std::atoll(flag(argc, argv, "--steps", "8")),
+                    flag(argc, argv, "--device", "cpu"),
+                    has_flag(argc, argv, "--bf16") ? tfm::DType::bf16 : tfm::DType::f32,
+                    {.flash_attention_grad = !has_flag(argc, argv, "--no-flash-grad"),
+                     .saved_score_grad_mib = std::atoll(flag(argc, argv, "--saved-ds-mib", "512")),
+                     .profile = has_flag(argc, argv, "--profile")}};
   const Timing t = run(argv[1], setup);
   std::printf(
       "{\"batch\": %ld, \"seq\": %ld, \"steps\": %ld, \"device\": \"%s\", \"bf16\": %s, "

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tfm/dtype.h"
+#include "tfm/kernel_options.h"
 
 namespace tfm {
 
@@ -25,6 +26,7 @@ struct LoadOptions {
   // (still compiled: one plan per shape): the reference every fusion is tested against, and a way
   // to tell a fusion's fault from the model's (`--disable-fusion`).
   bool fuse = true;
+  KernelOptions kernels = {};
 };
 
 }  // namespace tfm

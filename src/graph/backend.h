@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "tfm/kernel_options.h"
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -17,7 +18,8 @@ struct CompileOptions {
   // model built (with a memory plan): the reference every fusion is tested against.
   bool fuse = true;
   // The device each rank of a job computes on, for graphs with collectives (empty: one device).
-  Mesh mesh;
+  Mesh mesh = {};
+  KernelOptions kernels = {};
 };
 
 struct RunResult {

@@ -199,9 +199,10 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
         checkpoint.release(name);
       });
   std::string name = s.config.model_type;
-  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp, options.distributed,
-                                        graph::CompileOptions{.fuse = options.fuse, .mesh = {}});
+  return std::make_unique<CausalLMImpl>(
+      std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
+      options.distributed,
+      graph::CompileOptions{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels});
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -220,9 +221,10 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
         field = backend.prepare_weight(models::rank_slice(name, field, s.config, tp), dtype);
       });
   std::string name = s.config.model_type;
-  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
-                                        s.device, dtype, std::move(name), tp, options.distributed,
-                                        graph::CompileOptions{.fuse = options.fuse, .mesh = {}});
+  return std::make_unique<CausalLMImpl>(
+      std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
+      options.distributed,
+      graph::CompileOptions{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels});
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {

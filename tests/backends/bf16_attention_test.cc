@@ -57,12 +57,14 @@ graph::Graph attention_graph(const Case& c, uint32_t seed, DType dy_dtype) {
 
 class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
 
-// Each output on CUDA, compiled and eager, within bf16's tolerance of the CPU's eager run.
-void expect_cuda_matches_cpu(const graph::Graph& g) {
+// Each output on CUDA, compiled (as `options` choose its kernels) and eager, within bf16's
+// tolerance of the CPU's eager run.
+void expect_cuda_matches_cpu(const graph::Graph& g, const graph::CompileOptions& options = {}) {
   const std::vector<Tensor> want = graph::backend_for(kCpu).run_eager(g, {});
   graph::Backend& cuda = graph::backend_for(Device{"cuda", 0});
   for (const bool eager : {false, true}) {
-    const std::vector<Tensor> got = eager ? cuda.run_eager(g, {}) : cuda.compile(g)->run({}).outputs;
+    const std::vector<Tensor> got =
+        eager ? cuda.run_eager(g, {}) : cuda.compile(g, options)->run({}).outputs;
     ASSERT_EQ(got.size(), want.size());
     const char* names[] = {"y", "dq", "dk", "dv"};
     for (size_t i = 0; i < want.size(); ++i) {
@@ -85,6 +87,13 @@ TEST_P(Bf16AttentionTest, CudaMatchesCpu) {
     SCOPED_TRACE(std::string("dy ") + std::string(dtype_name(dy_dtype)));
     expect_cuda_matches_cpu(attention_graph(GetParam(), 3, dy_dtype));
   }
+  // The flash backward's other kernels: dq running the products again (no scores' gradients
+  // saved), which only shapes past the saved budget take by default; and the products' backward.
+  SCOPED_TRACE("no scores' gradients saved, then the products' backward");
+  expect_cuda_matches_cpu(attention_graph(GetParam(), 3, DType::bf16),
+                          {.kernels = {.saved_score_grad_mib = 0}});
+  expect_cuda_matches_cpu(attention_graph(GetParam(), 3, DType::bf16),
+                          {.kernels = {.flash_attention_grad = false}});
 }
 
 // Attention's output cast to bf16 (as o_proj reads it under autocast) is written in bf16 by the

@@ -150,7 +150,8 @@ std::vector<Tensor> outputs_from(const Graph& graph, const std::vector<const voi
 
 class CudaExecutable : public graph::Executable {
  public:
-  explicit CudaExecutable(fusion::Plan plan) : plan_(std::move(plan)) {
+  CudaExecutable(fusion::Plan plan, const KernelOptions& kernels)
+      : plan_(std::move(plan)), kernels_(kernels) {
     const Graph& graph = plan_.graph;
     ptrs_.assign(graph.nodes.size(), nullptr);
     arena_ = device_allocate(device().index, plan_.arena_bytes);
@@ -161,8 +162,8 @@ class CudaExecutable : public graph::Executable {
     layout_inputs();
     size_t scratch = 0;
     for (ValueId id : plan_.schedule) {
-      steps_.push_back(make_step(graph, id, &plan_));
-      scratch = std::max(scratch, scratch_bytes(graph, id));
+      steps_.push_back(make_step(graph, id, &plan_, kernels_));
+      scratch = std::max(scratch, scratch_bytes(graph, id, &plan_, kernels_));
     }
     scratch_ = device_allocate(device().index, scratch);
     workspace_ = device_allocate(device().index, kMatmulWorkspaceBytes);
@@ -197,7 +198,7 @@ class CudaExecutable : public graph::Executable {
       }
     }
     check_ids(id_checks_, inputs);
-    if (step_profile_enabled()) {
+    if (kernels_.profile) {
       const StepProfile profile(graph, plan_.schedule);
       enqueue(&profile);
       synchronize_with_timeout(stream());
@@ -280,6 +281,7 @@ class CudaExecutable : public graph::Executable {
   }
 
   fusion::Plan plan_;
+  KernelOptions kernels_;
   std::vector<ValueId> input_ids_ = plan_.graph.inputs();
   std::vector<IdCheck> id_checks_ = id_checks(plan_.graph, input_ids_);
   std::vector<void*> ptrs_;
@@ -297,12 +299,15 @@ class CudaBackend : public graph::Backend {
  public:
   std::unique_ptr<graph::Executable> compile(Graph graph,
                                              const graph::CompileOptions& options) override {
-    return std::make_unique<CudaExecutable>(fusion::compile(
-        std::move(graph), options.fuse ? cuda_pipeline() : fusion::Pipeline{}, cuda_target()));
+    return std::make_unique<CudaExecutable>(
+        fusion::compile(std::move(graph), options.fuse ? cuda_pipeline() : fusion::Pipeline{},
+                        cuda_target()),
+        options.kernels);
   }
 
   // Node by node with a buffer each and no capture: the reference the compiled path must match.
   std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) override {
+    const KernelOptions kernels;
     const std::vector<ValueId> input_ids = graph.inputs();
     if (inputs.size() != input_ids.size()) {
       throw Error("graph expects " + std::to_string(input_ids.size()) + " inputs, got " +
@@ -320,7 +325,7 @@ class CudaBackend : public graph::Backend {
     bind_weights(graph, ptrs, keep);
     size_t scratch = 0;
     for (size_t i = 0; i < graph.nodes.size(); ++i)
-      scratch = std::max(scratch, scratch_bytes(graph, static_cast<ValueId>(i)));
+      scratch = std::max(scratch, scratch_bytes(graph, static_cast<ValueId>(i), nullptr, kernels));
     const std::shared_ptr<void> scratch_buffer = device_allocate(device().index, scratch);
     const std::shared_ptr<void> workspace = device_allocate(device().index, kMatmulWorkspaceBytes);
     StepContext context{ptrs, scratch_buffer.get(), workspace.get(), stream()};
@@ -333,7 +338,7 @@ class CudaBackend : public graph::Backend {
         keep.push_back(Tensor::empty(node.shape, node.dtype, device()));
         ptrs[i] = keep.back().data();
       }
-      steps.push_back(make_step(graph, static_cast<ValueId>(i), nullptr));
+      steps.push_back(make_step(graph, static_cast<ValueId>(i), nullptr, kernels));
       steps.back()(context);
     }
     synchronize_with_timeout(stream());
@@ -363,8 +368,8 @@ CudaBackend& backend() {
 DeviceInfo describe(int index) {
   cudaDeviceProp props{};
   TFM_CUDA(cudaGetDeviceProperties(&props, index));
-  return {Device{"cuda", index},
-          std::string(props.name) + ", " + gib(props.totalGlobalMem), props.totalGlobalMem};
+  return {Device{"cuda", index}, std::string(props.name) + ", " + gib(props.totalGlobalMem),
+          props.totalGlobalMem};
 }
 
 void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {

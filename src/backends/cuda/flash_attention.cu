@@ -6,7 +6,6 @@
 // online per query row: scores never reach global memory. The next tile is copied into shared
 // memory (cp.async) while the warps compute on this one.
 #include <algorithm>
-#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -79,44 +78,26 @@ void launch_row_stats(const void* q, const void* k, const void* v, const int32_t
   });
 }
 
-// The scores' gradients the dk/dv kernel saves for the dq kernel (score_grad_tile) take this much
-// scratch at most (512 MiB, or TFM_CUDA_SAVED_DS_MIB, so that one benchmark run can time other
-// budgets: bench/cuda_check.sh): batch rows beyond it run in turns, and a shape whose one row
-// would pass it takes the dq kernel that runs the products again instead (all of them at 0).
-size_t score_grad_budget() {
-  static const size_t budget = [] {
-    const char* setting = std::getenv("TFM_CUDA_SAVED_DS_MIB");
-    if (setting == nullptr) return size_t{512} << 20;
-    char* end = nullptr;
-    const long long mib = std::strtoll(setting, &end, 10);
-    // Digits only, and at most 1 TiB (so the bytes fit, whatever strtoll accepts around them).
-    const bool digits = *setting >= '0' && *setting <= '9' && *end == '\0';
-    if (!digits || mib > (1LL << 20)) {
-      throw Error(std::string("TFM_CUDA_SAVED_DS_MIB must be a whole number of MiB up to 1048576, "
-                              "not '") +
-                  setting + "'");
-    }
-    return static_cast<size_t>(mib) << 20;
-  }();
-  return budget;
-}
-
 size_t score_grad_row_bytes(const AttentionShape& s) {
   return static_cast<size_t>(score_grad_tiles_per_row(s)) * kScoreGradTileBytes;
 }
 
-// Batch rows a launch saves the scores' gradients of (0: none saved, or nothing to save).
-int64_t score_grad_rows(const AttentionShape& s) {
+// Batch rows a launch saves the scores' gradients of (score_grad_tile) for the dq kernel, in
+// `budget` bytes of scratch (KernelOptions::saved_score_grad_mib): batch rows beyond it run in
+// turns, and a shape whose one row would pass it takes the dq kernel that runs the products again
+// instead (0 rows: none saved, or nothing to save).
+int64_t score_grad_rows(const AttentionShape& s, size_t budget) {
   const size_t row_bytes = score_grad_row_bytes(s);
   if (row_bytes == 0) return 0;
-  return std::min<int64_t>(s.batch, static_cast<int64_t>(score_grad_budget() / row_bytes));
+  return std::min<int64_t>(s.batch, static_cast<int64_t>(budget / row_bytes));
 }
 
 template <int D>
 void launch_backward(const void* q, const void* k, const void* v, const int32_t* mask,
                      const int32_t* slots, const __nv_bfloat16* dy, const AttentionShape& s,
-                     float scale, const SavedForward& saved, __nv_bfloat16* grads, float* stats,
-                     int32_t* tile_key_ends, __nv_bfloat16* score_grads, cudaStream_t stream) {
+                     float scale, const SavedForward& saved, size_t budget, __nv_bfloat16* grads,
+                     float* stats, int32_t* tile_key_ends, __nv_bfloat16* score_grads,
+                     cudaStream_t stream) {
   launch_row_stats<D>(q, k, v, mask, slots, dy, s, scale, saved, stats, tile_key_ends, stream);
   constexpr size_t bytes = StageLayout<D>::total;
   const auto* q16 = static_cast<const __nv_bfloat16*>(q);
@@ -133,7 +114,7 @@ void launch_backward(const void* q, const void* k, const void* v, const int32_t*
         q16, k16, v16, mask, slots, dy, stats, tile_key_ends, s, scale, first_row, dk, dv,
         saved_grads);
   };
-  const int64_t rows = score_grad_rows(s);
+  const int64_t rows = score_grad_rows(s, budget);
   if (rows == 0) {
     dkdv(0, s.batch, nullptr);
     allow_shared_memory(reinterpret_cast<const void*>(flash_attention_dq_kernel<D>), bytes,
@@ -227,15 +208,15 @@ void flash_attention(const void* q, DType q_dtype, const void* k, const void* v,
   check_launch("flash_attention");
 }
 
-size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape) {
+size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape, size_t budget) {
   return score_grads_offset(shape) +
-         static_cast<size_t>(score_grad_rows(shape)) * score_grad_row_bytes(shape);
+         static_cast<size_t>(score_grad_rows(shape, budget)) * score_grad_row_bytes(shape);
 }
 
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, const SavedForward& saved, void* grads, void* scratch,
-                          cudaStream_t stream) {
+                          float scale, const SavedForward& saved, size_t budget, void* grads,
+                          void* scratch, cudaStream_t stream) {
   if (shape.batch * shape.q_heads == 0) return;  // no gradient to write
   if (shape.seq == 0 || shape.cache_len == 0) {
     throw Error("[cuda attention_grad] flash-style needs queries and keys (seq " +
@@ -245,7 +226,7 @@ void flash_attention_grad(const void* q, const void* k, const void* v, const int
   with_head_dim(shape.head_dim, [&](auto d) {
     auto* stats = static_cast<float*>(scratch);
     launch_backward<decltype(d)::value>(
-        q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale, saved,
+        q, k, v, mask, slots, static_cast<const __nv_bfloat16*>(dy), shape, scale, saved, budget,
         static_cast<__nv_bfloat16*>(grads), stats,
         reinterpret_cast<int32_t*>(stats + row_stats_count(shape)),
         reinterpret_cast<__nv_bfloat16*>(static_cast<char*>(scratch) + score_grads_offset(shape)),

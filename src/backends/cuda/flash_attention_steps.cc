@@ -1,31 +1,20 @@
 #include "backends/cuda/flash_attention_steps.h"
 
-#include <cstdlib>
 #include <string>
 
+#include "backends/cuda/attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "fusion/plan.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
 
-bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n) {
-  const graph::AttentionArgs a = n.op == graph::Op::kAttention
-                                     ? graph::attention_args(n)
-                                     : attention_operands(graph::attention_grad_args(n));
-  for (graph::ValueId x : {a.q, a.k, a.v}) {
-    if (node_of(graph, x).dtype != DType::bf16) return false;
+size_t saved_score_grad_bytes(const KernelOptions& kernels) {
+  if (kernels.saved_score_grad_mib < 0 || kernels.saved_score_grad_mib > (int64_t{1} << 20)) {
+    throw Error("[cuda] saved_score_grad_mib must be 0 to 1048576, not " +
+                std::to_string(kernels.saved_score_grad_mib));
   }
-  return flash_attention_applies(attention_shape(graph, n), DType::bf16);
-}
-
-bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n) {
-  static const bool enabled = [] {
-    const char* setting = std::getenv("TFM_CUDA_FLASH_GRAD");
-    return setting == nullptr || std::string(setting) != "0";
-  }();
-  return enabled && runs_flash_attention(graph, n) &&
-         node_of(graph, graph::attention_grad_args(n).dy).dtype == DType::bf16;
+  return static_cast<size_t>(kernels.saved_score_grad_mib) << 20;
 }
 
 namespace {
@@ -52,7 +41,8 @@ Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_
   };
 }
 
-Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out) {
+Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out,
+                               const fusion::Plan* plan, const KernelOptions& kernels) {
   if (n.dtype != DType::bf16) {
     throw Error("[cuda attention_grad] flash-style writes bf16 gradients (bf16 q and dy), not " +
                 std::string(dtype_name(n.dtype)));
@@ -63,8 +53,9 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
   // The forward attention it reads (graph::save_attention_statistics) left its rows' statistics
   // where its own step ran flash-style too.
   const graph::Node* forward = a.forward >= 0 ? &node_of(graph, a.forward) : nullptr;
-  const bool saved =
-      forward != nullptr && forward->saves_row_stats && runs_flash_attention(graph, *forward);
+  const bool saved = forward != nullptr && forward->saves_row_stats &&
+                     attention_path(graph, *forward, plan, kernels) == AttentionPath::kFlash;
+  const size_t budget = saved_score_grad_bytes(kernels);
   const DType forward_dtype = saved ? forward->dtype : DType::f32;
   const int64_t lse_at = saved ? fusion::second_result_bytes(*forward, kArenaAlignment) : -1;
   return [=](StepContext& c) {
@@ -73,7 +64,7 @@ Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, 
                                             : SavedForward{};
     flash_attention_grad(c.ptrs[slot(a.q)], c.ptrs[slot(a.k)], c.ptrs[slot(a.v)],
                          i32_at(c, slot(a.mask)), i32_at(c, slot(a.slots)), c.ptrs[slot(a.dy)],
-                         shape, scale, from_forward, c.ptrs[out], c.scratch, c.stream);
+                         shape, scale, from_forward, budget, c.ptrs[out], c.scratch, c.stream);
   };
 }
 

@@ -10,16 +10,14 @@
 
 namespace tfm::cuda {
 
-// Whether kAttention node n (bf16 q, k and v) runs flash-style.
-bool runs_flash_attention(const graph::Graph& graph, const graph::Node& n);
-// Whether kAttentionGrad node n does: as the forward pass where dy is bf16 (attention's output
-// gradient under autocast), unless TFM_CUDA_FLASH_GRAD=0 asks for the products (so that one
-// benchmark run can time both: bench/cuda_check.sh).
-bool runs_flash_attention_grad(const graph::Graph& graph, const graph::Node& n);
+// The scratch the flash backward may keep the scores' gradients in (KernelOptions).
+size_t saved_score_grad_bytes(const KernelOptions& kernels);
 // kAttention: writes f32 out. No scratch.
 Step flash_attention_step(const graph::Graph& graph, const graph::Node& n, size_t out);
 // kAttentionGrad with bf16 dy: writes bf16 [dq | dk | dv]; scratch holds
-// flash_attention_grad_scratch_bytes().
-Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out);
+// flash_attention_grad_scratch_bytes(). It reads its forward attention's row statistics where that
+// ran flash-style (attention_steps.h) and kept them.
+Step flash_attention_grad_step(const graph::Graph& graph, const graph::Node& n, size_t out,
+                               const fusion::Plan* plan, const KernelOptions& kernels);
 
 }  // namespace tfm::cuda

@@ -180,13 +180,13 @@ struct SavedForward {
 // The backward pass of flash_attention with bf16 q and dy (attention's output gradient under
 // autocast): grads = bf16 [dq | dk | dv], as torch's. `scratch` holds
 // flash_attention_grad_scratch_bytes() (each query row's log-sum-exp and dy · out, each query
-// tile's end of keys, and the scores' gradients the dq kernel reads: up to 512 MiB, or
-// TFM_CUDA_SAVED_DS_MIB).
-size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape);
+// tile's end of keys, and the scores' gradients the dq kernel reads: up to `budget` bytes,
+// KernelOptions::saved_score_grad_mib).
+size_t flash_attention_grad_scratch_bytes(const AttentionShape& shape, size_t budget);
 void flash_attention_grad(const void* q, const void* k, const void* v, const int32_t* mask,
                           const int32_t* slots, const void* dy, const AttentionShape& shape,
-                          float scale, const SavedForward& saved, void* grads, void* scratch,
-                          cudaStream_t stream);
+                          float scale, const SavedForward& saved, size_t budget, void* grads,
+                          void* scratch, cudaStream_t stream);
 
 // graph::Op::kPrepareAttention for shape's batch x seq new tokens: q_out [B, S, Hq, D] gets q
 // normed per head (q_norm) and rotated; k is normed (k_norm) and rotated into k_cache, v copied

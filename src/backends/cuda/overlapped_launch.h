@@ -19,8 +19,7 @@ namespace tfm::cuda {
 
 // Whether the kernels run as built for sm_90 or later, where wait_for_previous_kernels() waits: a
 // build for an older architecture JIT-compiled on a newer GPU would skip the wait. The kernels of
-// one build share their architecture, so the first launch decides. TFM_CUDA_OVERLAP=0 turns the
-// overlap off (to compare a step with and without it).
+// one build share their architecture, so the first launch decides.
 bool overlapped_launch_supported(const void* kernel);
 
 template <typename... Params, typename... Args>

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -15,14 +14,6 @@ namespace {
 constexpr size_t kRowsShown = 25;
 
 }  // namespace
-
-bool step_profile_enabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("TFM_CUDA_PROFILE");
-    return value != nullptr && std::string(value) != "0";
-  }();
-  return enabled;
-}
 
 StepProfile::StepProfile(const graph::Graph& graph, const std::vector<graph::ValueId>& schedule)
     : graph_(graph), schedule_(schedule), events_(schedule.size() + 1) {

@@ -1,6 +1,6 @@
-// TFM_CUDA_PROFILE=1 (read once per process): a compiled graph runs step by step (no CUDA Graph)
-// with an event before and after every step, and prints to stderr where the run's GPU time went, by
-// op and output shape, largest first. For finding what to speed up on a GPU; off by default.
+// KernelOptions::profile: a compiled graph runs step by step (no CUDA Graph) with an event before
+// and after every step, and prints to stderr where the run's GPU time went, by op and output
+// shape, largest first. For finding what to speed up on a GPU; off by default.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,8 +10,6 @@
 #include "graph/graph.h"
 
 namespace tfm::cuda {
-
-bool step_profile_enabled();
 
 class StepProfile {
  public:

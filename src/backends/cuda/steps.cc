@@ -4,12 +4,10 @@
 #include <memory>
 #include <optional>
 
-#include "backends/cuda/attention_fusion.h"
-#include "backends/cuda/attention_product_steps.h"
+#include "backends/cuda/attention_steps.h"
 #include "backends/cuda/collective_steps.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/device_memory.h"
-#include "backends/cuda/flash_attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/product_steps.h"
@@ -115,65 +113,13 @@ namespace {
 using graph::Node;
 using graph::Op;
 
-// Whether no kernel of the step writes what fused decode attention reads of its keys, so that it
-// may read them before it waits for the kernel before (FreshToken::keys_before_wait): the mask
-// and the slots are the run's inputs, and the caches are state no node but the attention and the
-// prepare folded into it takes.
-bool keys_written_by_no_step(const graph::Graph& graph, const Node& n, graph::ValueId attention,
-                             graph::ValueId prepare) {
-  const graph::AttentionArgs a = graph::attention_args(n);
-  const auto run_input = [&](graph::ValueId v, bool state) {
-    const Node& x = node_of(graph, v);
-    return x.op == Op::kInput && x.is_state == state;
-  };
-  if (!run_input(a.k, true) || !run_input(a.v, true) || !run_input(a.mask, false) ||
-      !run_input(a.slots, false)) {
-    return false;
-  }
-  for (size_t j = 0; j < graph.nodes.size(); ++j) {
-    if (static_cast<graph::ValueId>(j) == attention || static_cast<graph::ValueId>(j) == prepare) {
-      continue;
-    }
-    for (graph::ValueId x : graph.nodes[j].inputs) {
-      if (x == a.k || x == a.v) return false;
-    }
-  }
-  return true;
-}
-
-// Device memory on the current device, zeroed before any step runs.
-std::shared_ptr<void> zeroed_device_buffer(size_t bytes) {
-  int device = 0;
-  TFM_CUDA(cudaGetDevice(&device));
-  std::shared_ptr<void> buffer = device_allocate(device, bytes);
-  device_fill_zero(buffer.get(), bytes, device);
-  return buffer;
-}
-
-// A prepare_attention node's inputs as its step reads them.
-AttentionInputs attention_inputs(StepContext& c, const graph::PrepareAttentionArgs& a) {
-  const bool norms = a.q_norm >= 0;
-  return {.q = f32_at(c, slot(a.q)),
-          .k = f32_at(c, slot(a.k)),
-          .v = f32_at(c, slot(a.v)),
-          .positions = i32_at(c, slot(a.positions)),
-          .slots = i32_at(c, slot(a.slots)),
-          .inv_freq = f32_at(c, slot(a.inv_freq)),
-          .q_norm = norms ? f32_at(c, slot(a.q_norm)) : nullptr,
-          .k_norm = norms ? f32_at(c, slot(a.k_norm)) : nullptr};
-}
-
 }  // namespace
 
-size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
+size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
+                     const KernelOptions& kernels) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
-  if (n.op == Op::kAttention) {
-    const AttentionShape shape = attention_shape(graph, n);
-    if (runs_flash_attention(graph, n)) return 0;
-    const graph::AttentionArgs a = graph::attention_args(n);
-    return node_of(graph, a.q).dtype == DType::bf16
-               ? attention_products_scratch_bytes(shape, false)
-               : attention_scratch_bytes(shape, node_of(graph, a.k).dtype);
+  if (n.op == Op::kAttention || n.op == Op::kAttentionGrad) {
+    return attention_step_scratch_bytes(graph, n, plan, kernels);
   }
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear || n.op == Op::kGatedLinear || n.op == Op::kQkvLinear) {
@@ -182,7 +128,8 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
   return training_scratch_bytes(graph, id);
 }
 
-Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan) {
+Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
+               const KernelOptions& kernels) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
   const auto node = [&](graph::ValueId v) -> const Node& { return node_of(graph, v); };
   const size_t out = slot(id);
@@ -205,19 +152,8 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan*
       return gated_linear_step(graph, n, out);
     case Op::kQkvLinear:
       return qkv_linear_step(graph, n, out);
-    case Op::kPrepareAttention: {
-      if (prepare_folds_into_attention(graph, id, plan)) return [](StepContext&) {};
-      const graph::PrepareAttentionArgs a = graph::prepare_attention_args(n);
-      const Shape q = node(a.q).shape, cache = node(a.k_cache).shape;
-      const AttentionShape shape{q[0], q[1], cache[1], q[2], cache[2], q[3]};
-      const DType cache_dtype = node(a.k_cache).dtype;
-      const float eps = n.eps, scaling = n.scale;
-      const size_t k_cache = slot(a.k_cache), v_cache = slot(a.v_cache);
-      return [=](StepContext& c) {
-        prepare_attention(attention_inputs(c, a), shape, eps, scaling, c.ptrs[k_cache],
-                          c.ptrs[v_cache], cache_dtype, f32_at(c, out), c.stream);
-      };
-    }
+    case Op::kPrepareAttention:
+      return prepare_attention_step(graph, id, plan);
     case Op::kCacheWrite: {
       const graph::CacheWriteArgs a = graph::cache_write_args(n);
       const Shape cache = node(a.cache).shape, update = node(a.update).shape;
@@ -262,42 +198,9 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan*
         add_bias(f32_at(c, acc), f32_at(c, x), 1, count, c.stream);  // one row: acc += x
       };
     }
-    case Op::kAttention: {
-      // Under autocast (bf16 q, k and v): flash-style, or else as tensor-core products.
-      if (runs_flash_attention(graph, n)) return flash_attention_step(graph, n, out);
-      const graph::AttentionArgs a = graph::attention_args(n);
-      if (node(a.q).dtype == DType::bf16) return attention_products_step(graph, n, out);
-      // graph::fold_casts gives a bf16 output to autocast's attention (bf16 q) alone.
-      if (n.dtype != DType::f32) {
-        throw Error("[cuda attention] f32 q writes an f32 output, not " +
-                    std::string(dtype_name(n.dtype)));
-      }
-      const AttentionShape shape = attention_shape(graph, n);
-      const float scale = n.scale;
-      const DType kv_dtype = node(a.k).dtype;
-      const size_t q = slot(a.q), k = slot(a.k), v = slot(a.v), mask = slot(a.mask),
-                   slots = slot(a.slots);
-      // The step owns its rows' arrival counters (split keys): each launch leaves them zero for
-      // the next.
-      const std::shared_ptr<void> arrivals = zeroed_device_buffer(
-          static_cast<size_t>(shape.batch * shape.seq * shape.q_heads) * sizeof(unsigned));
-      if (prepare_folds_into_attention(graph, a.q, plan)) {
-        const graph::PrepareAttentionArgs prepare = graph::prepare_attention_args(node(a.q));
-        const float eps = node(a.q).eps, scaling = node(a.q).scale;
-        const bool keys_before_wait = keys_written_by_no_step(graph, n, id, a.q);
-        return [=](StepContext& c) {
-          const FreshToken fresh{attention_inputs(c, prepare), eps, scaling, keys_before_wait};
-          attention(nullptr, c.ptrs[k], c.ptrs[v], kv_dtype, i32_at(c, mask), i32_at(c, slots),
-                    shape, scale, f32_at(c, out), c.scratch, static_cast<unsigned*>(arrivals.get()),
-                    &fresh, c.stream);
-        };
-      }
-      return [=](StepContext& c) {
-        attention(f32_at(c, q), c.ptrs[k], c.ptrs[v], kv_dtype, i32_at(c, mask), i32_at(c, slots),
-                  shape, scale, f32_at(c, out), c.scratch, static_cast<unsigned*>(arrivals.get()),
-                  nullptr, c.stream);
-      };
-    }
+    case Op::kAttention:
+    case Op::kAttentionGrad:
+      return attention_step(graph, id, plan, kernels);
     case Op::kSliceSeq: {
       const graph::ValueId x_id = graph::operand(n);
       const Shape x = node(x_id).shape;

@@ -13,6 +13,7 @@
 #include "fusion/plan.h"
 #include "graph/graph.h"
 #include "graph/op_args.h"
+#include "tfm/kernel_options.h"
 
 namespace tfm::cuda {
 
@@ -50,10 +51,12 @@ MatmulOperand matmul_operand(uint32_t start_alignment, uint64_t row_bytes, bool 
 // longer, reads more inputs or writes more results than the kernel holds.
 EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs);
 
-size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id);
-// Chooses kernels and cuBLASLt algorithms now (compile time); throws for ops without a kernel.
-// `plan`: the compiled plan the graph belongs to (its arena placement decides what steps may
-// fuse), or null in eager mode.
-Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan);
+// Chooses kernels and cuBLASLt algorithms now (compile time), as `kernels` says where it has a
+// say; throws for ops without a kernel. `plan`: the compiled plan the graph belongs to (its arena
+// placement decides what steps may fuse), or null in eager mode.
+size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
+                     const KernelOptions& kernels);
+Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
+               const KernelOptions& kernels);
 
 }  // namespace tfm::cuda

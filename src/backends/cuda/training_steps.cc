@@ -5,9 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/attention_product_steps.h"
 #include "backends/cuda/backward_kernels.h"
-#include "backends/cuda/flash_attention_steps.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/cuda/optimizer_kernels.h"
@@ -130,13 +128,6 @@ size_t training_scratch_bytes(const graph::Graph& graph, graph::ValueId id) {
                                        n.shape[0]);
     case Op::kRopeGrad:
       return rope_grad_scratch_bytes(n.shape[3]);
-    case Op::kAttentionGrad:
-      if (runs_flash_attention_grad(graph, n)) {
-        return flash_attention_grad_scratch_bytes(attention_shape(graph, n));
-      }
-      return node_of(graph, graph::attention_grad_args(n).q).dtype == DType::bf16
-                 ? attention_products_scratch_bytes(attention_shape(graph, n), true)
-                 : attention_grad_scratch_bytes(attention_shape(graph, n));
     case Op::kSumSquares:
       return sum_squares_scratch_bytes(shape_numel(node_of(graph, graph::operand(n)).shape));
     case Op::kLinearGradInput: {
@@ -278,28 +269,6 @@ std::optional<Step> make_training_step(const graph::Graph& graph, graph::ValueId
       return [=](StepContext& c) {
         rope_grad(c.ptrs[dy], dy_dtype, i32_at(c, positions), f32_at(c, inv_freq), s[0], s[1], s[2],
                   s[3], scaling, c.ptrs[out], dx_dtype, c.scratch, c.stream);
-      };
-    }
-    case Op::kAttentionGrad: {
-      // Under autocast (bf16 q, k and v): flash-style for bf16 dy (attention's output gradient
-      // there), or as tensor-core products for f32 dy and head sizes without a flash kernel.
-      if (runs_flash_attention_grad(graph, n)) return flash_attention_grad_step(graph, n, out);
-      const graph::AttentionGradArgs a = graph::attention_grad_args(n);
-      if (node(a.q).dtype == DType::bf16) return attention_grad_products_step(graph, n, out);
-      if (node(a.k).dtype != DType::f32 || node(a.v).dtype != DType::f32 ||
-          node(a.dy).dtype != DType::f32) {
-        throw Error("[cuda attention_grad] f32 q needs f32 keys, values and dy, got " +
-                    std::string(dtype_name(node(a.k).dtype)) + ", " +
-                    std::string(dtype_name(node(a.v).dtype)) + " and " +
-                    std::string(dtype_name(node(a.dy).dtype)));
-      }
-      const AttentionShape shape = attention_shape(graph, n);
-      const float scale = n.scale;
-      const size_t q = slot(a.q), k = slot(a.k), v = slot(a.v), mask = slot(a.mask),
-                   slots = slot(a.slots), dy = slot(a.dy);
-      return [=](StepContext& c) {
-        attention_grad(f32_at(c, q), f32_at(c, k), f32_at(c, v), i32_at(c, mask), i32_at(c, slots),
-                       f32_at(c, dy), shape, scale, f32_at(c, out), c.scratch, c.stream);
       };
     }
     case Op::kAdamW: {
