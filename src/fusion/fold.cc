@@ -101,37 +101,13 @@ void fold_gradient_sums(Graph& graph, const Target&) {
 }
 
 void fold_residuals_into_norm_grads(Graph& graph, const Target&) {
-  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  const auto is_load = [](const EwInstr& i) { return i.code == EwCode::kLoad; };
-  for (size_t a = 0; a < graph.nodes.size(); ++a) {
-    Node& add = graph.nodes[a];
-    const auto& code = add.program.instrs;
-    if (add.op != Op::kElementwise || add.dtype != DType::f32 || add.inputs.size() != 2 ||
-        code.size() != 3 || !is_load(code[0]) || !is_load(code[1]) ||
-        code[2].code != EwCode::kAdd) {
-      continue;
-    }
-    for (size_t slot = 0; slot < 2; ++slot) {
-      const auto g = static_cast<size_t>(add.inputs[slot]);
-      const ValueId other = add.inputs[1 - slot];
-      Node& grad = graph.nodes[g];
-      if (grad.op != Op::kRmsNormGradInput || grad.residual || grad.dtype != DType::f32 ||
-          uses[g] != 1 || grad.shape != add.shape ||
-          graph.nodes[static_cast<size_t>(other)].dtype != DType::f32 ||
-          written_between(graph, g, a, grad.inputs)) {
-        continue;
-      }
-      // The gradient moves to where the add ran, adding the other operand as it writes; its own
-      // node is left for dead.
-      Node fused = grad;
-      RmsNormGradInputArgs args = rms_norm_grad_input_args(grad);
-      args.residual = other;
-      set_args(fused, args);
-      add = std::move(fused);
-      leave_for_dead(grad);
-      break;
-    }
-  }
+  fold_adds_into_steps(
+      graph, [](const Node& n) { return n.op == Op::kRmsNormGradInput && !n.residual; },
+      [](Node& grad, ValueId other) {
+        RmsNormGradInputArgs args = rms_norm_grad_input_args(grad);
+        args.residual = other;
+        set_args(grad, args);
+      });
 }
 
 void fold_accumulations(Graph& graph, const Target&) {

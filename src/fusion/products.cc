@@ -47,43 +47,25 @@ bool products_match(const Graph& graph, const std::vector<LinearArgs>& products)
 }  // namespace
 
 void fuse_residuals_into_products(Graph& graph, const Target&) {
-  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
-  for (size_t a = 0; a < graph.nodes.size(); ++a) {
-    Node& add = graph.nodes[a];
-    if (!is_single(add, EwCode::kAdd) || add.dtype != DType::f32 || add.inputs.size() != 2)
-      continue;
-    for (size_t slot = 0; slot < 2; ++slot) {
-      const auto p = static_cast<size_t>(add.inputs[slot]);
-      const ValueId other = add.inputs[1 - slot];
-      const Node& product = graph.nodes[p];
-      if (product.op != Op::kLinear || product.residual || product.dtype != DType::f32 ||
-          uses[p] != 1 || product.shape != add.shape || node_at(graph, other).dtype != DType::f32 ||
-          node_at(graph, other).shape != add.shape ||
-          written_between(graph, p, a, product.inputs)) {
-        continue;
-      }
-      // The product moves to where the add ran, adding the other operand as it writes.
-      Node fused = product;
-      LinearArgs args = linear_args(product);
-      args.residual = other;
-      set_args(fused, args);
-      add = std::move(fused);
-      leave_for_dead(graph.nodes[p]);
-      break;
-    }
-  }
+  fold_adds_into_steps(
+      graph, [](const Node& n) { return n.op == Op::kLinear && !n.residual; },
+      [](Node& product, ValueId other) {
+        LinearArgs args = linear_args(product);
+        args.residual = other;
+        set_args(product, args);
+      });
 }
 
 void fuse_qkv_products(Graph& graph, const Target&) {
   if (computes_gradients(graph)) return;
-  std::vector<std::vector<ValueId>> readers;
-  std::vector<int> uses;
-  const auto count = [&] {
-    const std::vector<bool> none(graph.nodes.size(), false);
-    readers = readers_of(graph, none);
-    uses = count_uses(graph, none);
+  const std::vector<bool> none(graph.nodes.size(), false);
+  const std::vector<std::vector<ValueId>> readers = readers_of(graph, none);
+  const std::vector<int> uses = count_uses(graph, none);
+  struct Found {
+    ValueId x;
+    std::vector<ValueId> products;
   };
-  count();
+  std::vector<Found> found;
   for (size_t x = 0; x < graph.nodes.size(); ++x) {
     const std::vector<ValueId> products = linear_readers(graph, readers[x]);
     if (products.size() != 3 || uses[x] != 3) continue;
@@ -91,15 +73,23 @@ void fuse_qkv_products(Graph& graph, const Target&) {
     for (ValueId p : products) args.push_back(linear_args(node_at(graph, p)));
     // The fused product goes right after the last of the three, so it reads every weight; each
     // product's readers then read its block, so they must all come after it too.
-    const ValueId at = products.back() + 1;
     bool read_later = true;
     for (ValueId p : products) {
-      for (ValueId r : readers[static_cast<size_t>(p)]) read_later = read_later && r >= at;
+      for (ValueId r : readers[static_cast<size_t>(p)]) read_later = read_later && r > products[2];
     }
-    if (!products_match(graph, args) || !read_later) continue;
+    if (products_match(graph, args) && read_later)
+      found.push_back({static_cast<ValueId>(x), products});
+  }
+  // The last first: inserting nodes moves only the ids after them, which the fusions before it
+  // do not hold.
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    const std::vector<ValueId>& products = it->products;
+    std::vector<LinearArgs> args;
+    for (ValueId p : products) args.push_back(linear_args(node_at(graph, p)));
+    const ValueId at = products.back() + 1;
     Node qkv = node_at(graph, products[0]);
     qkv.op = Op::kQkvLinear;
-    set_args(qkv, QkvLinearArgs{static_cast<ValueId>(x),
+    set_args(qkv, QkvLinearArgs{it->x,
                                 {args[0].w, args[1].w, args[2].w},
                                 {args[0].bias, args[1].bias, args[2].bias}});
     std::vector<Node> made{qkv};
@@ -120,7 +110,6 @@ void fuse_qkv_products(Graph& graph, const Target&) {
       replace_uses(graph, products[i], ids[1 + i]);
       leave_for_dead(graph.nodes[static_cast<size_t>(products[i])]);
     }
-    count();  // ids from `at` on have moved
   }
 }
 

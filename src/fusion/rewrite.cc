@@ -83,6 +83,33 @@ bool is_single(const Node& node, EwCode code) {
   return true;
 }
 
+void fold_adds_into_steps(Graph& graph, bool (*takes)(const Node& step),
+                          void (*adding)(Node& step, ValueId other)) {
+  const std::vector<int> uses = count_uses(graph, std::vector<bool>(graph.nodes.size(), false));
+  const auto at = [&](ValueId v) -> Node& { return graph.nodes[static_cast<size_t>(v)]; };
+  for (size_t a = 0; a < graph.nodes.size(); ++a) {
+    Node& add = graph.nodes[a];
+    if (!is_single(add, EwCode::kAdd) || add.dtype != DType::f32 || add.inputs.size() != 2) {
+      continue;
+    }
+    for (size_t slot = 0; slot < 2; ++slot) {
+      const ValueId s = add.inputs[slot], other = add.inputs[1 - slot];
+      Node& step = at(s);
+      if (!takes(step) || step.dtype != DType::f32 || uses[static_cast<size_t>(s)] != 1 ||
+          step.shape != add.shape || at(other).dtype != DType::f32 ||
+          at(other).shape != add.shape ||
+          written_between(graph, static_cast<size_t>(s), a, step.inputs)) {
+        continue;
+      }
+      Node fused = step;
+      adding(fused, other);
+      add = std::move(fused);
+      leave_for_dead(step);
+      break;
+    }
+  }
+}
+
 void leave_for_dead(Node& node) {
   const Shape shape = node.shape;
   node = Node{};

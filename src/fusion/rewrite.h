@@ -32,6 +32,13 @@ bool computes_gradients(const Graph& graph);
 std::vector<std::vector<ValueId>> readers_of(const Graph& graph, const std::vector<bool>& dead);
 // Is the elementwise node one instruction over its loads: `code` over inputs 0 (and 1)?
 bool is_single(const Node& node, graph::EwCode code);
+// Each elementwise add of two f32 values of one shape, one of them an f32 step that `takes` and
+// that the add alone reads, becomes that step adding the other value as it writes (`adding` gives
+// the step the other value as its residual). The step moves to where the add ran, so it folds only
+// where nothing writes its inputs in between: a residual connection into the product before it, the
+// residual stream's gradient into a norm's gradient.
+void fold_adds_into_steps(Graph& graph, bool (*takes)(const Node& step),
+                          void (*adding)(Node& step, ValueId other));
 // A node whose work another took over: no inputs, nothing reads it, so no plan schedules it.
 void leave_for_dead(Node& node);
 

@@ -1,5 +1,7 @@
 #include "graph/op_args.h"
 
+#include <utility>
+
 #include "tfm/error.h"
 
 namespace tfm::graph {
@@ -43,12 +45,41 @@ void push_given(std::vector<ValueId>& inputs, std::initializer_list<ValueId> opt
   }
 }
 
+// An op of `N` inputs, always the same, in its view's order.
+template <typename Args, size_t N>
+Args fixed_args(const Node& n, Op op) {
+  expect(n, op);
+  expect_inputs(n, N);
+  return [&]<size_t... I>(std::index_sequence<I...>) { return Args{n.inputs[I]...}; }
+  (std::make_index_sequence<N>());
+}
+
+// A backward op whose in-place form (Node::in_place) adds into its input 0 (`acc`), then reads two
+// operands.
+template <typename Args>
+Args adding_args(const Node& n, Op op, ValueId Args::*acc, ValueId Args::*first,
+                 ValueId Args::*second) {
+  expect(n, op);
+  Reader r(n);
+  Args a;
+  a.*acc = r.next_if(n.in_place);
+  a.*first = r.next();
+  a.*second = r.next();
+  r.done();
+  return a;
+}
+
+void set_adding(Node& n, ValueId acc, std::initializer_list<ValueId> operands) {
+  n.inputs.clear();
+  push_given(n.inputs, {acc});
+  n.inputs.insert(n.inputs.end(), operands);
+  n.in_place = acc >= 0;
+}
+
 }  // namespace
 
 EmbeddingArgs embedding_args(const Node& n) {
-  expect(n, Op::kEmbedding);
-  expect_inputs(n, 2);
-  return {n.inputs[0], n.inputs[1]};
+  return fixed_args<EmbeddingArgs, 2>(n, Op::kEmbedding);
 }
 
 LinearArgs linear_args(const Node& n) {
@@ -84,11 +115,7 @@ QkvLinearArgs qkv_linear_args(const Node& n) {
   return a;
 }
 
-RmsNormArgs rms_norm_args(const Node& n) {
-  expect(n, Op::kRmsNorm);
-  expect_inputs(n, 2);
-  return {n.inputs[0], n.inputs[1]};
-}
+RmsNormArgs rms_norm_args(const Node& n) { return fixed_args<RmsNormArgs, 2>(n, Op::kRmsNorm); }
 
 RopeArgs rope_args(const Node& n) {
   expect(n, Op::kRope);
@@ -113,21 +140,15 @@ PrepareAttentionArgs prepare_attention_args(const Node& n) {
 }
 
 CacheWriteArgs cache_write_args(const Node& n) {
-  expect(n, Op::kCacheWrite);
-  expect_inputs(n, 3);
-  return {n.inputs[0], n.inputs[1], n.inputs[2]};
+  return fixed_args<CacheWriteArgs, 3>(n, Op::kCacheWrite);
 }
 
 AccumulateArgs accumulate_args(const Node& n) {
-  expect(n, Op::kAccumulate);
-  expect_inputs(n, 2);
-  return {n.inputs[0], n.inputs[1]};
+  return fixed_args<AccumulateArgs, 2>(n, Op::kAccumulate);
 }
 
 AttentionArgs attention_args(const Node& n) {
-  expect(n, Op::kAttention);
-  expect_inputs(n, 5);
-  return {n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]};
+  return fixed_args<AttentionArgs, 5>(n, Op::kAttention);
 }
 
 ViewArgs view_args(const Node& n) {
@@ -148,36 +169,18 @@ CrossEntropyArgs cross_entropy_args(const Node& n) {
 }
 
 EmbeddingGradArgs embedding_grad_args(const Node& n) {
-  expect(n, Op::kEmbeddingGrad);
-  Reader r(n);
-  EmbeddingGradArgs a;
-  a.acc = r.next_if(n.in_place);
-  a.dy = r.next();
-  a.ids = r.next();
-  r.done();
-  return a;
+  return adding_args(n, Op::kEmbeddingGrad, &EmbeddingGradArgs::acc, &EmbeddingGradArgs::dy,
+                     &EmbeddingGradArgs::ids);
 }
 
 LinearGradInputArgs linear_grad_input_args(const Node& n) {
-  expect(n, Op::kLinearGradInput);
-  Reader r(n);
-  LinearGradInputArgs a;
-  a.sum = r.next_if(n.in_place);
-  a.dy = r.next();
-  a.w = r.next();
-  r.done();
-  return a;
+  return adding_args(n, Op::kLinearGradInput, &LinearGradInputArgs::sum, &LinearGradInputArgs::dy,
+                     &LinearGradInputArgs::w);
 }
 
 LinearGradWeightArgs linear_grad_weight_args(const Node& n) {
-  expect(n, Op::kLinearGradWeight);
-  Reader r(n);
-  LinearGradWeightArgs a;
-  a.acc = r.next_if(n.in_place);
-  a.dy = r.next();
-  a.x = r.next();
-  r.done();
-  return a;
+  return adding_args(n, Op::kLinearGradWeight, &LinearGradWeightArgs::acc,
+                     &LinearGradWeightArgs::dy, &LinearGradWeightArgs::x);
 }
 
 RmsNormGradInputArgs rms_norm_grad_input_args(const Node& n) {
@@ -193,21 +196,11 @@ RmsNormGradInputArgs rms_norm_grad_input_args(const Node& n) {
 }
 
 RmsNormGradWeightArgs rms_norm_grad_weight_args(const Node& n) {
-  expect(n, Op::kRmsNormGradWeight);
-  Reader r(n);
-  RmsNormGradWeightArgs a;
-  a.acc = r.next_if(n.in_place);
-  a.x = r.next();
-  a.dy = r.next();
-  r.done();
-  return a;
+  return adding_args(n, Op::kRmsNormGradWeight, &RmsNormGradWeightArgs::acc,
+                     &RmsNormGradWeightArgs::x, &RmsNormGradWeightArgs::dy);
 }
 
-RopeGradArgs rope_grad_args(const Node& n) {
-  expect(n, Op::kRopeGrad);
-  expect_inputs(n, 3);
-  return {n.inputs[0], n.inputs[1], n.inputs[2]};
-}
+RopeGradArgs rope_grad_args(const Node& n) { return fixed_args<RopeGradArgs, 3>(n, Op::kRopeGrad); }
 
 AttentionGradArgs attention_grad_args(const Node& n) {
   expect(n, Op::kAttentionGrad);
@@ -219,16 +212,10 @@ AttentionGradArgs attention_grad_args(const Node& n) {
 }
 
 CrossEntropyGradArgs cross_entropy_grad_args(const Node& n) {
-  expect(n, Op::kCrossEntropyGrad);
-  expect_inputs(n, 3);
-  return {n.inputs[0], n.inputs[1], n.inputs[2]};
+  return fixed_args<CrossEntropyGradArgs, 3>(n, Op::kCrossEntropyGrad);
 }
 
-AdamWArgs adamw_args(const Node& n) {
-  expect(n, Op::kAdamW);
-  expect_inputs(n, 5);
-  return {n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]};
-}
+AdamWArgs adamw_args(const Node& n) { return fixed_args<AdamWArgs, 5>(n, Op::kAdamW); }
 
 ValueId operand(const Node& n) {
   if (n.inputs.empty()) {
@@ -287,26 +274,11 @@ void set_args(Node& n, const CrossEntropyArgs& a) {
   n.in_place = a.d_loss >= 0;
 }
 
-void set_args(Node& n, const EmbeddingGradArgs& a) {
-  n.inputs.clear();
-  push_given(n.inputs, {a.acc});
-  n.inputs.insert(n.inputs.end(), {a.dy, a.ids});
-  n.in_place = a.acc >= 0;
-}
+void set_args(Node& n, const EmbeddingGradArgs& a) { set_adding(n, a.acc, {a.dy, a.ids}); }
 
-void set_args(Node& n, const LinearGradInputArgs& a) {
-  n.inputs.clear();
-  push_given(n.inputs, {a.sum});
-  n.inputs.insert(n.inputs.end(), {a.dy, a.w});
-  n.in_place = a.sum >= 0;
-}
+void set_args(Node& n, const LinearGradInputArgs& a) { set_adding(n, a.sum, {a.dy, a.w}); }
 
-void set_args(Node& n, const LinearGradWeightArgs& a) {
-  n.inputs.clear();
-  push_given(n.inputs, {a.acc});
-  n.inputs.insert(n.inputs.end(), {a.dy, a.x});
-  n.in_place = a.acc >= 0;
-}
+void set_args(Node& n, const LinearGradWeightArgs& a) { set_adding(n, a.acc, {a.dy, a.x}); }
 
 void set_args(Node& n, const RmsNormGradInputArgs& a) {
   if ((a.positions >= 0) != (a.inv_freq >= 0)) {
@@ -319,12 +291,7 @@ void set_args(Node& n, const RmsNormGradInputArgs& a) {
   n.adds_weight_grad = a.weight_grad >= 0;
 }
 
-void set_args(Node& n, const RmsNormGradWeightArgs& a) {
-  n.inputs.clear();
-  push_given(n.inputs, {a.acc});
-  n.inputs.insert(n.inputs.end(), {a.x, a.dy});
-  n.in_place = a.acc >= 0;
-}
+void set_args(Node& n, const RmsNormGradWeightArgs& a) { set_adding(n, a.acc, {a.x, a.dy}); }
 
 void set_args(Node& n, const AttentionGradArgs& a) {
   n.inputs = {a.q, a.k, a.v, a.mask, a.slots, a.dy};
