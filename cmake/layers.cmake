@@ -13,6 +13,8 @@
 function(tfm_layer_root name)
   cmake_parse_arguments(L "" "" "DIRS;HEADERS" ${ARGN})
   set(root ${CMAKE_BINARY_DIR}/layers/${name})
+  # Afresh at each configure: a link left from an earlier list would hide a missing dependency.
+  file(REMOVE_RECURSE ${root})
   file(MAKE_DIRECTORY ${root}/tfm)
   foreach(dir ${L_DIRS})
     get_filename_component(parent ${root}/${dir} DIRECTORY)
