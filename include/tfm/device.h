@@ -4,12 +4,13 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tfm {
 
 struct Device {
-  std::string type = "cpu";  // the kind, as registered: "cpu", "cuda"
+  std::string type = "cpu";  // the kind, as registered: "cpu", "cuda", "pjrt"
   int index = 0;
 
   std::string str() const;  // "cpu", "cuda:0"
@@ -22,12 +23,20 @@ struct DeviceInfo {
   Device device;
   std::string description;  // e.g. "NVIDIA H200, 139.8 GiB"
   size_t memory_bytes = 0;
+  // A plugin's own attributes (a PJRT plugin's: its XLA and StableHLO versions), by name.
+  std::vector<std::pair<std::string, std::string>> attributes = {};
 };
 
 std::vector<DeviceInfo> devices();  // every device present, cpu first
 // The kinds this build of tfm has a backend for, present on this machine or not.
 std::vector<std::string> device_kinds();
 bool is_available(const std::string& kind);  // "cpu", "cuda"
+
+// Kinds whose devices a plugin provides ("pjrt": a PJRT plugin's .so, such as XLA's CPU plugin
+// or AWS Neuron's libneuronpjrt.so): the plugin's path, and how many devices to ask it for (0:
+// its default; XLA's CPU plugin makes as many as asked). Before the kind's first use; a kind
+// this build lacks, or one without plugins, is refused.
+void use_device_plugin(const std::string& kind, const std::string& path, int device_count = 0);
 int device_count(const std::string& kind);   // 0 for a kind this build lacks
 
 // Parses "cpu", "KIND", "KIND:N" or "auto" and checks the device is present. "auto" picks the

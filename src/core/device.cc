@@ -18,7 +18,7 @@ std::vector<DeviceKind>& kinds() {
 
 // Kinds tfm has a backend for in some builds: a build without one has no such device, and says
 // why, rather than call the name unknown. Backends register their kinds; this only names them.
-const char* const kBuildOptionalKinds[] = {"cuda"};
+const char* const kBuildOptionalKinds[] = {"cuda", "pjrt"};
 
 std::string kinds_present() {
   std::string names = "cpu";
@@ -35,6 +35,7 @@ std::vector<std::string> kinds_named() {
   for (const char* k : kBuildOptionalKinds) {
     if (std::find(names.begin(), names.end(), k) == names.end()) names.emplace_back(k);
   }
+  std::sort(names.begin(), names.end());  // the same message whatever order backends registered in
   return names;
 }
 
@@ -133,6 +134,19 @@ int device_count(const std::string& kind) {
 
 bool is_available(const std::string& kind) { return device_count(kind) > 0; }
 
+void use_device_plugin(const std::string& kind, const std::string& path, int device_count) {
+  if (!known_kind(kind)) {
+    throw Error("unknown device type '" + kind + "' (known: " + kinds_known() + ")");
+  }
+  const DeviceKind* k = find_device_kind(kind);
+  if (k == nullptr) {
+    throw Error("plugin '" + path + "' for device type '" + kind +
+                "': this tfm was built without the " + upper(kind) + " backend");
+  }
+  if (!k->use_plugin) throw Error("device type '" + kind + "' takes no plugin");
+  k->use_plugin(path, device_count);
+}
+
 Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   if (spec == "auto") {
     const DeviceKind* best = nullptr;
@@ -167,10 +181,15 @@ Device resolve_device(const std::string& spec, std::string* chosen_reason) {
   const DeviceKind* k = find_device_kind(kind);
   const int count = k != nullptr ? k->count() : 0;
   if (count == 0) {
+    std::string why;
+    if (k == nullptr) {
+      why = " (this tfm was built without the " + upper(kind) + " backend)";
+    } else if (k->use_plugin) {
+      why = " (" + kind + " devices come from a plugin: pass --" + kind +
+            "-plugin PATH, or call tfm::use_device_plugin first)";
+    }
     throw Error("device '" + spec + "' requested but no " + upper(kind) + " device is present" +
-                (k == nullptr ? " (this tfm was built without the " + upper(kind) + " backend)"
-                              : "") +
-                "; present: " + kinds_present());
+                why + "; present: " + kinds_present());
   }
   if (index >= count) {
     throw Error("device '" + spec + "' requested but only " + std::to_string(count) + " " + kind +

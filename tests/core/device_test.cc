@@ -30,7 +30,7 @@ TEST(DeviceTest, Names) {
 TEST(DeviceTest, UnknownTypeIsAnError) {
   EXPECT_THAT([] { device_count("tpu"); },
               ThrowsMessage<Error>(HasSubstr("unknown device type 'tpu'")));
-  EXPECT_THAT([] { resolve_device("tpu"); }, ThrowsMessage<Error>(HasSubstr("known: cpu, cuda")));
+  EXPECT_THAT([] { resolve_device("tpu"); }, ThrowsMessage<Error>(HasSubstr("known: cpu, cuda, pjrt, auto")));
 }
 
 TEST(DeviceTest, AbsentCudaNamesWhatIsPresent) {
@@ -60,7 +60,7 @@ TEST(DeviceTest, AutoPicksCudaWhenPresent) {
 TEST(DeviceTest, MalformedSpecsAreErrors) {
   for (const char* spec : {"cuda:x", "cuda:", "cuda:-1", "cuda:1x", "cuda:0:0"}) {
     EXPECT_THAT([&] { resolve_device(spec); },
-                ThrowsMessage<Error>(HasSubstr("expected cpu, cuda, cuda:N or auto")))
+                ThrowsMessage<Error>(HasSubstr("expected cpu, cuda, cuda:N, pjrt, pjrt:N or auto")))
         << spec;
   }
   EXPECT_THAT([] { resolve_device(""); }, ThrowsMessage<Error>(HasSubstr("unknown device ''")));

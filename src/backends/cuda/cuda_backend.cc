@@ -394,7 +394,8 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
                         .allocate = device_allocate,
                         .copy = copy,
                         .fill_zero = device_fill_zero,
-                        .peak_allocated = [](int) { return device_peak_bytes(); }});
+                        .peak_allocated = [](int) { return device_peak_bytes(); },
+                        .use_plugin = nullptr});
   graph::register_backend("cuda", &backend());
   return true;
 }();
