@@ -11,10 +11,14 @@ DEMO_TRAIN_ARGS = --model demo/qwen3-shakespeare.json --tokenizer demo/tokenizer
 	--logging_steps 25 --eval_steps 100 --save_steps 0 --seed 42 --init_seed 0 \
 	--output_dir models/shakespeare
 
-.PHONY: setup build run test test-asan test-races fuzz bench clean demo-model
+.PHONY: setup test-env build run test test-asan test-races fuzz bench clean demo-model
 
 setup:
 	@tools/setup.sh
+
+# What only the tests need (the PJRT CPU plugin), in a git-ignored venv.
+test-env:
+	@tools/test_env.sh
 
 build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -27,11 +31,11 @@ demo-model: build
 	rm -rf models/shakespeare
 	$(BUILD)/tfm train $(DEMO_TRAIN_ARGS)
 
-test: build
+test: test-env build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 # Unit tests under AddressSanitizer + UBSan (a second CI stage).
-test-asan: setup
+test-asan: setup test-env
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTFM_SANITIZE=ON -DTFM_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)

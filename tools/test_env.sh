@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command's Python components, in a git-ignored venv (.venv-test): PyPI's XLA CPU PJRT
+# plugin (xla-cpu-pjrt, with the PJRT C API header the PJRT backend builds against). Test-time
+# only: `make run` needs none of it. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.venv-test
+requirements=tools/test_requirements.txt
+if ! python3 -c 'import ensurepip' 2>/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "tfm test env: installing python3-venv"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv >/dev/null
+fi
+stamp=$venv/.requirements
+if [ -f "$stamp" ] && cmp -s "$stamp" "$requirements"; then exit 0; fi
+echo "tfm test env: installing $(tr '\n' ' ' < "$requirements")into $venv"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+cp "$requirements" "$stamp"
