@@ -1,10 +1,11 @@
 // generate() against transformers: greedy ids on a left-padded batch with a static cache, compiled
-// (fused), eagerly and compiled unfused.
+// (fused), eagerly and compiled unfused; through a PJRT plugin, whose compiler fuses, compiled.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
@@ -20,7 +21,7 @@ class GreedyTest : public ::testing::TestWithParam<std::tuple<std::string, Mode,
 TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   set_log_level(LogLevel::kWarn);
   const auto& [arch, mode, device] = GetParam();
-  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
+  if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   CausalLM model = AutoModelForCausalLM::from_pretrained(
       testing::fixture_dir(arch),
       {.dtype = DType::f32, .device_map = device, .fuse = mode != Mode::kUnfused});
@@ -38,18 +39,27 @@ TEST_P(GreedyTest, PaddedBatchMatchesTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, GreedyTest,
-    ::testing::Combine(::testing::Values("qwen3", "llama", "qwen2", "llama3-rope", "qwen3-yarn"),
-                       ::testing::Values(Mode::kCompiled, Mode::kEager, Mode::kUnfused),
-                       ::testing::Values("cpu", "cuda")),
-    [](const auto& info) {
-      // Test names allow only letters, digits and '_'.
-      std::string arch = std::get<0>(info.param);
-      std::replace(arch.begin(), arch.end(), '-', '_');
-      return std::get<2>(info.param) + "_" + arch + "_" +
-             testing::mode_name(std::get<1>(info.param));
-    });
+using Case = std::tuple<std::string, Mode, std::string>;
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const char* arch : {"qwen3", "llama", "qwen2", "llama3-rope", "qwen3-yarn"}) {
+    for (const char* device : {"cpu", "cuda"}) {
+      for (const Mode mode : {Mode::kCompiled, Mode::kEager, Mode::kUnfused}) {
+        all.emplace_back(arch, mode, device);
+      }
+    }
+    all.emplace_back(arch, Mode::kCompiled, "pjrt");
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyTest, ::testing::ValuesIn(cases()), [](const auto& info) {
+  // Test names allow only letters, digits and '_'.
+  std::string arch = std::get<0>(info.param);
+  std::replace(arch.begin(), arch.end(), '-', '_');
+  return std::get<2>(info.param) + "_" + arch + "_" + testing::mode_name(std::get<1>(info.param));
+});
 
 }  // namespace
 }  // namespace tfm

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "io/model_config.h"
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
@@ -28,13 +29,18 @@ struct Case {
   }
 };
 
-// Every case on the CPU and, where a GPU is present, on CUDA.
+// Every case on the CPU and, where a GPU is present, on CUDA; the compiled ones through a PJRT
+// plugin too (a compiler backend has no other mode).
 std::vector<Case> on_each_device(std::vector<Case> cases) {
   const size_t count = cases.size();
   for (size_t i = 0; i < count; ++i) {
     Case c = cases[i];
     c.device = "cuda";
     cases.push_back(c);
+    if (c.mode == Mode::kCompiled) {
+      c.device = "pjrt";
+      cases.push_back(c);
+    }
   }
   return cases;
 }
@@ -44,7 +50,7 @@ class LogitsTest : public ::testing::TestWithParam<Case> {};
 TEST_P(LogitsTest, MatchesTransformers) {
   set_log_level(LogLevel::kWarn);
   const Case& c = GetParam();
-  if (!is_available(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
+  if (!testing::device_present(c.device)) GTEST_SKIP() << "no " << c.device << " device present";
   CausalLM model = AutoModelForCausalLM::from_pretrained(
       testing::fixture_dir(c.arch),
       {.dtype = c.dtype, .device_map = c.device, .fuse = c.mode != Mode::kUnfused});

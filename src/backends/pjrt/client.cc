@@ -1,0 +1,191 @@
+#include "backends/pjrt/client.h"
+
+#include "tfm/error.h"
+
+namespace tfm::pjrt {
+
+void BufferDeleter::operator()(PJRT_Buffer* buffer) const {
+  PJRT_Buffer_Destroy_Args args = TFM_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
+  args.buffer = buffer;
+  plugin->discard(plugin->api()->PJRT_Buffer_Destroy(&args));
+}
+
+void LoadedExecutableDeleter::operator()(PJRT_LoadedExecutable* executable) const {
+  PJRT_LoadedExecutable_Destroy_Args args = TFM_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
+  args.executable = executable;
+  plugin->discard(plugin->api()->PJRT_LoadedExecutable_Destroy(&args));
+}
+
+PJRT_Buffer_Type buffer_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return PJRT_Buffer_Type_F32;
+    case DType::bf16:
+      return PJRT_Buffer_Type_BF16;
+    case DType::f16:
+      return PJRT_Buffer_Type_F16;
+    case DType::i32:
+      return PJRT_Buffer_Type_S32;
+    case DType::i64:
+      return PJRT_Buffer_Type_S64;
+  }
+  throw Error("no PJRT buffer type for dtype " + std::string(dtype_name(dtype)));
+}
+
+Client::Client(const Plugin& plugin, int device_count) : plugin_(plugin) {
+  PJRT_Client_Create_Args args = TFM_PJRT_ARGS(PJRT_Client_Create_Args);
+  PJRT_NamedValue option = TFM_PJRT_ARGS(PJRT_NamedValue);
+  static const char kDeviceCount[] = "cpu_device_count";
+  if (device_count > 0) {
+    option.name = kDeviceCount;
+    option.name_size = sizeof kDeviceCount - 1;
+    option.type = PJRT_NamedValue_kInt64;
+    option.int64_value = device_count;
+    option.value_size = 1;
+    args.create_options = &option;
+    args.num_options = 1;
+  }
+  TFM_PJRT_CALL(plugin_, PJRT_Client_Create, &args);
+  client_ = args.client;
+
+  PJRT_Client_AddressableDevices_Args devices = TFM_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
+  devices.client = client_;
+  TFM_PJRT_CALL(plugin_, PJRT_Client_AddressableDevices, &devices);
+  devices_.assign(devices.addressable_devices,
+                  devices.addressable_devices + devices.num_addressable_devices);
+
+  PJRT_Client_PlatformName_Args name = TFM_PJRT_ARGS(PJRT_Client_PlatformName_Args);
+  name.client = client_;
+  TFM_PJRT_CALL(plugin_, PJRT_Client_PlatformName, &name);
+  platform_name_.assign(name.platform_name, name.platform_name_size);
+  PJRT_Client_PlatformVersion_Args version = TFM_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
+  version.client = client_;
+  TFM_PJRT_CALL(plugin_, PJRT_Client_PlatformVersion, &version);
+  platform_version_.assign(version.platform_version, version.platform_version_size);
+}
+
+Client::~Client() {
+  PJRT_Client_Destroy_Args args = TFM_PJRT_ARGS(PJRT_Client_Destroy_Args);
+  args.client = client_;
+  plugin_.discard(plugin_.api()->PJRT_Client_Destroy(&args));
+}
+
+PJRT_Device* Client::device(int index) const {
+  if (index < 0 || index >= device_count()) {
+    throw Error("PJRT device " + std::to_string(index) + " does not exist: the plugin '" +
+                plugin_.path() + "' has " + std::to_string(device_count()));
+  }
+  return devices_[static_cast<size_t>(index)];
+}
+
+std::string Client::describe(int index) const {
+  PJRT_Device_GetDescription_Args get = TFM_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  get.device = device(index);
+  TFM_PJRT_CALL(plugin_, PJRT_Device_GetDescription, &get);
+  PJRT_DeviceDescription_ToString_Args str = TFM_PJRT_ARGS(PJRT_DeviceDescription_ToString_Args);
+  str.device_description = get.device_description;
+  TFM_PJRT_CALL(plugin_, PJRT_DeviceDescription_ToString, &str);
+  return platform_name_ + " " + std::string(str.to_string, str.to_string_size);
+}
+
+void Client::await(PJRT_Event* event, const char* what) const {
+  if (event == nullptr) return;
+  PJRT_Event_Await_Args wait = TFM_PJRT_ARGS(PJRT_Event_Await_Args);
+  wait.event = event;
+  PJRT_Error* error = plugin_.api()->PJRT_Event_Await(&wait);
+  PJRT_Event_Destroy_Args destroy = TFM_PJRT_ARGS(PJRT_Event_Destroy_Args);
+  destroy.event = event;
+  plugin_.api()->PJRT_Event_Destroy(&destroy);
+  plugin_.check(error, what);
+}
+
+Buffer Client::upload(const void* data, DType dtype, const Shape& shape, int device_index) const {
+  PJRT_Client_BufferFromHostBuffer_Args args = TFM_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data;
+  args.type = buffer_type(dtype);
+  args.dims = shape.data();
+  args.num_dims = shape.size();
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.device = device(device_index);
+  TFM_PJRT_CALL(plugin_, PJRT_Client_BufferFromHostBuffer, &args);
+  Buffer buffer(args.buffer, BufferDeleter{&plugin_});
+  // The host memory is the caller's only for this call.
+  await(args.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer (transfer)");
+  return buffer;
+}
+
+void Client::download(PJRT_Buffer* buffer, void* dst, size_t bytes) const {
+  PJRT_Buffer_ToHostBuffer_Args args = TFM_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args);
+  args.src = buffer;
+  TFM_PJRT_CALL(plugin_, PJRT_Buffer_ToHostBuffer, &args);  // the size it needs
+  if (args.dst_size != bytes) {
+    throw Error("PJRT buffer holds " + std::to_string(args.dst_size) + " bytes, the host tensor " +
+                std::to_string(bytes));
+  }
+  args.dst = dst;
+  TFM_PJRT_CALL(plugin_, PJRT_Buffer_ToHostBuffer, &args);
+  await(args.event, "PJRT_Buffer_ToHostBuffer (transfer)");
+}
+
+Shape Client::dimensions(PJRT_Buffer* buffer) const {
+  PJRT_Buffer_Dimensions_Args args = TFM_PJRT_ARGS(PJRT_Buffer_Dimensions_Args);
+  args.buffer = buffer;
+  TFM_PJRT_CALL(plugin_, PJRT_Buffer_Dimensions, &args);
+  return Shape(args.dims, args.dims + args.num_dims);
+}
+
+LoadedExecutable Client::compile(const std::string& mlir, const std::string& options) const {
+  static const char kFormat[] = "mlir";
+  PJRT_Program program = TFM_PJRT_ARGS(PJRT_Program);
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  program.format = kFormat;
+  program.format_size = sizeof kFormat - 1;
+  PJRT_Client_Compile_Args args = TFM_PJRT_ARGS(PJRT_Client_Compile_Args);
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
+  TFM_PJRT_CALL(plugin_, PJRT_Client_Compile, &args);
+  return LoadedExecutable(args.executable, LoadedExecutableDeleter{&plugin_});
+}
+
+std::vector<Buffer> Client::execute(PJRT_LoadedExecutable* executable,
+                                    const std::vector<PJRT_Buffer*>& arguments,
+                                    const std::vector<int64_t>& non_donatable) const {
+  PJRT_LoadedExecutable_GetExecutable_Args get =
+      TFM_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
+  get.loaded_executable = executable;
+  TFM_PJRT_CALL(plugin_, PJRT_LoadedExecutable_GetExecutable, &get);
+  PJRT_Executable_NumOutputs_Args count = TFM_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
+  count.executable = get.executable;
+  PJRT_Error* error = plugin_.api()->PJRT_Executable_NumOutputs(&count);
+  PJRT_Executable_Destroy_Args destroy = TFM_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+  destroy.executable = get.executable;
+  plugin_.api()->PJRT_Executable_Destroy(&destroy);
+  plugin_.check(error, "PJRT_Executable_NumOutputs");
+
+  PJRT_ExecuteOptions options = TFM_PJRT_ARGS(PJRT_ExecuteOptions);
+  options.non_donatable_input_indices = non_donatable.data();
+  options.num_non_donatable_input_indices = non_donatable.size();
+  std::vector<PJRT_Buffer*> outputs(count.num_outputs, nullptr);
+  PJRT_Buffer* const* argument_list = arguments.data();
+  PJRT_Buffer** output_list = outputs.data();
+  PJRT_Event* done = nullptr;
+  PJRT_LoadedExecutable_Execute_Args args = TFM_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
+  args.executable = executable;
+  args.options = &options;
+  args.argument_lists = &argument_list;
+  args.num_devices = 1;
+  args.num_args = arguments.size();
+  args.output_lists = &output_list;
+  args.device_complete_events = &done;
+  TFM_PJRT_CALL(plugin_, PJRT_LoadedExecutable_Execute, &args);
+  std::vector<Buffer> results;
+  for (PJRT_Buffer* b : outputs) results.emplace_back(b, BufferDeleter{&plugin_});
+  await(done, "PJRT_LoadedExecutable_Execute (completion)");
+  return results;
+}
+
+}  // namespace tfm::pjrt

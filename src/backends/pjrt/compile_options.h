@@ -1,0 +1,22 @@
+// PJRT_Client_Compile's options: a serialized xla.CompileOptionsProto, written field by field (the
+// few fields tfm sets), so tfm needs no protobuf.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tfm::pjrt {
+
+struct CompileOptions {
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
+  bool use_spmd_partitioning = false;
+  // The devices (ids of the client's devices) each replica runs on; empty: the plugin's default.
+  std::vector<int64_t> replica_devices;
+};
+
+// The proto's bytes: the key of the persistent compile cache includes them.
+std::string serialize(const CompileOptions& options);
+
+}  // namespace tfm::pjrt

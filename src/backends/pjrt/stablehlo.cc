@@ -1,0 +1,367 @@
+#include "backends/pjrt/stablehlo.h"
+
+#include <map>
+#include <regex>
+
+#include "backends/pjrt/mlir_writer.h"
+#include "graph/op_args.h"
+#include "tfm/error.h"
+
+namespace tfm::pjrt {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::Op;
+using graph::ValueId;
+
+int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
+
+std::vector<int64_t> leading_dims(int64_t count) {
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < count; ++i) dims.push_back(i);
+  return dims;
+}
+
+class Emitter {
+ public:
+  explicit Emitter(const Graph& graph) : graph_(graph), values_(graph.nodes.size()) {}
+
+  Module emit();
+
+ private:
+  const Node& node(ValueId id) const { return graph_.nodes[static_cast<size_t>(id)]; }
+  const Value& value(ValueId id) const { return values_[static_cast<size_t>(id)]; }
+  Value f32(ValueId id) { return w_.convert(value(id), "f32"); }
+  Value as_node_type(const Value& v, const Node& n) { return w_.convert(v, element_type(n.dtype)); }
+
+  Value emit_node(const Node& n);
+  Value embedding(const Node& n);
+  Value linear(const Node& n);
+  Value rms_norm(const Value& x32, ValueId weight, float eps);
+  Value rope(const Node& n);
+  Value cache_write(const Node& n);
+  Value attention(const Node& n);
+  Value elementwise(const Node& n);
+  Value argmax(const Node& n);
+  Value multiply_by(const Value& x, double factor);
+  Value sigmoid(const Value& x);
+
+  const Graph& graph_;
+  std::vector<Value> values_;
+  MlirWriter w_;
+};
+
+Value Emitter::multiply_by(const Value& x, double factor) {
+  if (factor == 1.0) return x;
+  return w_.binary("multiply", x, w_.splat(factor, x.shape, x.element));
+}
+
+Value Emitter::embedding(const Node& n) {
+  const graph::EmbeddingArgs a = graph::embedding_args(n);
+  if (n.shard) {
+    throw Error("PJRT backend: a vocabulary-sharded embedding ('" + n.name +
+                "') is not emitted yet");
+  }
+  const Value& table = value(a.table);
+  const Value& ids = value(a.ids);
+  const int64_t r = rank_of(ids);
+  Shape shape = ids.shape;
+  shape.push_back(table.shape[1]);
+  const Value rows =
+      w_.op("gather", {table, ids}, shape, table.element,
+            "{dimension_numbers = #stablehlo.gather<offset_dims = [" + std::to_string(r) +
+                "], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = " +
+                std::to_string(r) + ">, slice_sizes = " + i64_array({1, table.shape[1]}) +
+                ", indices_are_sorted = false}");
+  return as_node_type(rows, n);
+}
+
+Value Emitter::linear(const Node& n) {
+  const graph::LinearArgs a = graph::linear_args(n);
+  const Value x = f32(a.x);
+  const int64_t r = rank_of(x);
+  Value y = w_.dot_general(x, f32(a.w), {}, {}, {r - 1}, {1});
+  if (a.bias >= 0) y = w_.binary("add", y, w_.broadcast(f32(a.bias), y.shape, {r - 1}));
+  if (a.residual >= 0) y = w_.binary("add", y, f32(a.residual));
+  return as_node_type(y, n);
+}
+
+Value Emitter::rms_norm(const Value& x, ValueId weight, float eps) {
+  const int64_t r = rank_of(x);
+  const int64_t hidden = x.shape.back();
+  const Value sum = w_.reduce(w_.binary("multiply", x, x), w_.constant(0, "f32"), "add", {r - 1});
+  Value mean = multiply_by(sum, 1.0 / static_cast<double>(hidden));
+  mean = w_.binary("add", mean, w_.splat(eps, mean.shape, "f32"));
+  const Value inv_rms = w_.broadcast(w_.unary("rsqrt", mean), x.shape, leading_dims(r - 1));
+  return w_.binary("multiply", w_.binary("multiply", x, inv_rms),
+                   w_.broadcast(f32(weight), x.shape, {r - 1}));
+}
+
+// Rotate-half RoPE (x [B, S, H, D]): x * cos + rotate_half(x) * sin, the angles position x
+// inv_freq in f32 as transformers computes them.
+Value Emitter::rope(const Node& n) {
+  const graph::RopeArgs a = graph::rope_args(n);
+  Value x = f32(a.x);
+  if (a.norm >= 0) x = rms_norm(x, a.norm, n.eps);
+  const int64_t batch = x.shape[0], seq = x.shape[1], half = x.shape[3] / 2;
+  const Shape angle_shape{batch, seq, half};
+  const Value positions = w_.broadcast(f32(a.positions), angle_shape, {0, 1});
+  const Value angles =
+      w_.binary("multiply", positions, w_.broadcast(f32(a.inv_freq), angle_shape, {2}));
+  auto table = [&](const char* fn) {
+    const Value t = multiply_by(w_.unary(fn, angles), n.scale);
+    return w_.broadcast(w_.concatenate({t, t}, 2), x.shape, {0, 1, 3});
+  };
+  const Value cos = table("cosine"), sin = table("sine");
+  const Shape& s = x.shape;
+  const Value first = w_.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], half});
+  const Value second = w_.slice(x, {0, 0, 0, half}, {s[0], s[1], s[2], 2 * half});
+  const Value rotated = w_.concatenate({w_.unary("negate", second), first}, 3);
+  const Value y =
+      w_.binary("add", w_.binary("multiply", x, cos), w_.binary("multiply", rotated, sin));
+  return as_node_type(y, n);
+}
+
+// The update's token s written at slot slots[s] of every row: a scatter at indices that are
+// data (one executable for every position).
+Value Emitter::cache_write(const Node& n) {
+  const graph::CacheWriteArgs a = graph::cache_write_args(n);
+  const Value& cache = value(a.cache);
+  const Value update = w_.convert(value(a.update), cache.element);
+  const Value& slots = value(a.slots);
+  const Value indices = w_.reshape(slots, {slots.shape[0], 1});
+  const std::string scalar = tensor_type({}, cache.element);
+  const Value result{w_.fresh(), cache.shape, cache.element};
+  const std::string old_value = w_.fresh(), new_value = w_.fresh();
+  w_.raw("    " + result.name + " = \"stablehlo.scatter\"(" + cache.name + ", " + indices.name +
+         ", " + update.name + ") ({\n    ^bb0(" + old_value + ": " + scalar + ", " + new_value +
+         ": " + scalar + "):\n      \"stablehlo.return\"(" + new_value + ") : (" + scalar +
+         ") -> ()\n    }) {scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
+         "[0, 2, 3], inserted_window_dims = [1], scatter_dims_to_operand_dims = [1], "
+         "index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false} : (" +
+         tensor_type(cache) + ", " + tensor_type(indices) + ", " + tensor_type(update) + ") -> " +
+         tensor_type(result) + "\n");
+  return result;
+}
+
+// Softmax attention with grouped KV heads. Key j is seen by query i iff j <= slots[i] and
+// mask[b, j]; a query that sees no key yields zeros, as ops::reference::attention.
+Value Emitter::attention(const Node& n) {
+  const graph::AttentionArgs a = graph::attention_args(n);
+  const Value q = f32(a.q), k = f32(a.k), v = f32(a.v);
+  const int64_t batch = q.shape[0], seq = q.shape[1], q_heads = q.shape[2], dim = q.shape[3];
+  const int64_t len = k.shape[1], kv_heads = k.shape[2], group = q_heads / kv_heads;
+  const Value grouped = w_.reshape(q, {batch, seq, kv_heads, group, dim});
+  // [B, Hkv, S, G, L]
+  const Value scores = multiply_by(w_.dot_general(grouped, k, {0, 2}, {0, 2}, {4}, {3}), n.scale);
+  const Shape& shape = scores.shape;
+  const Value key = w_.iota({seq, len}, 1);
+  const Value last = w_.broadcast(value(a.slots), {seq, len}, {0});
+  const Value causal = w_.broadcast(w_.compare("LE", key, last), shape, {2, 4});
+  const Value& mask = value(a.mask);
+  const Value kept =
+      w_.broadcast(w_.compare("NE", mask, w_.splat(0, mask.shape, mask.element)), shape, {0, 4});
+  const Value visible = w_.binary("and", causal, kept);
+  const Value masked = w_.select(visible, scores, w_.broadcast(w_.infinity(true), shape, {}));
+  const Value row_max = w_.reduce(masked, w_.infinity(true), "maximum", {4});
+  // A row with no visible key has max -inf: any finite floor makes its exponentials 0, not NaN.
+  const Value floor = w_.splat(-std::numeric_limits<float>::max(), row_max.shape, "f32");
+  const Value shift = w_.broadcast(w_.binary("maximum", row_max, floor), shape, {0, 1, 2, 3});
+  const Value p = w_.unary("exponential", w_.binary("subtract", masked, shift));
+  // A visible row's sum is at least 1 (its largest term is exp(0)); an empty row's is 0, and
+  // dividing its zeros by 1 leaves them.
+  const Value sum = w_.reduce(p, w_.constant(0, "f32"), "add", {4});
+  const Value denom = w_.binary("maximum", sum, w_.splat(1, sum.shape, "f32"));
+  // [B, Hkv, S, G, D]
+  const Value weighted = w_.dot_general(p, v, {0, 1}, {0, 2}, {4}, {1});
+  const Value out =
+      w_.binary("divide", weighted, w_.broadcast(denom, weighted.shape, {0, 1, 2, 3}));
+  const Value ordered = w_.transpose(out, {0, 2, 1, 3, 4});
+  return as_node_type(w_.reshape(ordered, {batch, seq, q_heads, dim}), n);
+}
+
+// 1 / (1 + exp(-x)): Neuron's operator list has no logistic.
+Value Emitter::sigmoid(const Value& x) {
+  const Value one = w_.splat(1, x.shape, x.element);
+  return w_.binary("divide", one,
+                   w_.binary("add", one, w_.unary("exponential", w_.unary("negate", x))));
+}
+
+Value Emitter::elementwise(const Node& n) {
+  std::vector<Value> stack;
+  auto pop = [&] {
+    Value top = stack.back();
+    stack.pop_back();
+    return top;
+  };
+  for (const graph::EwInstr& instr : n.program.instrs) {
+    switch (instr.code) {
+      case graph::EwCode::kLoad:
+        stack.push_back(f32(n.inputs[static_cast<size_t>(instr.operand)]));
+        break;
+      case graph::EwCode::kAdd: {
+        const Value b = pop();
+        stack.push_back(w_.binary("add", pop(), b));
+        break;
+      }
+      case graph::EwCode::kMul: {
+        const Value b = pop();
+        stack.push_back(w_.binary("multiply", pop(), b));
+        break;
+      }
+      case graph::EwCode::kSilu: {
+        const Value x = pop();
+        stack.push_back(w_.binary("multiply", x, sigmoid(x)));
+        break;
+      }
+      case graph::EwCode::kScale:
+        stack.push_back(multiply_by(pop(), instr.scalar));
+        break;
+      case graph::EwCode::kSiluGrad: {
+        // dy * s * (1 + x * (1 - s)), s = sigmoid(x)
+        const Value dy = pop(), x = pop();
+        const Value s = sigmoid(x);
+        const Value one = w_.splat(1, x.shape, "f32");
+        const Value slope =
+            w_.binary("add", one, w_.binary("multiply", x, w_.binary("subtract", one, s)));
+        stack.push_back(w_.binary("multiply", w_.binary("multiply", dy, s), slope));
+        break;
+      }
+    }
+  }
+  if (stack.size() != 1 || n.program.results != 1) {
+    throw Error("PJRT backend: elementwise '" + n.name + "' leaves " +
+                std::to_string(stack.size()) + " values (a fused program)");
+  }
+  return as_node_type(stack.back(), n);
+}
+
+// The first index of the largest value, without a variadic reduce: the max, then the least
+// index holding it.
+Value Emitter::argmax(const Node& n) {
+  const Value x = f32(graph::operand(n));
+  const int64_t r = rank_of(x), width = x.shape.back();
+  const Value largest = w_.reduce(x, w_.infinity(true), "maximum", {r - 1});
+  const Value is_largest = w_.compare("EQ", x, w_.broadcast(largest, x.shape, leading_dims(r - 1)));
+  const Value index =
+      w_.select(is_largest, w_.iota(x.shape, r - 1), w_.splat(width, x.shape, "i32"));
+  return w_.reduce(index, w_.constant(static_cast<double>(width), "i32"), "minimum", {r - 1});
+}
+
+Value Emitter::emit_node(const Node& n) {
+  switch (n.op) {
+    case Op::kEmbedding:
+      return embedding(n);
+    case Op::kLinear:
+      return linear(n);
+    case Op::kRmsNorm: {
+      const graph::RmsNormArgs a = graph::rms_norm_args(n);
+      return as_node_type(rms_norm(f32(a.x), a.w, n.eps), n);
+    }
+    case Op::kRope:
+      return rope(n);
+    case Op::kCacheWrite:
+      return cache_write(n);
+    case Op::kAttention:
+      return attention(n);
+    case Op::kElementwise:
+      return elementwise(n);
+    case Op::kReshape:
+      return w_.reshape(value(graph::operand(n)), n.shape);
+    case Op::kCast:
+      return as_node_type(value(graph::operand(n)), n);
+    case Op::kSliceSeq: {
+      const Value& x = value(graph::operand(n));
+      std::vector<int64_t> start(x.shape.size(), 0), limit(x.shape.begin(), x.shape.end());
+      start[1] = n.start;
+      limit[1] = n.start + n.shape[1];
+      return w_.slice(x, start, limit);
+    }
+    case Op::kArgmax:
+      return argmax(n);
+    default:
+      throw Error(std::string("PJRT backend: op ") + graph::op_name(n.op) + " ('" + n.name +
+                  "') is not emitted yet");
+  }
+}
+
+Module Emitter::emit() {
+  Module module;
+  module.arguments = graph_.inputs();
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (graph_.nodes[i].op == Op::kWeight) module.arguments.push_back(static_cast<ValueId>(i));
+  }
+  std::map<ValueId, size_t> aliased;  // state input -> the result that replaces it
+  for (size_t k = 0; k < graph_.updates.size(); ++k) {
+    aliased[graph_.updates[k].state] = graph_.outputs.size() + k;
+  }
+  std::string signature;
+  for (size_t i = 0; i < module.arguments.size(); ++i) {
+    const ValueId id = module.arguments[i];
+    const Node& n = node(id);
+    const Value arg{"%arg" + std::to_string(i), n.shape, element_type(n.dtype)};
+    values_[static_cast<size_t>(id)] = arg;
+    signature += (i ? ", " : "") + arg.name + ": " + tensor_type(arg);
+    auto it = aliased.find(id);
+    if (it != aliased.end()) {
+      signature += " {tf.aliasing_output = " + std::to_string(it->second) + " : i32}";
+    }
+  }
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const Node& n = graph_.nodes[i];
+    if (n.op == Op::kInput || n.op == Op::kWeight) continue;
+    values_[i] = emit_node(n);
+    TFM_CHECK(values_[i].shape == n.shape, "PJRT emitter: the shape of " + graph_.describe(i));
+  }
+  std::vector<ValueId> results = graph_.outputs;
+  for (const graph::StateUpdate& u : graph_.updates) results.push_back(u.value);
+  module.outputs = graph_.outputs.size();
+  std::string names, types;
+  for (size_t i = 0; i < results.size(); ++i) {
+    names += (i ? ", " : "") + value(results[i]).name;
+    types += (i ? ", " : "") + tensor_type(value(results[i]));
+  }
+  module.text =
+      "module @tfm attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : "
+      "i32} {\n  func.func public @main(" +
+      signature + ") -> (" + types + ") {\n" + w_.body() + "    \"func.return\"(" + names +
+      ") : (" + types + ") -> ()\n  }\n}\n";
+  return module;
+}
+
+}  // namespace
+
+Module emit_stablehlo(const Graph& graph) { return Emitter(graph).emit(); }
+
+std::set<std::string> op_names(const std::string& text) {
+  static const std::regex quoted("\"((stablehlo|func)\\.[a-z_]+)\"");
+  std::set<std::string> names;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    names.insert((*it)[1]);
+  }
+  return names;
+}
+
+const std::set<std::string>& neuron_ops() {
+  static const std::set<std::string> ops = {
+      "func.return",           "stablehlo.add",
+      "stablehlo.and",         "stablehlo.broadcast_in_dim",
+      "stablehlo.compare",     "stablehlo.concatenate",
+      "stablehlo.constant",    "stablehlo.convert",
+      "stablehlo.cosine",      "stablehlo.divide",
+      "stablehlo.dot_general", "stablehlo.exponential",
+      "stablehlo.gather",      "stablehlo.iota",
+      "stablehlo.maximum",     "stablehlo.minimum",
+      "stablehlo.multiply",    "stablehlo.negate",
+      "stablehlo.reduce",      "stablehlo.reshape",
+      "stablehlo.return",      "stablehlo.rsqrt",
+      "stablehlo.scatter",     "stablehlo.select",
+      "stablehlo.sine",        "stablehlo.slice",
+      "stablehlo.subtract",    "stablehlo.transpose",
+  };
+  return ops;
+}
+
+}  // namespace tfm::pjrt

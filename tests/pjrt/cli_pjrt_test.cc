@@ -1,0 +1,96 @@
+// `tfm --device pjrt --pjrt-plugin PATH` run as a user would, against transformers' greedy ids;
+// the plugin flags' misuse named.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "support/fixtures.h"
+#include "support/run_binary.h"
+
+namespace tfm {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr const char* kNoBinary = "TFM_BIN is not set to the tfm binary (run the tests via ctest)";
+
+std::optional<testing::Run> run_tfm(const std::vector<std::string>& args) {
+  return testing::run_binary("tfm", args);
+}
+
+bool have_plugin() { return !std::string_view(TFM_TEST_PJRT_PLUGIN).empty(); }
+
+std::string id_list(const nlohmann::json& ids) {
+  std::string text;
+  for (const auto& id : ids) text += (text.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+  return text;
+}
+
+TEST(PjrtCli, DevicesListsThePluginsDevices) {
+  if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
+  const auto run =
+      run_tfm({"devices", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN, "--pjrt-devices", "2"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  EXPECT_THAT(run->out, AllOf(HasSubstr("pjrt:0"), HasSubstr("pjrt:1"), HasSubstr("xla_version")));
+}
+
+// Row 0 of the fixtures' padded batch is a whole prompt: its greedy continuation is transformers'.
+TEST(PjrtCli, GenerateMatchesTransformersGreedy) {
+  if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
+  const nlohmann::json& ref = testing::reference("qwen3");
+  for (const auto& m : ref["padded_attention_mask"][0]) ASSERT_EQ(m, 1) << "row 0 is padded";
+  const auto run = run_tfm({"generate", testing::fixture_dir("qwen3"), "--ids",
+                            id_list(ref["padded_input_ids"][0]), "--print-ids", "--max-new-tokens",
+                            "16", "--device", "pjrt", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(run->status, 0) << run->err;
+  EXPECT_EQ(nlohmann::json::parse(run->out), ref["greedy_16"][0]) << run->out;
+  // Prefill and decode: each compiled once, and said so.
+  EXPECT_THAT(run->err, AllOf(HasSubstr("on pjrt:0"), HasSubstr("graphs compiled: 2")));
+}
+
+TEST(PjrtCli, PluginMisuseIsNamed) {
+  const std::string model = testing::fixture_dir("qwen3");
+  const auto without = run_tfm({"logits", model, "--ids", "5,6,7", "--device", "pjrt"});
+  if (!without) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(without->status, 0);
+  EXPECT_THAT(without->err, AllOf(HasSubstr("pjrt"), HasSubstr("--pjrt-plugin")));
+  const auto missing = run_tfm({"logits", model, "--ids", "5,6,7", "--device", "pjrt",
+                                "--pjrt-plugin", "/nonexistent/p.so"});
+  EXPECT_NE(missing->status, 0);
+  EXPECT_THAT(missing->err, HasSubstr("/nonexistent/p.so"));
+  const auto count = run_tfm({"logits", model, "--ids", "5,6,7", "--pjrt-devices", "2"});
+  EXPECT_NE(count->status, 0);
+  EXPECT_THAT(count->err, HasSubstr("--pjrt-devices needs --pjrt-plugin"));
+}
+
+// Training needs what the backend lacks so far (views into flat parameters, the backward ops): it
+// stops with an error that says so, before any step runs.
+TEST(PjrtCli, TrainingIsRefusedByName) {
+  if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "tfm-pjrt-train";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "rows.jsonl")
+      << nlohmann::json{{"input_ids", {5, 6, 7, 8, 9}}}.dump() << "\n";
+  const auto run = run_tfm({"train", "--model", testing::fixture_dir("qwen3"), "--data",
+                            (dir / "rows.jsonl").string(), "--max_length", "4", "--max_steps", "1",
+                            "--output_dir", (dir / "out").string(), "--device", "pjrt",
+                            "--pjrt_plugin", TFM_TEST_PJRT_PLUGIN});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_EQ(run->status, 1) << run->err;
+  EXPECT_THAT(run->err, AllOf(HasSubstr("pjrt"), HasSubstr("inference only")));
+  EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tfm

@@ -1,0 +1,62 @@
+// Every module tfm emits stays inside the StableHLO subset AWS Neuron's compiler takes
+// (pjrt::neuron_ops): the decoder's prefill, decode and greedy-id graphs of each fixture.
+#include <gtest/gtest.h>
+
+#include "backends/pjrt/stablehlo.h"
+#include "io/model_config.h"
+#include "models/architectures.h"
+#include "models/decoder.h"
+#include "models/init_weights.h"
+#include "support/fixtures.h"
+
+namespace tfm {
+namespace {
+
+struct Step {
+  const char* name;
+  graph::Signature signature;
+};
+
+class StableHloOpsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
+  const std::string dir = testing::fixture_dir(GetParam());
+  const ModelConfig c = load_model_config(dir + "/config.json");
+  const models::DecoderFeatures f = models::features_for(c, dir);
+  const models::DecoderWeights w = models::init_weights(c, f, 1);
+  const Step steps[] = {
+      {"prefill", {.batch = 2, .seq = 5, .cache_len = 8, .all_logits = true}},
+      {"decode", {.batch = 2, .seq = 1, .cache_len = 8}},
+      {"greedy decode", {.batch = 2, .seq = 1, .cache_len = 8, .argmax = true}},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.name);
+    const graph::Graph g = models::build_decoder_graph(
+        c, f, w, models::rope_tables(c, step.signature.cache_len), step.signature, DType::bf16);
+    const pjrt::Module module = pjrt::emit_stablehlo(g);
+    const std::set<std::string> used = pjrt::op_names(module.text);
+    EXPECT_TRUE(used.count("stablehlo.dot_general")) << "the products are missing";
+    for (const std::string& op : used) {
+      EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
+    }
+    // Every cache the step writes is returned where its argument was donated.
+    EXPECT_EQ(g.updates.size(), static_cast<size_t>(2 * c.num_hidden_layers));
+    size_t aliased = 0;
+    for (size_t at = module.text.find("tf.aliasing_output"); at != std::string::npos;
+         at = module.text.find("tf.aliasing_output", at + 1)) {
+      ++aliased;
+    }
+    EXPECT_EQ(aliased, g.updates.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, StableHloOpsTest,
+                         ::testing::Values("qwen3", "llama", "qwen2", "qwen3-yarn"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace tfm
