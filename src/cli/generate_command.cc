@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/distributed_options.h"
 #include "cli/id_list.h"
 #include "io/hub.h"
@@ -18,7 +19,8 @@ namespace tfm::cli {
 namespace {
 
 struct Options {
-  std::string model, prompt, ids, dtype, device = "auto";
+  std::string model, prompt, ids, dtype;
+  DeviceOptions device;
   GenerationConfig gen;
   uint64_t seed = 0;
   bool chat = false, print_ids = false, quiet = false, disable_fusion = false;
@@ -47,7 +49,9 @@ std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>
 void run(Options& o) {
   const bool prints = prints_results();
   if (o.quiet || !prints) set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
+  open_device_plugins(o.device);
+  LoadOptions load{
+      .device_map = o.device.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::optional<Tokenizer> tok = load_tokenizer(o);
@@ -87,7 +91,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--ids", o->ids, "Prompt as token ids, comma-separated");
   cmd->add_flag("--print-ids", o->print_ids, "Print the prompt and generated ids as JSON");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the tokenizer's chat template");
-  cmd->add_option("--device", o->device, "cpu, cuda, cuda:N or auto (default)");
+  add_device_options(cmd, o->device);
   cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default: the checkpoint's)");
   cmd->add_option("--max-new-tokens", o->gen.max_new_tokens, "Tokens to generate")
       ->capture_default_str();

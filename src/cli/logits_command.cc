@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/distributed_options.h"
 #include "cli/id_list.h"
 #include "tfm/log.h"
@@ -28,14 +29,17 @@ double causal_lm_loss(const float* logits, const std::vector<int64_t>& ids, int6
 }
 
 struct Options {
-  std::string model, ids, dtype, device = "auto";
+  std::string model, ids, dtype;
+  DeviceOptions device;
   bool all = false, disable_compile = false, disable_fusion = false;
   DistributedConfig distributed;
 };
 
 void run(const Options& o) {
   set_log_level(LogLevel::kWarn);
-  LoadOptions load{.device_map = o.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
+  open_device_plugins(o.device);
+  LoadOptions load{
+      .device_map = o.device.device, .distributed = o.distributed, .fuse = !o.disable_fusion};
   if (!o.dtype.empty()) load.dtype = parse_dtype(o.dtype);
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const std::vector<int64_t> ids = parse_id_list(o.ids);
@@ -68,7 +72,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--ids", options->ids, "Token ids, comma-separated")->required();
   cmd->add_flag("--all", options->all, "Logits of every position (default: the last)");
   cmd->add_option("--dtype", options->dtype, "f32 or bf16 (default: the checkpoint's)");
-  cmd->add_option("--device", options->device, "cpu, cuda, cuda:N or auto");
+  add_device_options(cmd, options->device);
   cmd->add_flag("--disable-compile", options->disable_compile, "Run eagerly, op by op");
   cmd->add_flag("--disable-fusion", options->disable_fusion,
                 "Compiled graphs of basic ops, unfused");

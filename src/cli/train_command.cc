@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/device_options.h"
 #include "cli/distributed_options.h"
 #include "io/hub.h"
 #include "tfm/error.h"
@@ -21,7 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Options {
-  std::string model, data, validation_file, tokenizer, sample_by = "line", device = "auto";
+  std::string model, data, validation_file, tokenizer, sample_by = "line";
+  DeviceOptions device;
   double validation_split = 0;
   int64_t max_length = 1024;
   bool padding = false, append_eos = false, disable_fusion = false;
@@ -50,8 +52,9 @@ std::string tokenizer_dir(const Options& o) {
 
 void run(Options& o) {
   if (!prints_results()) set_log_level(LogLevel::kWarn);
+  open_device_plugins(o.device);
   LoadOptions load{.dtype = DType::f32,
-                   .device_map = o.device,
+                   .device_map = o.device.device,
                    .distributed = o.distributed,
                    .fuse = !o.disable_fusion};
   CausalLM model = is_config_file(o.model)
@@ -128,7 +131,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option(both("sample_by"), o->sample_by, "Text files: line, paragraph or document")
       ->capture_default_str();
   cmd->add_flag(both("append_eos"), o->append_eos, "End every example with the EOS token");
-  cmd->add_option(both("device"), o->device, "cpu, cuda, cuda:N or auto (default)");
+  add_device_options(cmd, o->device);
   cmd->add_option(both("init_seed"), o->init_seed, "Seed of the fresh weights (config start)");
   cmd->add_flag(both("disable_fusion"), o->disable_fusion, "Compiled steps of basic ops, unfused");
   add_distributed_options(cmd, o->distributed);

@@ -1,0 +1,31 @@
+#include "cli/device_options.h"
+
+#include "tfm/device.h"
+#include "tfm/error.h"
+
+namespace tfm::cli {
+
+void add_plugin_options(CLI::App* cmd, DeviceOptions& options) {
+  cmd->add_option("--pjrt-plugin,--pjrt_plugin", options.pjrt_plugin,
+                  "PJRT plugin (.so) whose devices --device pjrt[:N] names, e.g. the XLA CPU "
+                  "plugin or AWS Neuron's libneuronpjrt.so");
+  cmd->add_option("--pjrt-devices,--pjrt_devices", options.pjrt_devices,
+                  "Devices to ask the PJRT plugin for (default: its own count)")
+      ->check(CLI::PositiveNumber);
+}
+
+void add_device_options(CLI::App* cmd, DeviceOptions& options) {
+  cmd->add_option("--device", options.device,
+                  "cpu, cuda[:N], pjrt[:N] (with --pjrt-plugin) or auto (default)");
+  add_plugin_options(cmd, options);
+}
+
+void open_device_plugins(const DeviceOptions& options) {
+  if (options.pjrt_plugin.empty()) {
+    if (options.pjrt_devices != 0) throw Error("--pjrt-devices needs --pjrt-plugin");
+    return;
+  }
+  use_device_plugin("pjrt", options.pjrt_plugin, options.pjrt_devices);
+}
+
+}  // namespace tfm::cli
