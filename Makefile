@@ -38,7 +38,8 @@ test: test-env build
 test-asan: setup test-env
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTFM_SANITIZE=ON -DTFM_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j$(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan_suppressions.txt \
+		ctest --output-on-failure -j$(JOBS)
 
 # The CUDA kernels' emulation (tests/cuda_emulation: a block's threads are real threads) under
 # ThreadSanitizer: a kernel whose threads touch the same memory with no barrier between fails.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,11 +34,18 @@ std::vector<std::string> device_kinds();
 bool is_available(const std::string& kind);  // "cpu", "cuda"
 
 // Kinds whose devices a plugin provides ("pjrt": a PJRT plugin's .so, such as XLA's CPU plugin
-// or AWS Neuron's libneuronpjrt.so): the plugin's path, and how many devices to ask it for (0:
-// its default; XLA's CPU plugin makes as many as asked). Before the kind's first use; a kind
-// this build lacks, or one without plugins, is refused.
-void use_device_plugin(const std::string& kind, const std::string& path, int device_count = 0);
-int device_count(const std::string& kind);   // 0 for a kind this build lacks
+// or AWS Neuron's libneuronpjrt.so). Before the kind's first use; a kind this build lacks, or
+// one without plugins, is refused.
+struct PluginOptions {
+  int device_count = 0;  // devices to ask the plugin for (0: its default; XLA's CPU plugin makes
+                         // as many as asked)
+  // Where compiled executables are kept between runs: nullopt, the kind's default
+  // (~/.cache/tfm/pjrt, or under $XDG_CACHE_HOME); "", nowhere.
+  std::optional<std::string> compile_cache = std::nullopt;
+};
+void use_device_plugin(const std::string& kind, const std::string& path,
+                       const PluginOptions& options = {});
+int device_count(const std::string& kind);  // 0 for a kind this build lacks
 
 // Parses "cpu", "KIND", "KIND:N" or "auto" and checks the device is present. "auto" picks the
 // present kind its backend ranks first (an accelerator before the cpu); `chosen_reason` (if given)

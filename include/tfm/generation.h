@@ -33,6 +33,7 @@ struct GenerationStats {
   double prefill_ms = 0;    // time to first token
   double decode_ms = 0;     // the remaining tokens
   int graphs_compiled = 0;  // during this call
+  int graphs_loaded = 0;    // during this call, from a compiler backend's on-disk cache
 };
 
 }  // namespace tfm

@@ -12,6 +12,11 @@ void add_plugin_options(CLI::App* cmd, DeviceOptions& options) {
   cmd->add_option("--pjrt-devices,--pjrt_devices", options.pjrt_devices,
                   "Devices to ask the PJRT plugin for (default: its own count)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--pjrt-cache,--pjrt_cache", options.pjrt_cache,
+                  "Folder of compiled PJRT executables kept between runs (default: "
+                  "~/.cache/tfm/pjrt)");
+  cmd->add_flag("--no-pjrt-cache,--no_pjrt_cache", options.no_pjrt_cache,
+                "Compile every shape afresh; keep nothing on disk");
 }
 
 void add_device_options(CLI::App* cmd, DeviceOptions& options) {
@@ -23,9 +28,16 @@ void add_device_options(CLI::App* cmd, DeviceOptions& options) {
 void open_device_plugins(const DeviceOptions& options) {
   if (options.pjrt_plugin.empty()) {
     if (options.pjrt_devices != 0) throw Error("--pjrt-devices needs --pjrt-plugin");
+    if (!options.pjrt_cache.empty()) throw Error("--pjrt-cache needs --pjrt-plugin");
     return;
   }
-  use_device_plugin("pjrt", options.pjrt_plugin, options.pjrt_devices);
+  if (options.no_pjrt_cache && !options.pjrt_cache.empty()) {
+    throw Error("--pjrt-cache and --no-pjrt-cache contradict each other");
+  }
+  PluginOptions plugin{.device_count = options.pjrt_devices};
+  if (options.no_pjrt_cache) plugin.compile_cache = "";
+  if (!options.pjrt_cache.empty()) plugin.compile_cache = options.pjrt_cache;
+  use_device_plugin("pjrt", options.pjrt_plugin, plugin);
 }
 
 }  // namespace tfm::cli

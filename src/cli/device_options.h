@@ -11,6 +11,8 @@ struct DeviceOptions {
   std::string device = "auto";
   std::string pjrt_plugin;  // a PJRT plugin's .so: XLA's CPU plugin, Neuron's libneuronpjrt.so
   int pjrt_devices = 0;     // devices to ask the plugin for (0: its default)
+  std::string pjrt_cache;   // the compile cache's folder ("": the default)
+  bool no_pjrt_cache = false;
 };
 
 // Takes both spellings of the plugin flags (--pjrt-plugin and --pjrt_plugin), so the command

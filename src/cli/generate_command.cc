@@ -74,12 +74,15 @@ void run(Options& o) {
   if (o.print_ids) std::cout << json_id_list(out) << "\n";
   const double tok_per_s =
       stats.new_tokens > 1 ? (stats.new_tokens - 1) / (stats.decode_ms / 1e3) : 0;
-  std::fprintf(stderr,
-               "prompt tokens: %d, new tokens: %d, time to first token: %.1f ms, %.1f tokens/s, "
-               "graphs compiled: %d (%s, %s)\n",
-               stats.prompt_tokens, stats.new_tokens, stats.prefill_ms, tok_per_s,
-               stats.graphs_compiled, model.device().str().c_str(),
-               std::string(dtype_name(model.dtype())).c_str());
+  std::fprintf(
+      stderr,
+      "prompt tokens: %d, new tokens: %d, time to first token: %.1f ms, %.1f tokens/s, "
+      "graphs compiled: %d%s (%s, %s)\n",
+      stats.prompt_tokens, stats.new_tokens, stats.prefill_ms, tok_per_s, stats.graphs_compiled,
+      stats.graphs_loaded > 0
+          ? (", loaded from the compile cache: " + std::to_string(stats.graphs_loaded)).c_str()
+          : "",
+      model.device().str().c_str(), std::string(dtype_name(model.dtype())).c_str());
 }
 
 void add_generate_command(CLI::App& app) {

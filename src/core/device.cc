@@ -134,7 +134,8 @@ int device_count(const std::string& kind) {
 
 bool is_available(const std::string& kind) { return device_count(kind) > 0; }
 
-void use_device_plugin(const std::string& kind, const std::string& path, int device_count) {
+void use_device_plugin(const std::string& kind, const std::string& path,
+                       const PluginOptions& options) {
   if (!known_kind(kind)) {
     throw Error("unknown device type '" + kind + "' (known: " + kinds_known() + ")");
   }
@@ -144,7 +145,7 @@ void use_device_plugin(const std::string& kind, const std::string& path, int dev
                 "': this tfm was built without the " + upper(kind) + " backend");
   }
   if (!k->use_plugin) throw Error("device type '" + kind + "' takes no plugin");
-  k->use_plugin(path, device_count);
+  k->use_plugin(path, options);
 }
 
 Device resolve_device(const std::string& spec, std::string* chosen_reason) {

@@ -24,7 +24,7 @@ struct DeviceKind {
   // torch.cuda.max_memory_allocated).
   std::function<size_t(int index)> peak_allocated;
   // Kinds whose devices come from a plugin: opens it (tfm::use_device_plugin); null for others.
-  std::function<void(const std::string& path, int device_count)> use_plugin;
+  std::function<void(const std::string& path, const PluginOptions& options)> use_plugin;
 };
 
 void register_device_kind(DeviceKind kind);

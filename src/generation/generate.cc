@@ -97,7 +97,7 @@ Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* atte
   if (mask.shape() != ids.shape()) throw Error("attention_mask does not match input_ids");
   const std::vector<int64_t> eos = resolve_eos(gc, model.config());
   const int32_t pad = resolve_pad(gc, model.config(), eos);
-  const int graphs_before = model.graph_stats().compiles;
+  const GraphCacheStats graphs_before = model.graph_stats();
 
   const generation::GenerationShapes shapes =
       generation::plan_shapes(seq, gc.max_new_tokens, model.device().type != "cpu");
@@ -178,7 +178,8 @@ Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* atte
     stats->new_tokens = static_cast<int>(new_tokens);
     stats->prefill_ms = prefill_ms;
     stats->decode_ms = ms_since(start) - prefill_ms;
-    stats->graphs_compiled = model.graph_stats().compiles - graphs_before;
+    stats->graphs_compiled = model.graph_stats().compiles - graphs_before.compiles;
+    stats->graphs_loaded = model.graph_stats().loads - graphs_before.loads;
   }
   return out;
 }

@@ -37,6 +37,8 @@ class Executable {
   // which are on the executable's device and handed over to the run (see RunResult::state).
   virtual RunResult run(const std::vector<Tensor>& inputs) = 0;
   virtual size_t arena_bytes() const = 0;
+  // Loaded from a compiler's cache on disk rather than compiled (a compiler backend's).
+  virtual bool from_compile_cache() const { return false; }
 };
 
 class Backend {

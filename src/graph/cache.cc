@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "tfm/log.h"
 
@@ -19,6 +20,26 @@ std::string Signature::str() const {
          (argmax ? " argmax" : "");
 }
 
+std::string GraphCache::varying_dimensions() const {
+  std::map<std::string, std::set<int64_t>> values;
+  for (const auto& [s, exe] : executables_) {
+    values["batch"].insert(s.batch);
+    values["seq"].insert(s.seq);
+    values["cache"].insert(s.cache_len);
+    values["all_logits"].insert(s.all_logits);
+    values["argmax"].insert(s.argmax);
+    values["pass"].insert(static_cast<int64_t>(s.pass));
+    values["autocast"].insert(static_cast<int64_t>(s.autocast));
+    values["loss_chunk_rows"].insert(s.loss_chunk_rows);
+  }
+  std::string text;
+  for (const auto& [name, seen] : values) {
+    if (seen.size() < 2) continue;
+    text += (text.empty() ? "" : ", ") + name + " took " + std::to_string(seen.size()) + " values";
+  }
+  return text;
+}
+
 Executable& GraphCache::get(const Signature& signature, const std::function<Graph()>& build) {
   auto it = executables_.find(signature);
   if (it != executables_.end()) {
@@ -32,20 +53,23 @@ Executable& GraphCache::get(const Signature& signature, const std::function<Grap
   const size_t arena = exe->arena_bytes();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  ++stats_.compiles;
+  const bool loaded = exe->from_compile_cache();
+  ++(loaded ? stats_.loads : stats_.compiles);
   stats_.compile_ms += ms;
   stats_.arena_bytes = std::max(stats_.arena_bytes, arena);
   char line[256];
-  std::snprintf(line, sizeof line, "compiled %s graph [%s] on %s in %.1f ms, arena %.2f MiB",
-                owner_.c_str(), signature.str().c_str(), device_.str().c_str(), ms,
+  std::snprintf(line, sizeof line, "%s %s graph [%s] on %s in %.1f ms, arena %.2f MiB",
+                loaded ? "loaded (compile cache hit)" : "compiled", owner_.c_str(),
+                signature.str().c_str(), device_.str().c_str(), ms,
                 static_cast<double>(arena) / (1 << 20));
   log_info(line);
-  if (stats_.compiles == warn_after_ + 1) {
-    log_warn(owner_ + " has compiled " + std::to_string(stats_.compiles) +
-             " graphs: input shapes keep changing (pad prompts to fewer lengths, or set a fixed "
-             "max length)");
+  Executable& made = *executables_.emplace(signature, std::move(exe)).first->second;
+  if (executables_.size() == static_cast<size_t>(warn_after_) + 1) {
+    log_warn(owner_ + " has made " + std::to_string(executables_.size()) +
+             " graphs: input shapes keep changing (" + varying_dimensions() +
+             "; pad prompts to fewer lengths, or set a fixed max length)");
   }
-  return *executables_.emplace(signature, std::move(exe)).first->second;
+  return made;
 }
 
 }  // namespace tfm::graph

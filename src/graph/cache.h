@@ -47,6 +47,8 @@ class GraphCache {
   std::string owner_;
   Device device_;
   CompileOptions options_;
+  // The Signature fields that differ between the graphs made ("seq took 9 values").
+  std::string varying_dimensions() const;
   std::map<Signature, std::unique_ptr<Executable>> executables_;
   GraphCacheStats stats_;
   int warn_after_ = 8;

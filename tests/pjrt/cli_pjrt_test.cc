@@ -34,26 +34,56 @@ std::string id_list(const nlohmann::json& ids) {
 
 TEST(PjrtCli, DevicesListsThePluginsDevices) {
   if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
-  const auto run =
-      run_tfm({"devices", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN, "--pjrt-devices", "2"});
+  const auto run = run_tfm(
+      {"devices", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN, "--pjrt-devices", "2", "--no-pjrt-cache"});
   if (!run) GTEST_SKIP() << kNoBinary;
   ASSERT_EQ(run->status, 0) << run->err;
   EXPECT_THAT(run->out, AllOf(HasSubstr("pjrt:0"), HasSubstr("pjrt:1"), HasSubstr("xla_version")));
 }
 
-// Row 0 of the fixtures' padded batch is a whole prompt: its greedy continuation is transformers'.
-TEST(PjrtCli, GenerateMatchesTransformersGreedy) {
+// Row 0 of the fixtures' padded batch is a whole prompt: its greedy continuation is
+// transformers'. A second run of the same shapes compiles nothing (the compile cache); a damaged
+// entry is compiled again, not run.
+TEST(PjrtCli, GenerateMatchesTransformersAndASecondRunCompilesNothing) {
   if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
+  namespace fs = std::filesystem;
+  const fs::path cache = fs::temp_directory_path() / "tfm-pjrt-cli-cache";
+  fs::remove_all(cache);
   const nlohmann::json& ref = testing::reference("qwen3");
   for (const auto& m : ref["padded_attention_mask"][0]) ASSERT_EQ(m, 1) << "row 0 is padded";
-  const auto run = run_tfm({"generate", testing::fixture_dir("qwen3"), "--ids",
-                            id_list(ref["padded_input_ids"][0]), "--print-ids", "--max-new-tokens",
-                            "16", "--device", "pjrt", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN});
-  if (!run) GTEST_SKIP() << kNoBinary;
-  ASSERT_EQ(run->status, 0) << run->err;
-  EXPECT_EQ(nlohmann::json::parse(run->out), ref["greedy_16"][0]) << run->out;
+  const auto generate = [&] {
+    return run_tfm({"generate", testing::fixture_dir("qwen3"), "--ids",
+                    id_list(ref["padded_input_ids"][0]), "--print-ids", "--max-new-tokens", "16",
+                    "--device", "pjrt", "--pjrt-plugin", TFM_TEST_PJRT_PLUGIN, "--pjrt-cache",
+                    cache.string()});
+  };
+  const auto first = generate();
+  if (!first) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(first->status, 0) << first->err;
+  EXPECT_EQ(nlohmann::json::parse(first->out), ref["greedy_16"][0]) << first->out;
   // Prefill and decode: each compiled once, and said so.
-  EXPECT_THAT(run->err, AllOf(HasSubstr("on pjrt:0"), HasSubstr("graphs compiled: 2")));
+  EXPECT_THAT(first->err, AllOf(HasSubstr("on pjrt:0"), HasSubstr("graphs compiled: 2 (")));
+
+  const auto second = generate();
+  ASSERT_EQ(second->status, 0) << second->err;
+  EXPECT_EQ(nlohmann::json::parse(second->out), ref["greedy_16"][0]) << second->out;
+  EXPECT_THAT(second->err, AllOf(HasSubstr("graphs compiled: 0, loaded from the compile cache: 2"),
+                                 HasSubstr("compile cache hit")));
+
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(cache)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 2u);
+  {
+    std::fstream damage(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    damage.seekp(static_cast<std::streamoff>(fs::file_size(entries[0]) / 2));
+    damage.write("\x13\x37\x13\x37", 4);
+  }
+  const auto third = generate();
+  ASSERT_EQ(third->status, 0) << third->err;
+  EXPECT_EQ(nlohmann::json::parse(third->out), ref["greedy_16"][0]) << third->out;
+  EXPECT_THAT(third->err, AllOf(HasSubstr("damaged"), HasSubstr(entries[0].string()),
+                                HasSubstr("graphs compiled: 1, loaded from the compile cache: 1")));
+  fs::remove_all(cache);
 }
 
 TEST(PjrtCli, PluginMisuseIsNamed) {
@@ -69,6 +99,10 @@ TEST(PjrtCli, PluginMisuseIsNamed) {
   const auto count = run_tfm({"logits", model, "--ids", "5,6,7", "--pjrt-devices", "2"});
   EXPECT_NE(count->status, 0);
   EXPECT_THAT(count->err, HasSubstr("--pjrt-devices needs --pjrt-plugin"));
+  const auto both = run_tfm({"logits", model, "--ids", "5,6,7", "--device", "pjrt", "--pjrt-plugin",
+                             TFM_TEST_PJRT_PLUGIN, "--pjrt-cache", "/tmp/x", "--no-pjrt-cache"});
+  EXPECT_NE(both->status, 0);
+  EXPECT_THAT(both->err, HasSubstr("contradict"));
 }
 
 // Training needs what the backend lacks so far (views into flat parameters, the backward ops): it
@@ -84,7 +118,7 @@ TEST(PjrtCli, TrainingIsRefusedByName) {
   const auto run = run_tfm({"train", "--model", testing::fixture_dir("qwen3"), "--data",
                             (dir / "rows.jsonl").string(), "--max_length", "4", "--max_steps", "1",
                             "--output_dir", (dir / "out").string(), "--device", "pjrt",
-                            "--pjrt_plugin", TFM_TEST_PJRT_PLUGIN});
+                            "--pjrt_plugin", TFM_TEST_PJRT_PLUGIN, "--no_pjrt_cache"});
   if (!run) GTEST_SKIP() << kNoBinary;
   EXPECT_EQ(run->status, 1) << run->err;
   EXPECT_THAT(run->err, AllOf(HasSubstr("pjrt"), HasSubstr("inference only")));

@@ -49,18 +49,23 @@ TEST(PjrtPlugin, RunsAModuleOnTheCpuPlugin) {
   EXPECT_EQ(plugin.major_version(), PJRT_API_MAJOR);
   const pjrt::Client client(plugin, 2);
   ASSERT_EQ(client.device_count(), 2) << "cpu_device_count is the CPU client's device count";
-  const pjrt::LoadedExecutable exe = client.compile(kModule, pjrt::serialize({}));
+  const pjrt::LoadedExecutable compiled = client.compile(kModule, pjrt::serialize({}));
+  // The same executable through the plugin's serialization (what the compile cache keeps).
+  const pjrt::LoadedExecutable loaded = client.deserialize(client.serialize(compiled.get()));
   const float a[4] = {1, 2, 3, 4}, b[4] = {0.5f, -1, 2, 10};
-  const pjrt::Buffer da = client.upload(a, DType::f32, {4}, 0);
-  const pjrt::Buffer db = client.upload(b, DType::f32, {4}, 0);
-  std::vector<pjrt::Buffer> out = client.execute(exe.get(), {da.get(), db.get()}, {0, 1});
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(client.dimensions(out[0].get()), Shape({4}));
-  float product[4], sum = 0;
-  client.download(out[0].get(), product, sizeof product);
-  client.download(out[1].get(), &sum, sizeof sum);
-  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(product[i], a[i] * b[i] + a[i]) << "at " << i;
-  EXPECT_FLOAT_EQ(sum, 10.f);
+  for (PJRT_LoadedExecutable* exe : {compiled.get(), loaded.get()}) {
+    ASSERT_EQ(client.output_count(exe), 2u);
+    const pjrt::Buffer da = client.upload(a, DType::f32, {4}, 0);
+    const pjrt::Buffer db = client.upload(b, DType::f32, {4}, 0);
+    std::vector<pjrt::Buffer> out = client.execute(exe, {da.get(), db.get()}, {0, 1}, 2);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(client.dimensions(out[0].get()), Shape({4}));
+    float product[4], sum = 0;
+    client.download(out[0].get(), product, sizeof product);
+    client.download(out[1].get(), &sum, sizeof sum);
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(product[i], a[i] * b[i] + a[i]) << "at " << i;
+    EXPECT_FLOAT_EQ(sum, 10.f);
+  }
 }
 
 TEST(PjrtPlugin, ErrorsNameTheCallAndTheCompilersMessage) {
@@ -71,9 +76,11 @@ TEST(PjrtPlugin, ErrorsNameTheCallAndTheCompilersMessage) {
   const pjrt::LoadedExecutable exe = client.compile(kModule, pjrt::serialize({}));
   const float a[4] = {};
   const pjrt::Buffer da = client.upload(a, DType::f32, {4}, 0);
-  EXPECT_THAT(error_of([&] { client.execute(exe.get(), {da.get()}, {0}); }),
+  EXPECT_THAT(error_of([&] { client.execute(exe.get(), {da.get()}, {0}, 2); }),
               AllOf(HasSubstr("PJRT_LoadedExecutable_Execute"), HasSubstr("buffers")));
   EXPECT_THAT(error_of([&] { client.device(5); }), HasSubstr("5"));
+  EXPECT_THAT(error_of([&] { client.deserialize("not an executable"); }),
+              HasSubstr("PJRT_Executable_DeserializeAndLoad"));
 }
 
 TEST(PjrtPlugin, MissingOrForeignLibrariesAreNamed) {

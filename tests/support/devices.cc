@@ -10,7 +10,8 @@ bool device_present(const std::string& kind) {
   if (kind == "pjrt") {
     static const bool opened = [] {
       if (std::string_view(TFM_TEST_PJRT_PLUGIN).empty()) return false;
-      use_device_plugin("pjrt", TFM_TEST_PJRT_PLUGIN);
+      // No compile cache: a test process leaves nothing in the user's home.
+      use_device_plugin("pjrt", TFM_TEST_PJRT_PLUGIN, {.compile_cache = ""});
       return true;
     }();
     if (!opened) return false;

@@ -151,25 +151,75 @@ LoadedExecutable Client::compile(const std::string& mlir, const std::string& opt
   return LoadedExecutable(args.executable, LoadedExecutableDeleter{&plugin_});
 }
 
-std::vector<Buffer> Client::execute(PJRT_LoadedExecutable* executable,
-                                    const std::vector<PJRT_Buffer*>& arguments,
-                                    const std::vector<int64_t>& non_donatable) const {
+// The executable behind a loaded one, destroyed after `use` reads it.
+template <typename Use>
+auto with_executable(const Plugin& plugin, PJRT_LoadedExecutable* loaded, Use use) {
   PJRT_LoadedExecutable_GetExecutable_Args get =
       TFM_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
-  get.loaded_executable = executable;
-  TFM_PJRT_CALL(plugin_, PJRT_LoadedExecutable_GetExecutable, &get);
-  PJRT_Executable_NumOutputs_Args count = TFM_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
-  count.executable = get.executable;
-  PJRT_Error* error = plugin_.api()->PJRT_Executable_NumOutputs(&count);
-  PJRT_Executable_Destroy_Args destroy = TFM_PJRT_ARGS(PJRT_Executable_Destroy_Args);
-  destroy.executable = get.executable;
-  plugin_.api()->PJRT_Executable_Destroy(&destroy);
-  plugin_.check(error, "PJRT_Executable_NumOutputs");
+  get.loaded_executable = loaded;
+  TFM_PJRT_CALL(plugin, PJRT_LoadedExecutable_GetExecutable, &get);
+  struct Destroy {
+    const Plugin& plugin;
+    PJRT_Executable* executable;
+    ~Destroy() {
+      PJRT_Executable_Destroy_Args args = TFM_PJRT_ARGS(PJRT_Executable_Destroy_Args);
+      args.executable = executable;
+      plugin.discard(plugin.api()->PJRT_Executable_Destroy(&args));
+    }
+  } destroy{plugin, get.executable};
+  return use(get.executable);
+}
 
+size_t Client::output_count(PJRT_LoadedExecutable* executable) const {
+  return with_executable(plugin_, executable, [&](PJRT_Executable* e) {
+    PJRT_Executable_NumOutputs_Args count = TFM_PJRT_ARGS(PJRT_Executable_NumOutputs_Args);
+    count.executable = e;
+    TFM_PJRT_CALL(plugin_, PJRT_Executable_NumOutputs, &count);
+    return count.num_outputs;
+  });
+}
+
+std::string Client::serialize(PJRT_LoadedExecutable* executable) const {
+  return with_executable(plugin_, executable, [&](PJRT_Executable* e) {
+    PJRT_Executable_Serialize_Args args = TFM_PJRT_ARGS(PJRT_Executable_Serialize_Args);
+    args.executable = e;
+    TFM_PJRT_CALL(plugin_, PJRT_Executable_Serialize, &args);
+    std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
+    if (args.serialized_executable_deleter != nullptr) {
+      args.serialized_executable_deleter(args.serialized_executable);
+    }
+    return bytes;
+  });
+}
+
+LoadedExecutable Client::deserialize(const std::string& bytes) const {
+  PJRT_Executable_DeserializeAndLoad_Args args =
+      TFM_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  TFM_PJRT_CALL(plugin_, PJRT_Executable_DeserializeAndLoad, &args);
+  return LoadedExecutable(args.loaded_executable, LoadedExecutableDeleter{&plugin_});
+}
+
+std::string Client::identity() const {
+  std::string id = "plugin " + plugin_.path() + "\nC API " +
+                   std::to_string(plugin_.major_version()) + "." +
+                   std::to_string(plugin_.minor_version()) + "\nplatform " + platform_name_ + " " +
+                   platform_version_ + "\n";
+  for (const auto& [name, value] : plugin_.attributes()) id += name + ": " + value + "\n";
+  for (int i = 0; i < device_count(); ++i) id += "device " + describe(i) + "\n";
+  return id;
+}
+
+std::vector<Buffer> Client::execute(PJRT_LoadedExecutable* executable,
+                                    const std::vector<PJRT_Buffer*>& arguments,
+                                    const std::vector<int64_t>& non_donatable,
+                                    size_t output_count) const {
   PJRT_ExecuteOptions options = TFM_PJRT_ARGS(PJRT_ExecuteOptions);
   options.non_donatable_input_indices = non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
-  std::vector<PJRT_Buffer*> outputs(count.num_outputs, nullptr);
+  std::vector<PJRT_Buffer*> outputs(output_count, nullptr);
   PJRT_Buffer* const* argument_list = arguments.data();
   PJRT_Buffer** output_list = outputs.data();
   PJRT_Event* done = nullptr;

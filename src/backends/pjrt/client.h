@@ -51,10 +51,19 @@ class Client {
   Shape dimensions(PJRT_Buffer* buffer) const;
 
   LoadedExecutable compile(const std::string& mlir, const std::string& compile_options) const;
-  // Runs on one device: the arguments in the module's order; returns its results.
+  // The plugin's own bytes for a compiled executable, and the executable loaded back from them
+  // (PJRT_Executable_Serialize, PJRT_Executable_DeserializeAndLoad): what the compile cache keeps.
+  std::string serialize(PJRT_LoadedExecutable* executable) const;
+  LoadedExecutable deserialize(const std::string& bytes) const;
+  size_t output_count(PJRT_LoadedExecutable* executable) const;
+  // Runs on one device: the arguments in the module's order; returns its `outputs` results.
   std::vector<Buffer> execute(PJRT_LoadedExecutable* executable,
                               const std::vector<PJRT_Buffer*>& arguments,
-                              const std::vector<int64_t>& non_donatable) const;
+                              const std::vector<int64_t>& non_donatable, size_t outputs) const;
+  // What an executable compiled by this client depends on besides its module and options: the
+  // plugin, its C API and platform versions, its attributes and the devices (the compile cache's
+  // key includes it).
+  std::string identity() const;
 
  private:
   void await(PJRT_Event* event, const char* what) const;

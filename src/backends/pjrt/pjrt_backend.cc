@@ -3,8 +3,10 @@
 // cache) staying in device buffers between runs; only the other inputs move. State is donated
 // (the module aliases each update to its state's argument), so a run returns the new buffers.
 #include <cstring>
-#include <mutex>
+#include <filesystem>
+#include <optional>
 
+#include "backends/pjrt/cached_compile.h"
 #include "backends/pjrt/client.h"
 #include "backends/pjrt/compile_options.h"
 #include "backends/pjrt/device_buffer.h"
@@ -21,10 +23,14 @@ using graph::Node;
 using graph::Op;
 using graph::ValueId;
 
-// The process's one client, of the plugin it was given.
+// The process's one client, of the plugin it was given, and its compile cache (if any).
 std::unique_ptr<Client>& client_slot() {
   static std::unique_ptr<Client> client;
   return client;
+}
+std::optional<CompileCache>& cache_slot() {
+  static std::optional<CompileCache> cache;
+  return cache;
 }
 
 const Client& client() {
@@ -38,14 +44,18 @@ const Client& client() {
   return *c;
 }
 
-void use_plugin(const std::string& path, int device_count) {
+void use_plugin(const std::string& path, const PluginOptions& options) {
   std::unique_ptr<Client>& c = client_slot();
   if (c != nullptr) {
     if (c->plugin().path() == path) return;
     throw Error("PJRT plugin '" + path + "' requested, but this process already uses '" +
                 c->plugin().path() + "'");
   }
-  c = std::make_unique<Client>(Plugin::open(path), device_count);
+  const std::filesystem::path dir = options.compile_cache
+                                        ? std::filesystem::path(*options.compile_cache)
+                                        : default_compile_cache_dir();
+  if (!dir.empty()) cache_slot().emplace(dir);
+  c = std::make_unique<Client>(Plugin::open(path), options.device_count);
 }
 
 std::shared_ptr<void> allocate(int index, size_t bytes) {
@@ -93,7 +103,12 @@ class PjrtExecutable : public graph::Executable {
   PjrtExecutable(Graph graph, const Client& client, int device)
       : graph_(std::move(graph)), client_(client), device_(device) {
     module_ = emit_stablehlo(graph_);
-    executable_ = client_.compile(module_.text, serialize(CompileOptions{}));
+    const std::optional<CompileCache>& cache = cache_slot();
+    Compiled compiled = compile_cached(client_, cache ? &*cache : nullptr, module_.text,
+                                       serialize(CompileOptions{}));
+    executable_ = std::move(compiled.executable);
+    from_cache_ = compiled.from_cache;
+    output_count_ = client_.output_count(executable_.get());
     input_ids_ = graph_.inputs();
     for (size_t i = input_ids_.size(); i < module_.arguments.size(); ++i) {
       const Node& n = graph_.nodes[static_cast<size_t>(module_.arguments[i])];
@@ -130,7 +145,8 @@ class PjrtExecutable : public graph::Executable {
       arguments.push_back(buffer_of(weights_[w], "weight '" + weight_node(w).name + "'"));
       kept.push_back(static_cast<int64_t>(input_ids_.size() + w));
     }
-    std::vector<Buffer> results = client_.execute(executable_.get(), arguments, kept);
+    std::vector<Buffer> results =
+        client_.execute(executable_.get(), arguments, kept, output_count_);
     TFM_CHECK(results.size() == module_.outputs + graph_.updates.size(),
               "PJRT executable's result count");
     graph::RunResult out;
@@ -152,6 +168,7 @@ class PjrtExecutable : public graph::Executable {
   }
 
   size_t arena_bytes() const override { return 0; }
+  bool from_compile_cache() const override { return from_cache_; }
 
  private:
   const Node& weight_node(size_t w) const {
@@ -182,6 +199,8 @@ class PjrtExecutable : public graph::Executable {
   int device_;
   Module module_;
   LoadedExecutable executable_;
+  bool from_cache_ = false;
+  size_t output_count_ = 0;
   std::vector<ValueId> input_ids_;
   std::vector<Tensor> weights_;
   std::vector<ValueId> updated_;  // the state inputs each Graph::updates entry writes

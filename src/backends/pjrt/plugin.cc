@@ -26,7 +26,8 @@ Plugin::Plugin(std::string path, const PJRT_Api* api) : path_(std::move(path)), 
 
 const Plugin& Plugin::open(const std::string& path) {
   static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Plugin>> opened;
+  // Never destroyed: a plugin is not unloaded, and clients destroyed at exit still call it.
+  static auto& opened = *new std::map<std::string, std::unique_ptr<Plugin>>;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = opened.find(path);
   if (it != opened.end()) return *it->second;
