@@ -3,8 +3,11 @@
 // memory bandwidth (weight bytes per token / measured read bandwidth). Prints JSON.
 // On an accelerator, --batches adds the decode rate of larger batches (tokens/s over all rows)
 // and each batch's first call, which compiles its shapes.
-//   generate_bench MODEL_DIR [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
-//                  [--device cpu|cuda] [--batches 1,16] [--profile 1]
+//   generate_bench MODEL_DIR|CONFIG.json [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
+//                  [--device cpu|cuda|pjrt] [--batches 1,16] [--profile 1]
+//                  [--pjrt-plugin PATH] [--pjrt-cache DIR]
+// A config.json instead of a checkpoint: fresh random weights of that shape (from_config).
+// compile_ms_by_shape: what each new shape cost, compiled or loaded from a compiler's cache.
 // --profile 1 times each compiled step on a GPU (tfm::KernelOptions::profile).
 #include <sys/resource.h>
 
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/simd.h"
+#include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
@@ -84,7 +88,7 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  std::string dtype = "bf16", device = "cpu";
+  std::string dtype = "bf16", device = "cpu", pjrt_plugin, pjrt_cache;
   int new_tokens = 32;
   std::vector<int64_t> prefill_lengths{128, 1024}, batches;
   tfm::KernelOptions kernels;
@@ -95,6 +99,11 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
     if (!std::strcmp(argv[i], "--batches")) batches = parse_list(argv[i + 1]);
     if (!std::strcmp(argv[i], "--profile")) kernels.profile = std::strcmp(argv[i + 1], "0") != 0;
+    if (!std::strcmp(argv[i], "--pjrt-plugin")) pjrt_plugin = argv[i + 1];
+    if (!std::strcmp(argv[i], "--pjrt-cache")) pjrt_cache = argv[i + 1];
+  }
+  if (!pjrt_plugin.empty()) {
+    tfm::use_device_plugin("pjrt", pjrt_plugin, {.compile_cache = pjrt_cache});
   }
   tfm::set_log_level(tfm::LogLevel::kWarn);
   nlohmann::json out;
@@ -102,8 +111,12 @@ int main(int argc, char** argv) {
   // The host's read bandwidth bounds CPU decode; a GPU's is measured by its own tools.
   if (device == "cpu") out["bandwidth_gbs"] = read_bandwidth_gbs();
   auto load_start = Clock::now();
-  tfm::CausalLM model = tfm::AutoModelForCausalLM::from_pretrained(
-      argv[1], {.dtype = tfm::parse_dtype(dtype), .device_map = device, .kernels = kernels});
+  const tfm::LoadOptions load{
+      .dtype = tfm::parse_dtype(dtype), .device_map = device, .kernels = kernels};
+  const std::string source = argv[1];
+  tfm::CausalLM model = source.size() > 5 && source.substr(source.size() - 5) == ".json"
+                            ? tfm::AutoModelForCausalLM::from_config(source, load, 1)
+                            : tfm::AutoModelForCausalLM::from_pretrained(source, load);
   out["load_s"] = std::chrono::duration<double>(Clock::now() - load_start).count();
   out["weight_bytes"] = model.weight_bytes();
   out["dtype"] = dtype;
@@ -117,6 +130,8 @@ int main(int argc, char** argv) {
   out["first_call_ms"] = ms_since(first_start);
   out["first_call_compile_ms"] = model.graph_stats().compile_ms;
   out["first_call_graphs"] = model.graph_stats().compiles;
+  out["first_call_graphs_loaded"] = model.graph_stats().loads;
+  out["compile_ms_by_shape"]["prefill 16 + decode"] = model.graph_stats().compile_ms;
   tfm::GenerationStats warm;
   model.generate({prompt_of(16)}, gc, &warm);
   const double decode_tps = (warm.new_tokens - 1) / (warm.decode_ms / 1e3);
@@ -145,13 +160,17 @@ int main(int argc, char** argv) {
 
   gc.max_new_tokens = 1;
   for (int64_t length : prefill_lengths) {
+    const double compiled_before = model.graph_stats().compile_ms;
     model.generate({prompt_of(length)}, gc);  // compile this shape first
+    out["compile_ms_by_shape"]["prefill " + std::to_string(length)] =
+        model.graph_stats().compile_ms - compiled_before;
     tfm::GenerationStats s;
     model.generate({prompt_of(length)}, gc, &s);
     out["prefill_ms"][std::to_string(length)] = s.prefill_ms;
   }
   out["peak_rss_mib"] = peak_rss_mib();
   out["graph_compiles"] = model.graph_stats().compiles;
+  out["graph_loads"] = model.graph_stats().loads;
   out["compile_ms_total"] = model.graph_stats().compile_ms;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
