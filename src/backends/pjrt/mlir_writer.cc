@@ -42,21 +42,8 @@ std::string scalar_literal(double value, const std::string& element) {
 
 }  // namespace
 
-std::string element_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "f32";
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-  }
-  throw Error("StableHLO writer: unknown dtype");
-}
+// MLIR spells every element type tfm has as tfm names it (f32, bf16, f16, i32, i64).
+std::string element_type(DType dtype) { return std::string(dtype_name(dtype)); }
 
 std::string tensor_type(const Shape& shape, const std::string& element) {
   std::string out = "tensor<";
