@@ -1,11 +1,13 @@
 // One training step's loss and gradients against transformers + PyTorch (the fixtures' train_loss0
 // and grad_norms: labels = input_ids, one backward), compiled (fused), eagerly and compiled with
-// every fusion off, on each device; the CUDA cases skip where no GPU is present.
+// every fusion off, on each device; the CUDA cases skip where no GPU is present, the PJRT ones
+// (the graph as StableHLO, compiled by XLA's CPU plugin) where the tests did not install it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "models/causal_lm.h"
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
@@ -36,7 +38,7 @@ class TrainStep
 
 TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   const auto& [arch, mode, device, chunk_rows] = GetParam();
-  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
+  if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   auto model =
       load_causal_lm(testing::fixture_dir(arch),
@@ -64,16 +66,29 @@ TEST_P(TrainStep, LossAndGradNormsMatchTransformers) {
   EXPECT_EQ(compared, static_cast<int>(ref["grad_norms"].size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, TrainStep,
-    ::testing::Combine(::testing::Values("qwen3", "llama"),
-                       ::testing::Values(Mode::kCompiled, Mode::kEager, Mode::kUnfused),
-                       ::testing::Values("cpu", "cuda"), ::testing::Values(int64_t{0}, int64_t{5})),
-    [](const auto& info) {
-      return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) + "_" +
-             testing::mode_name(std::get<1>(info.param)) +
-             (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
-    });
+using Case = std::tuple<std::string, Mode, std::string, int64_t>;
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const char* arch : {"qwen3", "llama"}) {
+    for (const int64_t chunk_rows : {int64_t{0}, int64_t{5}}) {
+      for (const char* device : {"cpu", "cuda"}) {
+        for (const Mode mode : {Mode::kCompiled, Mode::kEager, Mode::kUnfused}) {
+          all.emplace_back(arch, mode, device, chunk_rows);
+        }
+      }
+      // A compiler backend has one mode: the graph compiled whole.
+      all.emplace_back(arch, Mode::kCompiled, "pjrt", chunk_rows);
+    }
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TrainStep, ::testing::ValuesIn(cases()), [](const auto& info) {
+  return device_prefix(std::get<2>(info.param)) + std::get<0>(info.param) + "_" +
+         testing::mode_name(std::get<1>(info.param)) +
+         (std::get<3>(info.param) > 0 ? "_loss_in_chunks" : "");
+});
 
 // bf16 autocast: the same step with matrix products in bf16 stays within bf16's precision of the
 // f32 reference (the fixtures README's 2e-2 relative for bf16 compute).

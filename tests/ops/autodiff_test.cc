@@ -1,5 +1,6 @@
 // Every op's backward rule and CPU kernel against central finite differences of its forward op:
-// the gradient of L = sum(y * dy) for a random dy, compiled and eager.
+// the gradient of L = sum(y * dy) for a random dy, compiled and eager, and through a PJRT plugin
+// (the graph as StableHLO) where the tests installed one.
 #include "ops/autodiff.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "graph/effects.h"
+#include "support/devices.h"
 #include "support/random_values.h"
 #include "tfm/error.h"
 
@@ -69,8 +71,15 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
 
   const std::vector<Tensor> eager = cpu.run_eager(graph, {});
   const std::vector<Tensor> compiled = cpu.compile(graph)->run({}).outputs;
+  // The same graph as StableHLO through XLA's CPU plugin, where the tests installed it.
+  std::vector<Tensor> through_pjrt;
+  if (testing::device_present("pjrt")) {
+    through_pjrt = graph::backend_for(Device{"pjrt", 0}).compile(graph)->run({}).outputs;
+  }
   for (size_t p = 0; p < c.params.size(); ++p) {
     const std::vector<float> g = eager[p + 1].to_f32_vector(), gc = compiled[p + 1].to_f32_vector();
+    const std::vector<float> gp =
+        through_pjrt.empty() ? std::vector<float>() : through_pjrt[p + 1].to_f32_vector();
     ASSERT_EQ(g.size(), static_cast<size_t>(c.params[p].numel()));
     for (size_t i = 0; i < g.size(); ++i) {
       EXPECT_NEAR(gc[i], g[i], 1e-6 * (1 + std::abs(g[i]))) << "compiled vs eager, param " << p;
@@ -87,6 +96,10 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
       const double numeric = (up - down) / (2.0 * h);
       EXPECT_NEAR(g[i], numeric, 2e-3 + 1e-2 * std::abs(numeric))
           << "param " << p << " element " << i;
+      if (!gp.empty()) {
+        EXPECT_NEAR(gp[i], numeric, 2e-3 + 1e-2 * std::abs(numeric))
+            << "pjrt: param " << p << " element " << i;
+      }
     }
   }
 }

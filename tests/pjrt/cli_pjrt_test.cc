@@ -105,8 +105,8 @@ TEST(PjrtCli, PluginMisuseIsNamed) {
   EXPECT_THAT(both->err, HasSubstr("contradict"));
 }
 
-// Training needs what the backend lacks so far (views into flat parameters, the backward ops): it
-// stops with an error that says so, before any step runs.
+// The Trainer keeps weights as views into flat buffers, which a PJRT buffer cannot be: it stops
+// with an error that says so, before any step runs.
 TEST(PjrtCli, TrainingIsRefusedByName) {
   if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
   namespace fs = std::filesystem;
@@ -121,7 +121,7 @@ TEST(PjrtCli, TrainingIsRefusedByName) {
                             "--pjrt_plugin", TFM_TEST_PJRT_PLUGIN, "--no_pjrt_cache"});
   if (!run) GTEST_SKIP() << kNoBinary;
   EXPECT_EQ(run->status, 1) << run->err;
-  EXPECT_THAT(run->err, AllOf(HasSubstr("pjrt"), HasSubstr("inference only")));
+  EXPECT_THAT(run->err, AllOf(HasSubstr("pjrt"), HasSubstr("the Trainer does not yet")));
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors"));
   fs::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // Every module tfm emits stays inside the StableHLO subset AWS Neuron's compiler takes
-// (pjrt::neuron_ops): the decoder's prefill, decode and greedy-id graphs of each fixture.
+// (pjrt::neuron_ops): the decoder's prefill, decode and greedy-id graphs and its training step,
+// of each fixture.
 #include <gtest/gtest.h>
 
 #include "backends/pjrt/stablehlo.h"
@@ -17,13 +18,30 @@ struct Step {
   graph::Signature signature;
 };
 
+void expect_neuron_ops(const graph::Graph& g) {
+  const std::set<std::string> used = pjrt::op_names(pjrt::emit_stablehlo(g).text);
+  EXPECT_TRUE(used.count("stablehlo.dot_general")) << "the products are missing";
+  for (const std::string& op : used) {
+    EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
+  }
+}
+
+size_t aliased_arguments(const std::string& text) {
+  size_t aliased = 0;
+  for (size_t at = text.find("tf.aliasing_output"); at != std::string::npos;
+       at = text.find("tf.aliasing_output", at + 1)) {
+    ++aliased;
+  }
+  return aliased;
+}
+
 class StableHloOpsTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
   const std::string dir = testing::fixture_dir(GetParam());
   const ModelConfig c = load_model_config(dir + "/config.json");
   const models::DecoderFeatures f = models::features_for(c, dir);
-  const models::DecoderWeights w = models::init_weights(c, f, 1);
+  models::DecoderWeights w = models::init_weights(c, f, 1);
   const Step steps[] = {
       {"prefill", {.batch = 2, .seq = 5, .cache_len = 8, .all_logits = true}},
       {"decode", {.batch = 2, .seq = 1, .cache_len = 8}},
@@ -33,21 +51,17 @@ TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
     SCOPED_TRACE(step.name);
     const graph::Graph g = models::build_decoder_graph(
         c, f, w, models::rope_tables(c, step.signature.cache_len), step.signature, DType::bf16);
-    const pjrt::Module module = pjrt::emit_stablehlo(g);
-    const std::set<std::string> used = pjrt::op_names(module.text);
-    EXPECT_TRUE(used.count("stablehlo.dot_general")) << "the products are missing";
-    for (const std::string& op : used) {
-      EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
-    }
+    expect_neuron_ops(g);
     // Every cache the step writes is returned where its argument was donated.
     EXPECT_EQ(g.updates.size(), static_cast<size_t>(2 * c.num_hidden_layers));
-    size_t aliased = 0;
-    for (size_t at = module.text.find("tf.aliasing_output"); at != std::string::npos;
-         at = module.text.find("tf.aliasing_output", at + 1)) {
-      ++aliased;
-    }
-    EXPECT_EQ(aliased, g.updates.size());
+    EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(g).text), g.updates.size());
   }
+  SCOPED_TRACE("train step");
+  const graph::Graph train =
+      models::build_decoder_training_graph(c, f, w, models::rope_tables(c, 6), 2, 6);
+  expect_neuron_ops(train);
+  EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(train).text), train.updates.size())
+      << "each gradient accumulated where it lives";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StableHloOpsTest,

@@ -39,7 +39,8 @@ DeviceBuffer& holder_of(const void* data, const std::string& what) {
   if (live_holders().count(data) == 0) {
     throw Error(what +
                 ": not the start of a pjrt buffer (a view into one at a byte offset, as "
-                "training's flat parameters make: the PJRT backend runs inference only, so far)");
+                "the Trainer's flat parameters make: on pjrt, training steps run but the Trainer "
+                "does not yet)");
   }
   return *static_cast<DeviceBuffer*>(const_cast<void*>(data));
 }

@@ -3,54 +3,16 @@
 #include <map>
 #include <regex>
 
-#include "backends/pjrt/mlir_writer.h"
+#include "backends/pjrt/emitter.h"
 #include "graph/op_args.h"
 #include "tfm/error.h"
 
 namespace tfm::pjrt {
-namespace {
 
 using graph::Graph;
 using graph::Node;
 using graph::Op;
 using graph::ValueId;
-
-int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
-
-std::vector<int64_t> leading_dims(int64_t count) {
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < count; ++i) dims.push_back(i);
-  return dims;
-}
-
-class Emitter {
- public:
-  explicit Emitter(const Graph& graph) : graph_(graph), values_(graph.nodes.size()) {}
-
-  Module emit();
-
- private:
-  const Node& node(ValueId id) const { return graph_.nodes[static_cast<size_t>(id)]; }
-  const Value& value(ValueId id) const { return values_[static_cast<size_t>(id)]; }
-  Value f32(ValueId id) { return w_.convert(value(id), "f32"); }
-  Value as_node_type(const Value& v, const Node& n) { return w_.convert(v, element_type(n.dtype)); }
-
-  Value emit_node(const Node& n);
-  Value embedding(const Node& n);
-  Value linear(const Node& n);
-  Value rms_norm(const Value& x32, ValueId weight, float eps);
-  Value rope(const Node& n);
-  Value cache_write(const Node& n);
-  Value attention(const Node& n);
-  Value elementwise(const Node& n);
-  Value argmax(const Node& n);
-  Value multiply_by(const Value& x, double factor);
-  Value sigmoid(const Value& x);
-
-  const Graph& graph_;
-  std::vector<Value> values_;
-  MlirWriter w_;
-};
 
 Value Emitter::multiply_by(const Value& x, double factor) {
   if (factor == 1.0) return x;
@@ -99,28 +61,30 @@ Value Emitter::rms_norm(const Value& x, ValueId weight, float eps) {
 }
 
 // Rotate-half RoPE (x [B, S, H, D]): x * cos + rotate_half(x) * sin, the angles position x
-// inv_freq in f32 as transformers computes them.
-Value Emitter::rope(const Node& n) {
-  const graph::RopeArgs a = graph::rope_args(n);
-  Value x = f32(a.x);
-  if (a.norm >= 0) x = rms_norm(x, a.norm, n.eps);
+// inv_freq in f32 as transformers computes them; its gradient is the rotation by minus the angle.
+Value Emitter::rotate(const Value& x, ValueId positions, ValueId inv_freq, float scale,
+                      double sign) {
   const int64_t batch = x.shape[0], seq = x.shape[1], half = x.shape[3] / 2;
   const Shape angle_shape{batch, seq, half};
-  const Value positions = w_.broadcast(f32(a.positions), angle_shape, {0, 1});
-  const Value angles =
-      w_.binary("multiply", positions, w_.broadcast(f32(a.inv_freq), angle_shape, {2}));
-  auto table = [&](const char* fn) {
-    const Value t = multiply_by(w_.unary(fn, angles), n.scale);
+  const Value angles = w_.binary("multiply", w_.broadcast(f32(positions), angle_shape, {0, 1}),
+                                 w_.broadcast(f32(inv_freq), angle_shape, {2}));
+  auto table = [&](const char* fn, double factor) {
+    const Value t = multiply_by(w_.unary(fn, angles), factor);
     return w_.broadcast(w_.concatenate({t, t}, 2), x.shape, {0, 1, 3});
   };
-  const Value cos = table("cosine"), sin = table("sine");
+  const Value cos = table("cosine", scale), sin = table("sine", sign * scale);
   const Shape& s = x.shape;
   const Value first = w_.slice(x, {0, 0, 0, 0}, {s[0], s[1], s[2], half});
   const Value second = w_.slice(x, {0, 0, 0, half}, {s[0], s[1], s[2], 2 * half});
   const Value rotated = w_.concatenate({w_.unary("negate", second), first}, 3);
-  const Value y =
-      w_.binary("add", w_.binary("multiply", x, cos), w_.binary("multiply", rotated, sin));
-  return as_node_type(y, n);
+  return w_.binary("add", w_.binary("multiply", x, cos), w_.binary("multiply", rotated, sin));
+}
+
+Value Emitter::rope(const Node& n) {
+  const graph::RopeArgs a = graph::rope_args(n);
+  Value x = f32(a.x);
+  if (a.norm >= 0) x = rms_norm(x, a.norm, n.eps);
+  return as_node_type(rotate(x, a.positions, a.inv_freq, n.scale, 1.0), n);
 }
 
 // The update's token s written at slot slots[s] of every row: a scatter at indices that are
@@ -147,19 +111,16 @@ Value Emitter::cache_write(const Node& n) {
 
 // Softmax attention with grouped KV heads. Key j is seen by query i iff j <= slots[i] and
 // mask[b, j]; a query that sees no key yields zeros, as ops::reference::attention.
-Value Emitter::attention(const Node& n) {
-  const graph::AttentionArgs a = graph::attention_args(n);
-  const Value q = f32(a.q), k = f32(a.k), v = f32(a.v);
-  const int64_t batch = q.shape[0], seq = q.shape[1], q_heads = q.shape[2], dim = q.shape[3];
-  const int64_t len = k.shape[1], kv_heads = k.shape[2], group = q_heads / kv_heads;
-  const Value grouped = w_.reshape(q, {batch, seq, kv_heads, group, dim});
+Value Emitter::attention_probabilities(const Value& grouped, const Value& k, ValueId mask_id,
+                                       ValueId slots, float scale) {
+  const int64_t seq = grouped.shape[1], len = k.shape[1];
   // [B, Hkv, S, G, L]
-  const Value scores = multiply_by(w_.dot_general(grouped, k, {0, 2}, {0, 2}, {4}, {3}), n.scale);
+  const Value scores = multiply_by(w_.dot_general(grouped, k, {0, 2}, {0, 2}, {4}, {3}), scale);
   const Shape& shape = scores.shape;
   const Value key = w_.iota({seq, len}, 1);
-  const Value last = w_.broadcast(value(a.slots), {seq, len}, {0});
+  const Value last = w_.broadcast(value(slots), {seq, len}, {0});
   const Value causal = w_.broadcast(w_.compare("LE", key, last), shape, {2, 4});
-  const Value& mask = value(a.mask);
+  const Value& mask = value(mask_id);
   const Value kept =
       w_.broadcast(w_.compare("NE", mask, w_.splat(0, mask.shape, mask.element)), shape, {0, 4});
   const Value visible = w_.binary("and", causal, kept);
@@ -173,10 +134,18 @@ Value Emitter::attention(const Node& n) {
   // dividing its zeros by 1 leaves them.
   const Value sum = w_.reduce(p, w_.constant(0, "f32"), "add", {4});
   const Value denom = w_.binary("maximum", sum, w_.splat(1, sum.shape, "f32"));
+  return w_.binary("divide", p, w_.broadcast(denom, shape, {0, 1, 2, 3}));
+}
+
+Value Emitter::attention(const Node& n) {
+  const graph::AttentionArgs a = graph::attention_args(n);
+  const Value q = f32(a.q), k = f32(a.k), v = f32(a.v);
+  const int64_t batch = q.shape[0], seq = q.shape[1], q_heads = q.shape[2], dim = q.shape[3];
+  const int64_t kv_heads = k.shape[2], group = q_heads / kv_heads;
+  const Value grouped = w_.reshape(q, {batch, seq, kv_heads, group, dim});
+  const Value p = attention_probabilities(grouped, k, a.mask, a.slots, n.scale);
   // [B, Hkv, S, G, D]
-  const Value weighted = w_.dot_general(p, v, {0, 1}, {0, 2}, {4}, {1});
-  const Value out =
-      w_.binary("divide", weighted, w_.broadcast(denom, weighted.shape, {0, 1, 2, 3}));
+  const Value out = w_.dot_general(p, v, {0, 1}, {0, 2}, {4}, {1});
   const Value ordered = w_.transpose(out, {0, 2, 1, 3, 4});
   return as_node_type(w_.reshape(ordered, {batch, seq, q_heads, dim}), n);
 }
@@ -250,6 +219,14 @@ Value Emitter::argmax(const Node& n) {
 }
 
 Value Emitter::emit_node(const Node& n) {
+  // The folded forms (added in place, with a residual or a rotation folded in) are made by a
+  // kernel backend's passes; a graph handed to a compiler holds none. A loss gradient written
+  // over its logits (autodiff's, where nothing else reads them) is the same value.
+  if ((n.in_place && n.op != Op::kCrossEntropyGrad) || n.adds_weight_grad || n.rotated ||
+      (n.residual && n.op == Op::kRmsNormGradInput)) {
+    throw Error(std::string("PJRT backend: op ") + graph::op_name(n.op) + " ('" + n.name +
+                "') in a folded form, which only a kernel backend's passes make");
+  }
   switch (n.op) {
     case Op::kEmbedding:
       return embedding(n);
@@ -280,6 +257,38 @@ Value Emitter::emit_node(const Node& n) {
     }
     case Op::kArgmax:
       return argmax(n);
+    case Op::kAccumulate: {
+      const graph::AccumulateArgs a = graph::accumulate_args(n);
+      return as_node_type(w_.binary("add", f32(a.acc), f32(a.x)), n);
+    }
+    case Op::kView:
+      return view(n);
+    case Op::kPad:
+      return pad(n);
+    case Op::kConcatRows:
+      return concat_rows(n);
+    case Op::kReduceRows:
+      return as_node_type(sum_to_rows(f32(graph::operand(n))), n);
+    case Op::kEmbeddingGrad:
+      return embedding_grad(n);
+    case Op::kLinearGradInput:
+      return linear_grad_input(n);
+    case Op::kLinearGradWeight:
+      return linear_grad_weight(n);
+    case Op::kRmsNormGradInput:
+      return rms_norm_grad_input(n);
+    case Op::kRmsNormGradWeight:
+      return rms_norm_grad_weight(n);
+    case Op::kRopeGrad: {
+      const graph::RopeGradArgs a = graph::rope_grad_args(n);
+      return as_node_type(rotate(f32(a.dy), a.positions, a.inv_freq, n.scale, -1.0), n);
+    }
+    case Op::kAttentionGrad:
+      return attention_grad(n);
+    case Op::kCrossEntropy:
+      return cross_entropy(n);
+    case Op::kCrossEntropyGrad:
+      return cross_entropy_grad(n);
     default:
       throw Error(std::string("PJRT backend: op ") + graph::op_name(n.op) + " ('" + n.name +
                   "') is not emitted yet");
@@ -330,8 +339,6 @@ Module Emitter::emit() {
   return module;
 }
 
-}  // namespace
-
 Module emit_stablehlo(const Graph& graph) { return Emitter(graph).emit(); }
 
 std::set<std::string> op_names(const std::string& text) {
@@ -353,13 +360,14 @@ const std::set<std::string>& neuron_ops() {
       "stablehlo.cosine",      "stablehlo.divide",
       "stablehlo.dot_general", "stablehlo.exponential",
       "stablehlo.gather",      "stablehlo.iota",
-      "stablehlo.maximum",     "stablehlo.minimum",
-      "stablehlo.multiply",    "stablehlo.negate",
-      "stablehlo.reduce",      "stablehlo.reshape",
-      "stablehlo.return",      "stablehlo.rsqrt",
-      "stablehlo.scatter",     "stablehlo.select",
-      "stablehlo.sine",        "stablehlo.slice",
-      "stablehlo.subtract",    "stablehlo.transpose",
+      "stablehlo.log",         "stablehlo.maximum",
+      "stablehlo.minimum",     "stablehlo.multiply",
+      "stablehlo.negate",      "stablehlo.reduce",
+      "stablehlo.reshape",     "stablehlo.return",
+      "stablehlo.rsqrt",       "stablehlo.scatter",
+      "stablehlo.select",      "stablehlo.sine",
+      "stablehlo.slice",       "stablehlo.subtract",
+      "stablehlo.transpose",
   };
   return ops;
 }

@@ -1,0 +1,75 @@
+// The StableHLO emitter's state and its ops, one method an op (stablehlo.cc: inference ops and
+// the module; stablehlo_training.cc: the backward ops and the loss). Internal to backends/pjrt.
+#pragma once
+
+#include <vector>
+
+#include "backends/pjrt/mlir_writer.h"
+#include "backends/pjrt/stablehlo.h"
+#include "graph/graph.h"
+
+namespace tfm::pjrt {
+
+inline int64_t rank_of(const Value& v) { return static_cast<int64_t>(v.shape.size()); }
+
+inline std::vector<int64_t> leading_dims(int64_t count) {
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < count; ++i) dims.push_back(i);
+  return dims;
+}
+
+class Emitter {
+ public:
+  explicit Emitter(const graph::Graph& graph) : graph_(graph), values_(graph.nodes.size()) {}
+
+  Module emit();
+
+ private:
+  const graph::Node& node(graph::ValueId id) const { return graph_.nodes[static_cast<size_t>(id)]; }
+  const Value& value(graph::ValueId id) const { return values_[static_cast<size_t>(id)]; }
+  Value f32(graph::ValueId id) { return w_.convert(value(id), "f32"); }
+  Value as_node_type(const Value& v, const graph::Node& n) {
+    return w_.convert(v, element_type(n.dtype));
+  }
+
+  Value emit_node(const graph::Node& n);
+  Value embedding(const graph::Node& n);
+  Value linear(const graph::Node& n);
+  Value rms_norm(const Value& x32, graph::ValueId weight, float eps);
+  Value rope(const graph::Node& n);
+  // x [B, S, H, D] rotated by `sign` x the angles positions x inv_freq, times `scale`.
+  Value rotate(const Value& x, graph::ValueId positions, graph::ValueId inv_freq, float scale,
+               double sign);
+  Value cache_write(const graph::Node& n);
+  Value attention(const graph::Node& n);
+  // Attention's probabilities [B, Hkv, S, G, L] (each visible row summing to 1, an empty row
+  // zeros) of q grouped as [B, S, Hkv, G, D].
+  Value attention_probabilities(const Value& grouped_q, const Value& k, graph::ValueId mask,
+                                graph::ValueId slots, float scale);
+  Value elementwise(const graph::Node& n);
+  Value argmax(const graph::Node& n);
+  Value multiply_by(const Value& x, double factor);
+  Value sigmoid(const Value& x);
+  Value sum_to_rows(const Value& x);  // the sum over every axis but the last: [N]
+
+  // Training (stablehlo_training.cc).
+  Value embedding_grad(const graph::Node& n);
+  Value linear_grad_input(const graph::Node& n);
+  Value linear_grad_weight(const graph::Node& n);
+  Value rms_norm_grad_input(const graph::Node& n);
+  Value rms_norm_grad_weight(const graph::Node& n);
+  Value attention_grad(const graph::Node& n);
+  Value cross_entropy(const graph::Node& n);
+  Value cross_entropy_grad(const graph::Node& n);
+  Value view(const graph::Node& n);
+  Value pad(const graph::Node& n);
+  Value concat_rows(const graph::Node& n);
+  Value log_sum_exp(const Value& logits);  // each row's of f32 logits [R, V]: [R]
+  Value flat(const Value& x);              // x as one axis
+
+  const graph::Graph& graph_;
+  std::vector<Value> values_;
+  MlirWriter w_;
+};
+
+}  // namespace tfm::pjrt
