@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -220,11 +222,17 @@ TEST(SampleTest, FrequenciesApproachSoftmax) {
   }
 }
 
-class SeededGenerateTest : public ::testing::Test {
+// Sampling on each device that computes the logits: the cpu, and XLA's CPU plugin through PJRT
+// where the tests installed it (the draws are the host's either way).
+class SeededGenerateTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() { set_log_level(LogLevel::kWarn); }
-  CausalLM model_ = AutoModelForCausalLM::from_pretrained(
-      testing::fixture_dir("qwen3"), {.dtype = DType::f32, .device_map = "cpu"});
+  void SetUp() override {
+    set_log_level(LogLevel::kWarn);
+    if (!testing::device_present(GetParam())) GTEST_SKIP() << "no " << GetParam() << " device";
+    model_ = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
+                                                   {.dtype = DType::f32, .device_map = GetParam()});
+  }
+  std::optional<CausalLM> model_;
   const nlohmann::json& ref_ = testing::reference("qwen3");
   Tensor ids_ = testing::int_matrix(ref_["padded_input_ids"]);
   Tensor mask_ = testing::int_matrix(ref_["padded_attention_mask"]);
@@ -234,27 +242,30 @@ std::vector<int64_t> values(const Tensor& t) {
   return {t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel()};
 }
 
-TEST_F(SeededGenerateTest, EqualSeedsGiveEqualIds) {
+TEST_P(SeededGenerateTest, EqualSeedsGiveEqualIds) {
   GenerationConfig gc;
   gc.max_new_tokens = 16;
   gc.do_sample = true;
   gc.temperature = 2.f;  // flatter than the random model's logits, so the draws vary
   gc.top_k = 0;
   gc.seed = 42;
-  const std::vector<int64_t> first = values(model_.generate(ids_, &mask_, gc));
-  EXPECT_EQ(values(model_.generate(ids_, &mask_, gc)), first);
+  const std::vector<int64_t> first = values(model_->generate(ids_, &mask_, gc));
+  EXPECT_EQ(values(model_->generate(ids_, &mask_, gc)), first);
 }
 
 // With only the most likely token left, sampling is greedy decoding: transformers' greedy_16.
-TEST_F(SeededGenerateTest, TopKOneSamplingEqualsTransformersGreedy) {
+TEST_P(SeededGenerateTest, TopKOneSamplingEqualsTransformersGreedy) {
   GenerationConfig gc;
   gc.max_new_tokens = 16;
   gc.do_sample = true;
   gc.top_k = 1;
   gc.seed = 3;
-  EXPECT_EQ(values(model_.generate(ids_, &mask_, gc)),
+  EXPECT_EQ(values(model_->generate(ids_, &mask_, gc)),
             values(testing::int_matrix(ref_["greedy_16"])));
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, SeededGenerateTest, ::testing::Values("cpu", "pjrt"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tfm::generation

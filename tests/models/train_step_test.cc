@@ -96,7 +96,7 @@ class TrainStepBf16 : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
   const std::string& device = GetParam();
-  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
+  if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   for (const std::string arch : {"qwen3", "llama"}) {
     auto model =
@@ -121,7 +121,7 @@ TEST_P(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, TrainStepBf16, ::testing::Values("cpu", "cuda"),
+INSTANTIATE_TEST_SUITE_P(Devices, TrainStepBf16, ::testing::Values("cpu", "cuda", "pjrt"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

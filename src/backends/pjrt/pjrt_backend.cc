@@ -1,7 +1,8 @@
 // The PJRT backend: a graph of basic ops printed as StableHLO (stablehlo.h), compiled by the
 // plugin tfm::use_device_plugin("pjrt", ...) named, and run with the weights and the state (KV
 // cache) staying in device buffers between runs; only the other inputs move. State is donated
-// (the module aliases each update to its state's argument), so a run returns the new buffers.
+// (the module aliases each update to its state's argument), and its new buffers take the old
+// ones' place in the caller's tensors.
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -156,13 +157,18 @@ class PjrtExecutable : public graph::Executable {
       client_.download(results[r].get(), t.data(), t.nbytes());
       out.outputs.push_back(std::move(t));
     }
+    // The donated state's new buffers go into the tensors the caller gave: to the caller the
+    // state is updated in place, as on a kernel backend (eager runs, which return no state,
+    // rely on it).
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Node& n = graph_.nodes[static_cast<size_t>(input_ids_[i])];
       if (!n.is_state) continue;
       const int update = update_index(input_ids_[i]);
-      out.state.push_back(update < 0 ? inputs[i]
-                                     : tensor_of(std::move(results[module_.outputs + update]),
-                                                 client_, device_, n.shape, n.dtype));
+      if (update >= 0) {
+        holder_of(inputs[i].data(), "graph input '" + n.name + "'").buffer =
+            std::move(results[module_.outputs + static_cast<size_t>(update)]);
+      }
+      out.state.push_back(inputs[i]);
     }
     return out;
   }
