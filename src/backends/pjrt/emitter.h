@@ -36,6 +36,9 @@ class Emitter {
   Value embedding(const graph::Node& n);
   Value linear(const graph::Node& n);
   Value rms_norm(const Value& x32, graph::ValueId weight, float eps);
+  Value row_mean(const Value& x);                     // the mean over the last axis
+  Value per_row(const Value& v, const Shape& shape);  // a row value broadcast over `shape`
+  Value inverse_rms(const Value& x, float eps);       // 1 / sqrt(mean(x^2) + eps), per row
   Value rope(const graph::Node& n);
   // x [B, S, H, D] rotated by `sign` x the angles positions x inv_freq, times `scale`.
   Value rotate(const Value& x, graph::ValueId positions, graph::ValueId inv_freq, float scale,
@@ -65,7 +68,14 @@ class Emitter {
   Value pad(const graph::Node& n);
   Value concat_rows(const graph::Node& n);
   Value log_sum_exp(const Value& logits);  // each row's of f32 logits [R, V]: [R]
-  Value flat(const Value& x);              // x as one axis
+  // A loss's logits as f32 rows [R, V], its targets [R], which rows count (pred [R]: the target
+  // is not kIgnoreIndex) and where each row's target is (pred [R, V]).
+  struct LossRows {
+    Value logits, targets, counted, is_target;
+  };
+  LossRows loss_rows(graph::ValueId logits, graph::ValueId targets);
+  void refuse_vocabulary_shard(const graph::Node& n, const char* what);
+  Value flat(const Value& x);  // x as one axis
 
   const graph::Graph& graph_;
   std::vector<Value> values_;

@@ -21,10 +21,7 @@ Value Emitter::multiply_by(const Value& x, double factor) {
 
 Value Emitter::embedding(const Node& n) {
   const graph::EmbeddingArgs a = graph::embedding_args(n);
-  if (n.shard) {
-    throw Error("PJRT backend: a vocabulary-sharded embedding ('" + n.name +
-                "') is not emitted yet");
-  }
+  refuse_vocabulary_shard(n, "embedding");
   const Value& table = value(a.table);
   const Value& ids = value(a.ids);
   const int64_t r = rank_of(ids);
@@ -49,15 +46,24 @@ Value Emitter::linear(const Node& n) {
   return as_node_type(y, n);
 }
 
-Value Emitter::rms_norm(const Value& x, ValueId weight, float eps) {
+Value Emitter::row_mean(const Value& x) {
   const int64_t r = rank_of(x);
-  const int64_t hidden = x.shape.back();
-  const Value sum = w_.reduce(w_.binary("multiply", x, x), w_.constant(0, "f32"), "add", {r - 1});
-  Value mean = multiply_by(sum, 1.0 / static_cast<double>(hidden));
-  mean = w_.binary("add", mean, w_.splat(eps, mean.shape, "f32"));
-  const Value inv_rms = w_.broadcast(w_.unary("rsqrt", mean), x.shape, leading_dims(r - 1));
-  return w_.binary("multiply", w_.binary("multiply", x, inv_rms),
-                   w_.broadcast(f32(weight), x.shape, {r - 1}));
+  return multiply_by(w_.reduce(x, w_.constant(0, "f32"), "add", {r - 1}),
+                     1.0 / static_cast<double>(x.shape.back()));
+}
+
+Value Emitter::per_row(const Value& v, const Shape& shape) {
+  return w_.broadcast(v, shape, leading_dims(static_cast<int64_t>(shape.size()) - 1));
+}
+
+Value Emitter::inverse_rms(const Value& x, float eps) {
+  const Value mean_sq = row_mean(w_.binary("multiply", x, x));
+  return w_.unary("rsqrt", w_.binary("add", mean_sq, w_.splat(eps, mean_sq.shape, "f32")));
+}
+
+Value Emitter::rms_norm(const Value& x, ValueId weight, float eps) {
+  return w_.binary("multiply", w_.binary("multiply", x, per_row(inverse_rms(x, eps), x.shape)),
+                   w_.broadcast(f32(weight), x.shape, {rank_of(x) - 1}));
 }
 
 // Rotate-half RoPE (x [B, S, H, D]): x * cos + rotate_half(x) * sin, the angles position x

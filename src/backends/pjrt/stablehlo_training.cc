@@ -19,10 +19,7 @@ Value Emitter::sum_to_rows(const Value& x) {
 // d table [V, H]: each token's dy row added into its id's row (a scatter that adds).
 Value Emitter::embedding_grad(const Node& n) {
   const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
-  if (n.shard) {
-    throw Error("PJRT backend: a vocabulary-sharded embedding gradient ('" + n.name +
-                "') is not emitted yet");
-  }
+  refuse_vocabulary_shard(n, "embedding gradient");
   const Value dy = f32(a.dy);
   const int64_t hidden = dy.shape.back(), count = shape_numel(dy.shape) / hidden;
   const Value rows = w_.reshape(dy, {count, hidden});
@@ -63,22 +60,12 @@ Value Emitter::linear_grad_weight(const Node& n) {
 Value Emitter::rms_norm_grad_input(const Node& n) {
   const graph::RmsNormGradInputArgs a = graph::rms_norm_grad_input_args(n);
   const Value x = f32(a.x), dy = f32(a.dy);
-  const int64_t r = rank_of(x);
-  const double hidden = static_cast<double>(x.shape.back());
-  const auto row_mean = [&](const Value& v) {
-    return multiply_by(w_.reduce(v, w_.constant(0, "f32"), "add", {r - 1}), 1.0 / hidden);
-  };
-  const auto per_row = [&](const Value& v) {
-    return w_.broadcast(v, x.shape, leading_dims(r - 1));
-  };
-  const Value mean_sq = row_mean(w_.binary("multiply", x, x));
-  const Value inv_rms =
-      w_.unary("rsqrt", w_.binary("add", mean_sq, w_.splat(n.eps, mean_sq.shape, "f32")));
-  const Value w_dy = w_.binary("multiply", w_.broadcast(f32(a.w), x.shape, {r - 1}), dy);
+  const Value inv_rms = inverse_rms(x, n.eps);
+  const Value w_dy = w_.binary("multiply", w_.broadcast(f32(a.w), x.shape, {rank_of(x) - 1}), dy);
   const Value dot = row_mean(w_.binary("multiply", w_dy, x));
   const Value cubed = w_.binary("multiply", w_.binary("multiply", inv_rms, inv_rms), inv_rms);
-  const Value coef = per_row(w_.binary("multiply", cubed, dot));
-  const Value dx = w_.binary("subtract", w_.binary("multiply", per_row(inv_rms), w_dy),
+  const Value coef = per_row(w_.binary("multiply", cubed, dot), x.shape);
+  const Value dx = w_.binary("subtract", w_.binary("multiply", per_row(inv_rms, x.shape), w_dy),
                              w_.binary("multiply", x, coef));
   return as_node_type(dx, n);
 }
@@ -87,14 +74,7 @@ Value Emitter::rms_norm_grad_input(const Node& n) {
 Value Emitter::rms_norm_grad_weight(const Node& n) {
   const graph::RmsNormGradWeightArgs a = graph::rms_norm_grad_weight_args(n);
   const Value x = f32(a.x), dy = f32(a.dy);
-  const int64_t r = rank_of(x);
-  const double hidden = static_cast<double>(x.shape.back());
-  const Value mean_sq = multiply_by(
-      w_.reduce(w_.binary("multiply", x, x), w_.constant(0, "f32"), "add", {r - 1}), 1.0 / hidden);
-  const Value inv_rms =
-      w_.unary("rsqrt", w_.binary("add", mean_sq, w_.splat(n.eps, mean_sq.shape, "f32")));
-  const Value normed =
-      w_.binary("multiply", x, w_.broadcast(inv_rms, x.shape, leading_dims(r - 1)));
+  const Value normed = w_.binary("multiply", x, per_row(inverse_rms(x, n.eps), x.shape));
   return as_node_type(sum_to_rows(w_.binary("multiply", dy, normed)), n);
 }
 
@@ -126,6 +106,24 @@ Value Emitter::attention_grad(const Node& n) {
   return as_node_type(w_.concatenate({flat(dq_ordered), flat(dk_ordered), flat(dv_ordered)}, 0), n);
 }
 
+void Emitter::refuse_vocabulary_shard(const Node& n, const char* what) {
+  if (n.shard) {
+    throw Error(std::string("PJRT backend: a vocabulary-sharded ") + what + " ('" + n.name +
+                "') is not emitted yet");
+  }
+}
+
+Emitter::LossRows Emitter::loss_rows(ValueId logits_id, ValueId targets_id) {
+  const Value all = f32(logits_id);
+  const int64_t vocab = all.shape.back(), rows = shape_numel(all.shape) / vocab;
+  const Value targets = w_.reshape(value(targets_id), {rows});
+  const Value counted =
+      w_.compare("NE", targets, w_.splat(graph::kIgnoreIndex, targets.shape, "i32"));
+  const Shape shape{rows, vocab};
+  const Value is_target = w_.compare("EQ", w_.iota(shape, 1), w_.broadcast(targets, shape, {0}));
+  return {w_.reshape(all, shape), targets, counted, is_target};
+}
+
 Value Emitter::log_sum_exp(const Value& logits) {
   const Value row_max = w_.reduce(logits, w_.infinity(true), "maximum", {1});
   const Value shifted = w_.binary("subtract", logits, w_.broadcast(row_max, logits.shape, {0}));
@@ -137,21 +135,13 @@ Value Emitter::log_sum_exp(const Value& logits) {
 // target's logit picked by comparing with an iota (no gather).
 Value Emitter::cross_entropy(const Node& n) {
   const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
-  if (n.shard) {
-    throw Error("PJRT backend: a vocabulary-sharded cross-entropy ('" + n.name +
-                "') is not emitted yet");
-  }
-  const Value all = f32(a.logits);
-  const int64_t vocab = all.shape.back(), rows = shape_numel(all.shape) / vocab;
-  const Value logits = w_.reshape(all, {rows, vocab});
-  const Value targets = w_.reshape(value(a.targets), {rows});
-  const Value is_target =
-      w_.compare("EQ", w_.iota({rows, vocab}, 1), w_.broadcast(targets, {rows, vocab}, {0}));
-  const Value picked = w_.reduce(w_.select(is_target, logits, w_.splat(0, logits.shape, "f32")),
+  refuse_vocabulary_shard(n, "cross-entropy");
+  const LossRows r = loss_rows(a.logits, a.targets);
+  const Value& logits = r.logits;
+  const int64_t rows = logits.shape[0];
+  const Value picked = w_.reduce(w_.select(r.is_target, logits, w_.splat(0, logits.shape, "f32")),
                                  w_.constant(0, "f32"), "add", {1});
-  const Value counted =
-      w_.compare("NE", targets, w_.splat(graph::kIgnoreIndex, targets.shape, "i32"));
-  const Value losses = w_.select(counted, w_.binary("subtract", log_sum_exp(logits), picked),
+  const Value losses = w_.select(r.counted, w_.binary("subtract", log_sum_exp(logits), picked),
                                  w_.splat(0, {rows}, "f32"));
   const Value total = w_.reduce(losses, w_.constant(0, "f32"), "add", {0});
   return as_node_type(w_.reshape(total, {1}), n);
@@ -160,23 +150,16 @@ Value Emitter::cross_entropy(const Node& n) {
 // d logits = (softmax - onehot(target)) * d_loss, zero rows where the target is ignored.
 Value Emitter::cross_entropy_grad(const Node& n) {
   const graph::CrossEntropyGradArgs a = graph::cross_entropy_grad_args(n);
-  if (n.shard) {
-    throw Error("PJRT backend: a vocabulary-sharded cross-entropy gradient ('" + n.name +
-                "') is not emitted yet");
-  }
-  const Value all = f32(a.logits);
-  const int64_t vocab = all.shape.back(), rows = shape_numel(all.shape) / vocab;
-  const Shape shape{rows, vocab};
-  const Value logits = w_.reshape(all, shape);
-  const Value targets = w_.reshape(value(a.targets), {rows});
+  refuse_vocabulary_shard(n, "cross-entropy gradient");
+  const LossRows r = loss_rows(a.logits, a.targets);
+  const Value& logits = r.logits;
+  const Shape& shape = logits.shape;
   const Value softmax = w_.unary(
       "exponential", w_.binary("subtract", logits, w_.broadcast(log_sum_exp(logits), shape, {0})));
-  const Value is_target = w_.compare("EQ", w_.iota(shape, 1), w_.broadcast(targets, shape, {0}));
   const Value grad =
       w_.binary("subtract", softmax,
-                w_.select(is_target, w_.splat(1, shape, "f32"), w_.splat(0, shape, "f32")));
-  const Value counted = w_.broadcast(
-      w_.compare("NE", targets, w_.splat(graph::kIgnoreIndex, targets.shape, "i32")), shape, {0});
+                w_.select(r.is_target, w_.splat(1, shape, "f32"), w_.splat(0, shape, "f32")));
+  const Value counted = w_.broadcast(r.counted, shape, {0});
   const Value d_loss = w_.broadcast(w_.reshape(f32(a.d_loss), {}), shape, {});
   const Value scaled =
       w_.select(counted, w_.binary("multiply", grad, d_loss), w_.splat(0, shape, "f32"));
