@@ -59,9 +59,9 @@ PJRT_Buffer* buffer_of(const Tensor& tensor, const std::string& what) {
     if (bytes.empty()) bytes.resize(holder->bytes);
     holder->buffer =
         holder->client->upload(bytes.data(), tensor.dtype(), tensor.shape(), holder->device);
-  } else if (holder->client->dimensions(holder->buffer.get()) != tensor.shape()) {
-    throw Error(what + ": the pjrt buffer has shape " +
-                shape_str(holder->client->dimensions(holder->buffer.get())) + ", the tensor " +
+    holder->shape = tensor.shape();
+  } else if (holder->shape != tensor.shape()) {
+    throw Error(what + ": the pjrt buffer has shape " + shape_str(holder->shape) + ", the tensor " +
                 shape_str(tensor.shape()));
   }
   return holder->buffer.get();
@@ -71,6 +71,7 @@ Tensor tensor_of(Buffer buffer, const Client& client, int device, const Shape& s
   std::shared_ptr<DeviceBuffer> holder = make_device_buffer(
       client, device, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
   holder->buffer = std::move(buffer);
+  holder->shape = shape;
   return Tensor::borrow(holder.get(), shape, dtype, holder, Device{"pjrt", device});
 }
 

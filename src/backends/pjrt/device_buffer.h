@@ -19,6 +19,7 @@ struct DeviceBuffer {
   int device = 0;
   size_t bytes = 0;
   Buffer buffer;                           // null while the bytes wait
+  Shape shape;                             // the buffer's (kept, so no call asks the plugin)
   std::vector<std::byte> bytes_to_upload;  // zeros, or what a host tensor copied here held
 };
 

@@ -118,7 +118,13 @@ class PjrtExecutable : public graph::Executable {
       weights_.push_back(
           n.constant.device().type == "pjrt" ? n.constant : n.constant.to(Device{"pjrt", device_}));
     }
-    for (const graph::StateUpdate& u : graph_.updates) updated_.push_back(u.state);
+    for (const ValueId id : input_ids_) {
+      int update = -1;
+      for (size_t k = 0; k < graph_.updates.size(); ++k) {
+        if (graph_.updates[k].state == id) update = static_cast<int>(k);
+      }
+      update_of_input_.push_back(update);
+    }
   }
 
   graph::RunResult run(const std::vector<Tensor>& inputs) override {
@@ -134,7 +140,7 @@ class PjrtExecutable : public graph::Executable {
       check_input(n, inputs[i]);
       if (n.is_state) {
         arguments.push_back(buffer_of(inputs[i], "graph input '" + n.name + "'"));
-        if (!is_updated(input_ids_[i])) kept.push_back(static_cast<int64_t>(i));
+        if (update_of_input_[i] < 0) kept.push_back(static_cast<int64_t>(i));
         continue;
       }
       const Tensor host = inputs[i].is_contiguous() ? inputs[i] : inputs[i].clone();
@@ -163,10 +169,11 @@ class PjrtExecutable : public graph::Executable {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Node& n = graph_.nodes[static_cast<size_t>(input_ids_[i])];
       if (!n.is_state) continue;
-      const int update = update_index(input_ids_[i]);
+      const int update = update_of_input_[i];
       if (update >= 0) {
-        holder_of(inputs[i].data(), "graph input '" + n.name + "'").buffer =
-            std::move(results[module_.outputs + static_cast<size_t>(update)]);
+        DeviceBuffer& h = holder_of(inputs[i].data(), "graph input '" + n.name + "'");
+        h.buffer = std::move(results[module_.outputs + static_cast<size_t>(update)]);
+        h.shape = n.shape;
       }
       out.state.push_back(inputs[i]);
     }
@@ -180,13 +187,6 @@ class PjrtExecutable : public graph::Executable {
   const Node& weight_node(size_t w) const {
     return graph_.nodes[static_cast<size_t>(module_.arguments[input_ids_.size() + w])];
   }
-  int update_index(ValueId state) const {
-    for (size_t k = 0; k < updated_.size(); ++k) {
-      if (updated_[k] == state) return static_cast<int>(k);
-    }
-    return -1;
-  }
-  bool is_updated(ValueId state) const { return update_index(state) >= 0; }
 
   static void check_input(const Node& n, const Tensor& t) {
     if (t.shape() != n.shape || t.dtype() != n.dtype) {
@@ -209,7 +209,7 @@ class PjrtExecutable : public graph::Executable {
   size_t output_count_ = 0;
   std::vector<ValueId> input_ids_;
   std::vector<Tensor> weights_;
-  std::vector<ValueId> updated_;  // the state inputs each Graph::updates entry writes
+  std::vector<int> update_of_input_;  // each input's Graph::updates entry (-1: none)
 };
 
 class PjrtBackend : public graph::Backend {
