@@ -44,9 +44,10 @@ ValueId Builder::input(std::string name, Shape shape, DType dtype) {
   return id;
 }
 
-ValueId Builder::state(std::string name, Shape shape, DType dtype) {
+ValueId Builder::state(std::string name, Shape shape, DType dtype, Tensor bound) {
   const ValueId id = input(std::move(name), std::move(shape), dtype);
   graph_.nodes.back().is_state = true;
+  graph_.nodes.back().constant = std::move(bound);
   return id;
 }
 

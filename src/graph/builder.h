@@ -18,7 +18,9 @@ class Builder {
   explicit Builder(Graph graph) : graph_(std::move(graph)) {}  // to extend a graph (autodiff)
 
   ValueId input(std::string name, Shape shape, DType dtype);
-  ValueId state(std::string name, Shape shape, DType dtype);  // e.g. a KV cache buffer
+  // A caller-owned buffer, e.g. a KV cache. `bound`: the tensor every run will be given for it,
+  // where known when the graph is built (Node::constant).
+  ValueId state(std::string name, Shape shape, DType dtype, Tensor bound = {});
   ValueId weight(std::string name, Tensor tensor);
 
   ValueId embedding(ValueId table, ValueId ids);

@@ -141,7 +141,9 @@ struct Node {
   Shape shape;
   DType dtype = DType::f32;
   std::string name;       // inputs and weights: their name; others: for logs
-  Tensor constant;        // kWeight
+  Tensor constant;        // kWeight; a state kInput: the buffer its runs will be given, if known
+                          // when built (a compiler backend lays its arguments out by where it
+                          // lies: the Trainer's gradients are views into one flat buffer)
   bool is_state = false;  // kInput: a caller-owned buffer the graph reads and writes in place
   float eps = 0.f;        // kRmsNorm and its gradients, kPrepareAttention, normed products
                           // and RoPE

@@ -90,11 +90,16 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
 
 double CausalLMImpl::eval_step(const TrainInputs& in, bool eager, DType autocast) {
   std::vector<Tensor> none;
-  return train_step_into(in, none, eager, autocast);
+  return run_training_graph(in, none, eager, autocast, false);
 }
 
 double CausalLMImpl::train_step_into(const TrainInputs& in, std::vector<Tensor>& grads, bool eager,
                                      DType autocast) {
+  return run_training_graph(in, grads, eager, autocast, true);
+}
+
+double CausalLMImpl::run_training_graph(const TrainInputs& in, std::vector<Tensor>& grads,
+                                        bool eager, DType autocast, bool grads_kept) {
   check_ids(in.input_ids);
   const bool with_grads = !grads.empty();
   const int64_t batch = in.input_ids.dim(0), seq = in.input_ids.dim(1);
@@ -102,9 +107,9 @@ double CausalLMImpl::train_step_into(const TrainInputs& in, std::vector<Tensor>&
       batch, seq, seq, true, with_grads ? graph::Pass::kTrain : graph::Pass::kEval, autocast};
   signature.loss_chunk_rows = loss_chunk_rows_;
   const auto build = [&] {
-    return models::build_decoder_training_graph(local_config_, features_, weights_,
-                                                models::rope_tables(*config_, seq), batch, seq,
-                                                with_grads, autocast, tp_, loss_chunk_rows_);
+    return models::build_decoder_training_graph(
+        local_config_, features_, weights_, models::rope_tables(*config_, seq), batch, seq,
+        with_grads, autocast, tp_, loss_chunk_rows_, grads_kept ? grads : std::vector<Tensor>{});
   };
   std::vector<Tensor> inputs{in.input_ids,
                              arange_rows(batch, 0, seq),
@@ -128,7 +133,7 @@ LossAndGrads CausalLMImpl::train_step(const TrainInputs& in, bool eager, bool wi
     });
   }
   LossAndGrads result;
-  result.loss_sum = train_step_into(in, grads, eager, autocast);
+  result.loss_sum = run_training_graph(in, grads, eager, autocast, false);
   for (const Tensor& g : grads) result.grads.push_back(g.to(kCpu));
   return result;
 }

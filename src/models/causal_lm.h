@@ -68,7 +68,8 @@ class CausalLMImpl {
   // step's gradients into `grads` (one f32 tensor per weight in for_each_weight order, of this
   // rank's shard, on the model's device; they become the buffers the run returns, Executable::run)
   // and returns the summed loss. The gradients never leave the device. `autocast` bf16 computes
-  // the matrix products in bf16 (TrainingArguments.bf16).
+  // the matrix products in bf16 (TrainingArguments.bf16). `grads` are the same buffers on every
+  // call (the Trainer's flat gradient blocks): the compiled step is laid out by where they lie.
   double train_step_into(const TrainInputs& inputs, std::vector<Tensor>& grads, bool eager,
                          DType autocast = DType::f32);
   // The summed loss alone, for evaluation.
@@ -90,6 +91,10 @@ class CausalLMImpl {
 
  private:
   graph::Graph build(const graph::Signature& signature) const;
+  // train_step_into's work; `grads_kept`: the graph is built bound to `grads`
+  // (models::build_decoder_training_graph's grad_buffers), which every later run must be given.
+  double run_training_graph(const TrainInputs& inputs, std::vector<Tensor>& grads, bool eager,
+                            DType autocast, bool grads_kept);
   // Under tensor parallelism each rank's embedding holds only its share of the vocabulary and
   // reads other ids as zero rows, so an id outside the whole vocabulary is caught here.
   void check_ids(const Tensor& ids) const;

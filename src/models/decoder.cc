@@ -215,7 +215,8 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
 graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFeatures& f,
                                           DecoderWeights& w, const RopeTables& rope, int64_t batch,
                                           int64_t seq, bool with_grads, DType autocast,
-                                          const Parallelism& tp, int64_t loss_chunk_rows) {
+                                          const Parallelism& tp, int64_t loss_chunk_rows,
+                                          const std::vector<Tensor>& grad_buffers) {
   Builder b;
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -256,8 +257,10 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   Builder out(std::move(graph));
   size_t i = 0;
   for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {
-    const ValueId grad = tensor_parallel_grad(out, grads[i++], name, tp);
-    out.accumulate(out.state("grad." + name, out.shape(grad), DType::f32), grad);
+    const ValueId grad = tensor_parallel_grad(out, grads[i], name, tp);
+    const Tensor bound = i < grad_buffers.size() ? grad_buffers[i] : Tensor{};
+    out.accumulate(out.state("grad." + name, out.shape(grad), DType::f32, bound), grad);
+    ++i;
   });
   return out.finish();
 }

@@ -78,12 +78,14 @@ graph::Graph build_decoder_graph(const ModelConfig& config, const DecoderFeature
 // within kLossChunkBytes, rows split evenly).
 // `autocast` bf16: matrix products read bf16 copies of the f32 weights and of their inputs
 // (Builder::autocast). Under tensor parallelism (`config` the rank's local one) the gradients are
-// of this rank's shards, and every rank gets the whole loss.
+// of this rank's shards, and every rank gets the whole loss. `grad_buffers`: the tensors each run
+// will be given for the gradients, where the caller knows them (graph::Builder::state's `bound`).
 inline constexpr int64_t kLossChunkBytes = int64_t{3} << 30;
 graph::Graph build_decoder_training_graph(const ModelConfig& config,
                                           const DecoderFeatures& features, DecoderWeights& weights,
                                           const RopeTables& rope, int64_t batch, int64_t seq,
                                           bool with_grads = true, DType autocast = DType::f32,
-                                          const Parallelism& tp = {}, int64_t loss_chunk_rows = 0);
+                                          const Parallelism& tp = {}, int64_t loss_chunk_rows = 0,
+                                          const std::vector<Tensor>& grad_buffers = {});
 
 }  // namespace tfm::models

@@ -31,20 +31,34 @@ struct AdamWScalars {
 
 // The scalars as the optimizer graph's kAdamW reads them: graph::kAdamWScalars floats, a step's
 // forward input (host to device each step, as the training step's ids are).
-inline constexpr int kAdamWScalarCount = 9;
+// Where each scalar lies among them.
+enum AdamWScalarIndex : int {
+  kAdamWDecay,
+  kAdamWLerpCoeff,
+  kAdamWSmallWeight,
+  kAdamWBeta2,
+  kAdamWSqWeight,
+  kAdamWBiasCorrection2Sqrt,
+  kAdamWEps,
+  kAdamWNegStepSize,
+  kAdamWGradScale,
+  kAdamWScalarCount,
+};
 inline void pack(const AdamWScalars& s, float* out) {
-  out[0] = s.decay;
-  out[1] = s.lerp_coeff;
-  out[2] = s.small_weight ? 1.f : 0.f;
-  out[3] = s.beta2;
-  out[4] = s.sq_weight;
-  out[5] = s.bias_correction2_sqrt;
-  out[6] = s.eps;
-  out[7] = s.neg_step_size;
-  out[8] = s.grad_scale;
+  out[kAdamWDecay] = s.decay;
+  out[kAdamWLerpCoeff] = s.lerp_coeff;
+  out[kAdamWSmallWeight] = s.small_weight ? 1.f : 0.f;
+  out[kAdamWBeta2] = s.beta2;
+  out[kAdamWSqWeight] = s.sq_weight;
+  out[kAdamWBiasCorrection2Sqrt] = s.bias_correction2_sqrt;
+  out[kAdamWEps] = s.eps;
+  out[kAdamWNegStepSize] = s.neg_step_size;
+  out[kAdamWGradScale] = s.grad_scale;
 }
 TFM_HOST_DEVICE inline AdamWScalars unpack_adamw_scalars(const float* in) {
-  return {in[0], in[1], in[2] != 0.f, in[3], in[4], in[5], in[6], in[7], in[8]};
+  return {in[kAdamWDecay], in[kAdamWLerpCoeff],   in[kAdamWSmallWeight] != 0.f,
+          in[kAdamWBeta2], in[kAdamWSqWeight],    in[kAdamWBiasCorrection2Sqrt],
+          in[kAdamWEps],   in[kAdamWNegStepSize], in[kAdamWGradScale]};
 }
 
 // x * y rounded to f32 before what follows uses it, as torch rounds each op's result: never

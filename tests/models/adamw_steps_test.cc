@@ -1,9 +1,11 @@
 // Three AdamW steps on the fixtures against torch.optim.AdamW (the fixtures' adamw losses: the
 // loss after each update, on the same batch, every parameter decayed), compiled and eager, on the
-// CPU and, where a GPU is present, on CUDA (master weights, gradients and moments on the GPU).
+// CPU and, where present, on CUDA and through the PJRT test plugin (master weights, gradients
+// and moments on the device).
 #include <gtest/gtest.h>
 
 #include "models/causal_lm.h"
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
@@ -14,12 +16,12 @@
 namespace tfm {
 namespace {
 
-class AdamWSteps
-    : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
+class AdamWSteps : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
 
 TEST_P(AdamWSteps, LossesMatchTorch) {
   const auto& [arch, eager, device] = GetParam();
-  if (!is_available(device)) GTEST_SKIP() << "no " << device << " device present";
+  if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
+  if (device == "pjrt" && eager) GTEST_SKIP() << "pjrt has no op-by-op mode: eager is compiled";
   set_log_level(LogLevel::kWarn);
   auto model =
       load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
@@ -49,7 +51,7 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, AdamWSteps,
                          ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
-                                            ::testing::Values("cpu", "cuda")),
+                                            ::testing::Values("cpu", "cuda", "pjrt")),
                          [](const auto& info) {
                            const std::string& device = std::get<2>(info.param);
                            return (device == "cpu" ? "" : device + "_") + std::get<0>(info.param) +

@@ -1,9 +1,11 @@
 // Every module tfm emits stays inside the StableHLO subset AWS Neuron's compiler takes
 // (pjrt::neuron_ops): the decoder's prefill, decode and greedy-id graphs and its training step,
-// of each fixture.
+// of each fixture, that step also as the Trainer lays it out (weights and gradients parts of flat
+// buffers), and the optimizer's graphs (AdamW over parts of flat buffers, the gradient norm).
 #include <gtest/gtest.h>
 
 #include "backends/pjrt/stablehlo.h"
+#include "graph/builder.h"
 #include "io/model_config.h"
 #include "models/architectures.h"
 #include "models/decoder.h"
@@ -18,9 +20,12 @@ struct Step {
   graph::Signature signature;
 };
 
-void expect_neuron_ops(const graph::Graph& g) {
-  const std::set<std::string> used = pjrt::op_names(pjrt::emit_stablehlo(g).text);
-  EXPECT_TRUE(used.count("stablehlo.dot_general")) << "the products are missing";
+void expect_neuron_ops(const graph::Graph& g, const pjrt::Placements& placements = {},
+                       bool products = true) {
+  const std::set<std::string> used = pjrt::op_names(pjrt::emit_stablehlo(g, placements).text);
+  if (products) {
+    EXPECT_TRUE(used.count("stablehlo.dot_general")) << "the products are missing";
+  }
   for (const std::string& op : used) {
     EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
   }
@@ -62,6 +67,53 @@ TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
   expect_neuron_ops(train);
   EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(train).text), train.updates.size())
       << "each gradient accumulated where it lives";
+
+  SCOPED_TRACE("train step over flat buffers");
+  pjrt::Placements flat;
+  int64_t weights = 0, grads = 0;
+  for (size_t i = 0; i < train.nodes.size(); ++i) {
+    const graph::Node& n = train.nodes[i];
+    if (n.op == graph::Op::kWeight) {
+      flat[static_cast<graph::ValueId>(i)] = {0, weights, 0};
+      weights += shape_numel(n.shape);
+    } else if (n.is_state) {
+      flat[static_cast<graph::ValueId>(i)] = {1, grads, 0};
+      grads += shape_numel(n.shape);
+    }
+  }
+  for (auto& [id, p] : flat) p.size = p.buffer == 0 ? weights : grads;
+  expect_neuron_ops(train, flat);
+  EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(train, flat).text), 1u)
+      << "the gradients' one buffer, donated";
+}
+
+// The optimizer's graphs as training/adamw.cc and training/grad_clip.cc build them: AdamW over two
+// runs of flat buffers (one decayed), each written buffer's update after both, and the sum of
+// squares of two ranges of the gradients.
+TEST(StableHloOps, OptimizerGraphsUseOnlyNeuronOps) {
+  graph::Builder b;
+  const Shape flat{10};
+  const graph::ValueId params = b.state("params", flat, DType::f32);
+  const graph::ValueId grads = b.state("grads", flat, DType::f32);
+  const graph::ValueId exp_avg = b.state("exp_avg", flat, DType::f32);
+  const graph::ValueId exp_avg_sq = b.state("exp_avg_sq", flat, DType::f32);
+  const graph::ValueId scalars = b.input("scalars", {graph::kAdamWScalars}, DType::f32);
+  std::vector<graph::ValueId> steps;
+  for (const auto& [offset, numel, decays] :
+       {std::tuple<int64_t, int64_t, bool>{0, 6, true}, {6, 4, false}}) {
+    const auto part = [&](graph::ValueId buffer) { return b.view(buffer, offset, {numel}); };
+    steps.push_back(
+        b.adamw(part(params), part(grads), part(exp_avg), part(exp_avg_sq), scalars, decays));
+  }
+  for (const graph::ValueId written : {params, exp_avg, exp_avg_sq}) b.updated(written, steps);
+  const graph::Graph update = b.finish();
+  expect_neuron_ops(update, {}, false);
+  EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(update).text), 3u);
+
+  graph::Builder n;
+  const graph::ValueId g = n.state("grads", flat, DType::f32);
+  n.output(n.add(n.sum_squares(n.view(g, 0, {6})), n.sum_squares(n.view(g, 6, {4}))));
+  expect_neuron_ops(n.finish(), {}, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StableHloOpsTest,

@@ -13,6 +13,7 @@
 
 #include "io/io_test_util.h"
 #include "io/safetensors.h"
+#include "support/devices.h"
 #include "tfm/error.h"
 #include "training/grad_clip.h"
 #include "training/lr_schedule.h"
@@ -21,9 +22,9 @@
 namespace tfm::training {
 namespace {
 
-using testing::AllOf;
-using testing::HasSubstr;
-using testing::ThrowsMessage;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 using testing_io::TempDir;
 using testing_training::floats;
 using testing_training::optimizer_goldens;
@@ -165,6 +166,39 @@ TEST(AdamWTest, MatchesTorchUnderTransformersLinearSchedule) {
     expect_close(params, expected["params"][step], "params after step " + std::to_string(step));
   }
 }
+
+// The optimizer and clipping's norm as graphs compiled for an accelerator (where one is present:
+// cuda with a GPU, pjrt with the test plugin), the flat buffers on it: torch's parameters after
+// each step, clipped as the Trainer clips (the coefficient read by the update), and torch's
+// moments after the last.
+class AdamWOnDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AdamWOnDevice, MatchesTorchWithClipping) {
+  const std::string kind = GetParam();
+  if (!tfm::testing::device_present(kind)) GTEST_SKIP() << "no " << kind << " device present";
+  const Device device{kind, 0};
+  const nlohmann::json& expected = adamw_goldens()["cases"]["clipped"];
+  const std::vector<ParamSegment> segments = golden_segments();
+  const int64_t total = segments.back().offset + segments.back().numel;
+  AdamW opt(segments, total, golden_options(), device);
+  const GradSquares squares(segments, total, device);
+  const std::vector<float> init = floats(adamw_goldens()["init"]);
+  Tensor params = Tensor::from_vector(init, {total}).to(device);
+  for (int step = 0; step < 5; ++step) {
+    const Tensor grads =
+        Tensor::from_vector(floats(adamw_goldens()["grads"][step]), {total}).to(device);
+    const double norm = std::sqrt(static_cast<double>(squares(grads)));
+    const double want = expected["norms"][step];
+    EXPECT_NEAR(norm, want, kRelTol * want) << "step " << step;
+    opt.step(params, grads, opt.options().lr, clip_coefficient(norm, adamw_goldens()["max_norm"]));
+    expect_close(params.to_f32_vector(), expected["params"][step],
+                 kind + ": params after step " + std::to_string(step));
+  }
+  expect_close(opt.exp_avg(), expected["exp_avg"], kind + ": exp_avg");
+  expect_close(opt.exp_avg_sq(), expected["exp_avg_sq"], kind + ": exp_avg_sq");
+}
+
+INSTANTIATE_TEST_SUITE_P(Accelerators, AdamWOnDevice, ::testing::Values("cuda", "pjrt"));
 
 TEST(AdamWTest, ClippingBelowMaxNormLeavesGradientsUnchanged) {
   const std::vector<float> grads = floats(adamw_goldens()["grads"][0]);  // norm ~0.17

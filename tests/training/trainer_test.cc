@@ -9,6 +9,7 @@
 #include <random>
 
 #include "io/checkpoint.h"
+#include "support/devices.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
@@ -88,30 +89,40 @@ TEST(Trainer, ResumeContinuesTheRunExactly) {
             read_trainer_state(whole.output_dir).log_history.size());
 }
 
-// Where a GPU is present (skipped, and said so, where not): master weights, gradients and AdamW
-// state on the GPU give the CPU run's losses (the CPU's steps match torch: tests/models), with
-// clipping and weight decay, and a resumed GPU run continues its own exactly.
-TEST(Trainer, OnCudaFollowsTheCpuRunAndResumes) {
-  if (!is_available("cuda")) GTEST_SKIP() << "no CUDA device present: CUDA tests skipped";
+// On an accelerator (where one is present: cuda with a GPU, pjrt with the test plugin; skipped,
+// and said so, where not): master weights, gradients and AdamW state on the device give the CPU
+// run's losses (the CPU's steps match torch: tests/models), with clipping and weight decay, and a
+// resumed run on the device continues its own exactly.
+class TrainerOnDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainerOnDevice, FollowsTheCpuRunAndResumes) {
+  const std::string kind = GetParam();
+  if (!testing::device_present(kind)) GTEST_SKIP() << "no " << kind << " device present";
   TrainingArguments on_cpu = small_args("cpu");
   on_cpu.max_grad_norm = 1.0;
   CausalLM cpu_model = fixture_model();
   Trainer(cpu_model, on_cpu, random_rows(10, 12, 1)).train();
 
-  TrainingArguments whole = small_args("cuda_whole");
+  TrainingArguments whole = small_args(kind + "_whole");
   whole.max_grad_norm = 1.0;
   whole.save_steps = 2;
-  CausalLM cuda_model = fixture_model("cuda");
-  Trainer(cuda_model, whole, random_rows(10, 12, 1)).train();
+  CausalLM device_model = fixture_model(kind);
+  Trainer(device_model, whole, random_rows(10, 12, 1)).train();
   const std::vector<double> want = logged_losses(on_cpu.output_dir);
   const std::vector<double> got = logged_losses(whole.output_dir);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << i;
+  const std::vector<float> cpu_weights = weights_of(on_cpu.output_dir);
+  const std::vector<float> device_weights = weights_of(whole.output_dir);
+  ASSERT_EQ(device_weights.size(), cpu_weights.size());
+  for (size_t i = 0; i < cpu_weights.size(); ++i) {
+    ASSERT_NEAR(device_weights[i], cpu_weights[i], 1e-4) << "saved weight element " << i;
+  }
 
-  TrainingArguments resumed = small_args("cuda_resumed");
+  TrainingArguments resumed = small_args(kind + "_resumed");
   resumed.max_grad_norm = 1.0;
   resumed.resume_from_checkpoint = (fs::path(whole.output_dir) / "checkpoint-2").string();
-  CausalLM fresh = fixture_model("cuda");
+  CausalLM fresh = fixture_model(kind);
   Trainer(fresh, resumed, random_rows(10, 12, 1)).train();
   const std::vector<double> continued = logged_losses(resumed.output_dir);
   ASSERT_EQ(continued.size(), 2u);
@@ -119,6 +130,8 @@ TEST(Trainer, OnCudaFollowsTheCpuRunAndResumes) {
   EXPECT_EQ(continued[1], got[3]);
   EXPECT_EQ(weights_of(resumed.output_dir), weights_of(whole.output_dir));
 }
+
+INSTANTIATE_TEST_SUITE_P(Accelerators, TrainerOnDevice, ::testing::Values("cuda", "pjrt"));
 
 TEST(Trainer, AccumulationEqualsTheLargerBatch) {
   TrainingArguments big = small_args("big");

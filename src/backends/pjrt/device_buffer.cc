@@ -1,78 +1,152 @@
 #include "backends/pjrt/device_buffer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
 #include <mutex>
-#include <unordered_set>
 
 #include "tfm/error.h"
 
 namespace tfm::pjrt {
 namespace {
 
+struct Reservation {
+  std::unique_ptr<DeviceBuffer> holder;
+  size_t length = 0;  // reserved bytes: more than the holder's, so its end address is its own
+};
+
 std::mutex live_mutex;
-std::unordered_set<const void*>& live_holders() {
-  static std::unordered_set<const void*> live;
-  return live;
+std::map<uintptr_t, Reservation>& live() {
+  static std::map<uintptr_t, Reservation> holders;
+  return holders;
+}
+
+size_t reserved_length(size_t bytes) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (bytes / page + 1) * page;
 }
 
 }  // namespace
 
-std::shared_ptr<DeviceBuffer> make_device_buffer(const Client& client, int device, size_t bytes) {
-  auto* holder = new DeviceBuffer;
-  holder->client = &client;
-  holder->device = device;
-  holder->bytes = bytes;
+PJRT_Buffer* DeviceBuffer::buffer(const Shape& shape, DType dtype, const std::string& what) {
+  if (buffer_ == nullptr) {
+    if (waiting_.empty()) waiting_.resize(bytes_);
+    buffer_ = client_->upload(waiting_.data(), dtype, shape, device_);
+    shape_ = shape;
+    dtype_ = dtype;
+    waiting_ = {};
+  } else if (shape_ != shape || dtype_ != dtype) {
+    throw Error(what + ": the pjrt buffer is " + shape_str(shape_) + " " +
+                std::string(dtype_name(dtype_)) + ", the tensor " + shape_str(shape) + " " +
+                std::string(dtype_name(dtype)));
+  }
+  return buffer_.get();
+}
+
+void DeviceBuffer::replace(Buffer buffer, Shape shape, DType dtype) {
+  buffer_ = std::move(buffer);
+  shape_ = std::move(shape);
+  dtype_ = dtype;
+  downloaded_ = {};
+}
+
+void DeviceBuffer::bring_to_host() {
+  if (buffer_ == nullptr) {
+    if (waiting_.empty()) waiting_.resize(bytes_);
+    return;
+  }
+  waiting_.resize(bytes_);
+  if (downloaded_.empty()) {
+    client_->download(buffer_.get(), waiting_.data(), bytes_);
+  } else {
+    waiting_ = std::move(downloaded_);
+  }
+  buffer_.reset();
+  downloaded_ = {};
+}
+
+void DeviceBuffer::write(size_t offset, const void* src, size_t bytes) {
+  if (offset == 0 && bytes == bytes_) {
+    buffer_.reset();
+    downloaded_ = {};
+    waiting_.resize(bytes);
+  } else {
+    bring_to_host();
+  }
+  std::memcpy(waiting_.data() + offset, src, bytes);
+}
+
+void DeviceBuffer::read(size_t offset, void* dst, size_t bytes) {
+  if (buffer_ == nullptr) {
+    if (waiting_.empty()) {
+      std::memset(dst, 0, bytes);
+    } else {
+      std::memcpy(dst, waiting_.data() + offset, bytes);
+    }
+  } else if (offset == 0 && bytes == bytes_) {
+    client_->download(buffer_.get(), dst, bytes);
+  } else {
+    if (downloaded_.empty()) {
+      downloaded_.resize(bytes_);
+      client_->download(buffer_.get(), downloaded_.data(), bytes_);
+    }
+    std::memcpy(dst, downloaded_.data() + offset, bytes);
+  }
+}
+
+void DeviceBuffer::zero(size_t offset, size_t bytes) {
+  if (offset == 0 && bytes == bytes_) {
+    buffer_.reset();
+    downloaded_ = {};
+    waiting_ = {};  // empty: zeros when the buffer is made
+    return;
+  }
+  bring_to_host();
+  std::memset(waiting_.data() + offset, 0, bytes);
+}
+
+std::shared_ptr<void> make_device_buffer(const Client& client, int device, size_t bytes) {
+  const size_t length = reserved_length(bytes);
+  void* start =
+      ::mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (start == MAP_FAILED) {
+    throw Error("pjrt: cannot reserve " + std::to_string(length) +
+                " bytes of address space for a device buffer: " + std::strerror(errno));
+  }
   {
     std::lock_guard<std::mutex> lock(live_mutex);
-    live_holders().insert(holder);
+    live()[reinterpret_cast<uintptr_t>(start)] = {
+        std::make_unique<DeviceBuffer>(client, device, bytes), length};
   }
-  return std::shared_ptr<DeviceBuffer>(holder, [](DeviceBuffer* h) {
+  return std::shared_ptr<void>(start, [length](void* p) {
     {
       std::lock_guard<std::mutex> lock(live_mutex);
-      live_holders().erase(h);
+      live().erase(reinterpret_cast<uintptr_t>(p));
     }
-    delete h;
+    ::munmap(p, length);
   });
 }
 
-DeviceBuffer& holder_of(const void* data, const std::string& what) {
+Place place_of(const void* data, const std::string& what) {
+  const auto address = reinterpret_cast<uintptr_t>(data);
   std::lock_guard<std::mutex> lock(live_mutex);
-  if (live_holders().count(data) == 0) {
-    throw Error(what +
-                ": not the start of a pjrt buffer (a view into one at a byte offset, as "
-                "the Trainer's flat parameters make: on pjrt, training steps run but the Trainer "
-                "does not yet)");
+  auto it = live().upper_bound(address);
+  if (it != live().begin()) {
+    --it;
+    if (address - it->first < it->second.length) {
+      return {it->second.holder.get(), static_cast<size_t>(address - it->first)};
+    }
   }
-  return *static_cast<DeviceBuffer*>(const_cast<void*>(data));
-}
-
-PJRT_Buffer* buffer_of(const Tensor& tensor, const std::string& what) {
-  if (tensor.device().type != "pjrt") {
-    throw Error(what + ": expected a tensor on a pjrt device, got one on " + tensor.device().str());
-  }
-  DeviceBuffer* holder = &holder_of(tensor.data(), what);
-  if (holder->bytes != tensor.nbytes()) {
-    throw Error(what + ": a view into a pjrt tensor (" + shape_str(tensor.shape()) +
-                ") cannot be passed to a PJRT executable");
-  }
-  if (holder->buffer == nullptr) {
-    std::vector<std::byte> bytes = std::move(holder->bytes_to_upload);
-    if (bytes.empty()) bytes.resize(holder->bytes);
-    holder->buffer =
-        holder->client->upload(bytes.data(), tensor.dtype(), tensor.shape(), holder->device);
-    holder->shape = tensor.shape();
-  } else if (holder->shape != tensor.shape()) {
-    throw Error(what + ": the pjrt buffer has shape " + shape_str(holder->shape) + ", the tensor " +
-                shape_str(tensor.shape()));
-  }
-  return holder->buffer.get();
+  throw Error(what + ": not the address of a live pjrt buffer");
 }
 
 Tensor tensor_of(Buffer buffer, const Client& client, int device, const Shape& shape, DType dtype) {
-  std::shared_ptr<DeviceBuffer> holder = make_device_buffer(
+  const std::shared_ptr<void> storage = make_device_buffer(
       client, device, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
-  holder->buffer = std::move(buffer);
-  holder->shape = shape;
-  return Tensor::borrow(holder.get(), shape, dtype, holder, Device{"pjrt", device});
+  place_of(storage.get(), "pjrt result").holder->replace(std::move(buffer), shape, dtype);
+  return Tensor::borrow(storage.get(), shape, dtype, storage, Device{"pjrt", device});
 }
 
 }  // namespace tfm::pjrt

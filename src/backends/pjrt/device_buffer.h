@@ -1,7 +1,13 @@
 // What a Tensor on a PJRT device holds: a PJRT buffer, or, until an executable first takes it,
 // the bytes it will be made of. The device's memory interface (allocate, copy, fill_zero) knows
 // only bytes, a PJRT buffer is made with its shape and element type: so a buffer is made where
-// both are known (prepare_weight, or a run taking the tensor as state).
+// both are known (prepare_weight, or a run taking the tensor).
+//
+// A holder's address is the start of a reserved, inaccessible address range as long as its
+// bytes, so a view into it (a tensor at a byte offset, as the Trainer's flat parameters make)
+// has an address inside that range alone: place_of finds the holder and the offset. A PJRT
+// buffer is whole, so an executable takes such a view as a slice of its holder's buffer
+// (stablehlo.h's Placement), and the host copies in and out of a range go through the bytes.
 #pragma once
 
 #include <cstddef>
@@ -14,26 +20,53 @@
 
 namespace tfm::pjrt {
 
-struct DeviceBuffer {
-  const Client* client = nullptr;
-  int device = 0;
-  size_t bytes = 0;
-  Buffer buffer;                           // null while the bytes wait
-  Shape shape;                             // the buffer's (kept, so no call asks the plugin)
-  std::vector<std::byte> bytes_to_upload;  // zeros, or what a host tensor copied here held
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const Client& client, int device, size_t bytes)
+      : client_(&client), device_(device), bytes_(bytes) {}
+
+  const Client& client() const { return *client_; }
+  int device() const { return device_; }
+  size_t bytes() const { return bytes_; }
+  // The PJRT buffer, made as `shape` `dtype` from the waiting bytes if there is none yet; throws,
+  // naming `what`, if the buffer there has another shape or dtype.
+  PJRT_Buffer* buffer(const Shape& shape, DType dtype, const std::string& what);
+  // A run's result (a donated state's update) in place of the buffer.
+  void replace(Buffer buffer, Shape shape, DType dtype);
+
+  // Host bytes in and out of [offset, offset + bytes).
+  void write(size_t offset, const void* src, size_t bytes);
+  void read(size_t offset, void* dst, size_t bytes);
+  void zero(size_t offset, size_t bytes);
+
+ private:
+  // The bytes on the host, the buffer dropped: before part of them changes.
+  void bring_to_host();
+
+  const Client* client_;
+  int device_;
+  size_t bytes_;
+  Buffer buffer_;  // null while the bytes wait
+  Shape shape_;    // the buffer's (kept, so no call asks the plugin)
+  DType dtype_ = DType::f32;
+  std::vector<std::byte> waiting_;  // while buffer_ is null: the bytes (empty: zeros)
+  // A copy of buffer_'s bytes, made by the first read of a part of it (saving a model reads its
+  // flat parameters weight by weight) and dropped when the buffer changes.
+  std::vector<std::byte> downloaded_;
 };
 
-// A holder for `bytes` on `device`, known to holder_of while it lives.
-std::shared_ptr<DeviceBuffer> make_device_buffer(const Client& client, int device, size_t bytes);
-// The holder at `data` (a pjrt tensor's data pointer, as the device's memory interface gets it);
-// throws, naming `what`, for a pointer into one (a view at a byte offset, such as training's flat
-// parameters make): a PJRT buffer is whole, its bytes are not addressable.
-DeviceBuffer& holder_of(const void* data, const std::string& what);
+// A holder of `bytes` on `device`: the storage of a pjrt Tensor, whose address is the holder's.
+std::shared_ptr<void> make_device_buffer(const Client& client, int device, size_t bytes);
 
-// The buffer a PJRT tensor holds, made from its waiting bytes with the tensor's shape and dtype;
-// throws, naming `what`, for a tensor of another device or a view into one.
-PJRT_Buffer* buffer_of(const Tensor& tensor, const std::string& what);
-// A tensor holding `buffer` (a run's result) on `device`.
+struct Place {
+  DeviceBuffer* holder = nullptr;
+  size_t offset = 0;  // bytes into it
+};
+// Where `data` (a pjrt tensor's data pointer, as the device's memory interface gets it) lies;
+// throws, naming `what`, for an address no live holder's range holds.
+Place place_of(const void* data, const std::string& what);
+
+// A tensor holding `buffer` (an uploaded weight) on `device`.
 Tensor tensor_of(Buffer buffer, const Client& client, int device, const Shape& shape, DType dtype);
 
 }  // namespace tfm::pjrt

@@ -1,7 +1,12 @@
 // The StableHLO emitter's state and its ops, one method an op (stablehlo.cc: inference ops and
-// the module; stablehlo_training.cc: the backward ops and the loss). Internal to backends/pjrt.
+// the module; stablehlo_training.cc: the backward ops and the loss; stablehlo_optimizer.cc:
+// AdamW, the gradient norm's sum of squares and the writes into parts of a state). Internal to
+// backends/pjrt.
 #pragma once
 
+#include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/pjrt/mlir_writer.h"
@@ -20,7 +25,8 @@ inline std::vector<int64_t> leading_dims(int64_t count) {
 
 class Emitter {
  public:
-  explicit Emitter(const graph::Graph& graph) : graph_(graph), values_(graph.nodes.size()) {}
+  Emitter(const graph::Graph& graph, const Placements& placements)
+      : graph_(graph), placements_(placements), values_(graph.nodes.size()) {}
 
   Module emit();
 
@@ -77,8 +83,29 @@ class Emitter {
   void refuse_vocabulary_shard(const graph::Node& n, const char* what);
   Value flat(const Value& x);  // x as one axis
 
+  // The module's arguments and what the nodes placed in shared buffers read of them.
+  std::vector<std::vector<graph::ValueId>> group_arguments() const;
+  // Its results after the outputs: each updated argument's new value (module.updated_arguments
+  // gets which); `aliased` gets, for each of them, the index of the result that replaces it.
+  std::vector<Value> updated_arguments(const std::vector<Value>& arguments, Module& module,
+                                       std::map<size_t, size_t>& aliased);
+  // `parts` (element offset, values) written over `base` flat, in order.
+  Value written_over(const Value& base, const std::vector<std::pair<int64_t, Value>>& parts);
+
+  // Optimizer (stablehlo_optimizer.cc). An op that writes in place into a view of a state
+  // (kAdamW into its parameters' and moments' parts) records the part's new values; a state is
+  // read (current) with the writes made so far, as a kernel backend's in-place steps leave it.
+  Value adamw(const graph::Node& n);
+  Value sum_squares(const graph::Node& n);
+  // The state input `id` is a view of, and the view's element offset in it.
+  std::optional<std::pair<graph::ValueId, int64_t>> state_part(graph::ValueId id) const;
+  void record_write(graph::ValueId written, const Value& values, const graph::Node& writer);
+  Value current(graph::ValueId id);
+
   const graph::Graph& graph_;
+  const Placements& placements_;
   std::vector<Value> values_;
+  std::map<graph::ValueId, std::vector<std::pair<int64_t, Value>>> writes_;  // state -> parts
   MlirWriter w_;
 };
 

@@ -128,6 +128,18 @@ Value MlirWriter::slice(const Value& x, const std::vector<int64_t>& start,
                 ", strides = " + i64_array(std::vector<int64_t>(start.size(), 1)) + "}");
 }
 
+Value MlirWriter::update_slice(const Value& x, const Value& update,
+                               const std::vector<int64_t>& start) {
+  TFM_CHECK(start.size() == x.shape.size() && update.element == x.element,
+            "StableHLO dynamic_update_slice operands");
+  bool wide = false;
+  for (int64_t s : start) wide = wide || s > std::numeric_limits<int32_t>::max();
+  std::vector<Value> operands{x, update};
+  for (int64_t s : start)
+    operands.push_back(constant(static_cast<double>(s), wide ? "i64" : "i32"));
+  return op("dynamic_update_slice", operands, x.shape, x.element);
+}
+
 Value MlirWriter::concatenate(const std::vector<Value>& parts, int64_t dimension) {
   Shape shape = parts[0].shape;
   shape[static_cast<size_t>(dimension)] = 0;

@@ -34,7 +34,7 @@ class MlirWriter {
            const std::string& element, const std::string& attributes = "");
 
   // Elementwise, operands of one shape: "add", "multiply", "subtract", "divide", "maximum",
-  // "and"; unary: "negate", "exponential", "rsqrt", "logistic", "cosine", "sine".
+  // "and"; unary: "negate", "exponential", "rsqrt", "sqrt", "cosine", "sine".
   Value binary(const std::string& name, const Value& a, const Value& b);
   Value unary(const std::string& name, const Value& a);
   Value convert(const Value& x, const std::string& element);  // x itself when already so
@@ -47,6 +47,8 @@ class MlirWriter {
   Value transpose(const Value& x, const std::vector<int64_t>& permutation);
   Value slice(const Value& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit);
   Value concatenate(const std::vector<Value>& parts, int64_t dimension);
+  // x with `update` written over it from `start` (constant indices: i32, i64 past its range).
+  Value update_slice(const Value& x, const Value& update, const std::vector<int64_t>& start);
   Value iota(const Shape& shape, int64_t dimension);  // i32
   // "EQ", "NE", "LT", "LE", "GT", "GE"; a pred (i1) result.
   Value compare(const std::string& direction, const Value& a, const Value& b);

@@ -4,7 +4,9 @@
 // (the module aliases each update to its state's argument), and its new buffers take the old
 // ones' place in the caller's tensors.
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "backends/pjrt/cached_compile.h"
@@ -15,6 +17,7 @@
 #include "core/device_registry.h"
 #include "graph/backend.h"
 #include "tfm/error.h"
+#include "tfm/log.h"
 
 namespace tfm::pjrt {
 namespace {
@@ -65,26 +68,17 @@ std::shared_ptr<void> allocate(int index, size_t bytes) {
 
 void copy(void* dst, const void* src, size_t bytes, int /*index*/, bool to_device) {
   if (to_device) {
-    DeviceBuffer& h = holder_of(dst, "copy to pjrt");
-    h.buffer.reset();
-    h.bytes_to_upload.resize(bytes);
-    std::memcpy(h.bytes_to_upload.data(), src, bytes);
-    return;
-  }
-  DeviceBuffer& h = holder_of(src, "copy from pjrt");
-  if (h.buffer != nullptr) {
-    h.client->download(h.buffer.get(), dst, bytes);
-  } else if (h.bytes_to_upload.empty()) {
-    std::memset(dst, 0, bytes);
+    const Place p = place_of(dst, "copy to pjrt");
+    p.holder->write(p.offset, src, bytes);
   } else {
-    std::memcpy(dst, h.bytes_to_upload.data(), bytes);
+    const Place p = place_of(src, "copy from pjrt");
+    p.holder->read(p.offset, dst, bytes);
   }
 }
 
-void fill_zero(void* data, size_t /*bytes*/, int /*index*/) {
-  DeviceBuffer& h = holder_of(data, "fill pjrt with zeros");
-  h.buffer.reset();
-  h.bytes_to_upload.clear();  // empty: zeros when first made
+void fill_zero(void* data, size_t bytes, int /*index*/) {
+  const Place p = place_of(data, "fill pjrt with zeros");
+  p.holder->zero(p.offset, bytes);
 }
 
 DeviceInfo describe(int index) {
@@ -99,32 +93,36 @@ DeviceInfo describe(int index) {
   return info;
 }
 
+// Where `t` (a weight, or the tensor given for a state input) lies: a part of a larger buffer is
+// placed in it (Placement::buffer left for the caller to number); one filling its buffer is an
+// argument of its own.
+std::optional<std::pair<DeviceBuffer*, Placement>> placement_of(const Tensor& t,
+                                                                const std::string& name) {
+  if (!t.defined() || t.device().type != "pjrt") return std::nullopt;
+  const Place p = place_of(t.data(), "'" + name + "'");
+  if (p.offset == 0 && p.holder->bytes() == t.nbytes()) return std::nullopt;
+  const auto element = static_cast<int64_t>(dtype_size(t.dtype()));
+  return std::make_pair(p.holder, Placement{0, static_cast<int64_t>(p.offset) / element,
+                                            static_cast<int64_t>(p.holder->bytes()) / element});
+}
+
 class PjrtExecutable : public graph::Executable {
  public:
   PjrtExecutable(Graph graph, const Client& client, int device)
       : graph_(std::move(graph)), client_(client), device_(device) {
-    module_ = emit_stablehlo(graph_);
-    const std::optional<CompileCache>& cache = cache_slot();
-    Compiled compiled = compile_cached(client_, cache ? &*cache : nullptr, module_.text,
-                                       serialize(CompileOptions{}));
-    executable_ = std::move(compiled.executable);
-    from_cache_ = compiled.from_cache;
-    output_count_ = client_.output_count(executable_.get());
     input_ids_ = graph_.inputs();
-    for (size_t i = input_ids_.size(); i < module_.arguments.size(); ++i) {
-      const Node& n = graph_.nodes[static_cast<size_t>(module_.arguments[i])];
+    std::vector<Tensor> bound;  // what the state inputs were built bound to (Node::constant)
+    for (const ValueId id : input_ids_)
+      bound.push_back(graph_.nodes[static_cast<size_t>(id)].constant);
+    for (Node& n : graph_.nodes) {
+      if (n.op == Op::kInput) n.constant = Tensor();  // the graph keeps no caller's buffer alive
       // Weights the model keeps on the device are used where they are; others (RoPE's
       // inverse frequencies, built per graph) are uploaded once, here.
-      weights_.push_back(
-          n.constant.device().type == "pjrt" ? n.constant : n.constant.to(Device{"pjrt", device_}));
-    }
-    for (const ValueId id : input_ids_) {
-      int update = -1;
-      for (size_t k = 0; k < graph_.updates.size(); ++k) {
-        if (graph_.updates[k].state == id) update = static_cast<int>(k);
+      if (n.op == Op::kWeight && n.constant.device().type != "pjrt") {
+        n.constant = n.constant.to(Device{"pjrt", device_});
       }
-      update_of_input_.push_back(update);
     }
+    variants_.push_back(compile_layout(placements(bound)));
   }
 
   graph::RunResult run(const std::vector<Tensor>& inputs) override {
@@ -132,60 +130,153 @@ class PjrtExecutable : public graph::Executable {
       throw Error("graph expects " + std::to_string(input_ids_.size()) + " inputs, got " +
                   std::to_string(inputs.size()));
     }
-    std::vector<Buffer> uploaded;  // this run's host inputs, alive until it ends
-    std::vector<PJRT_Buffer*> arguments;
-    std::vector<int64_t> kept;  // arguments not donated: all but the updated state
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const Node& n = graph_.nodes[static_cast<size_t>(input_ids_[i])];
-      check_input(n, inputs[i]);
-      if (n.is_state) {
-        arguments.push_back(buffer_of(inputs[i], "graph input '" + n.name + "'"));
-        if (update_of_input_[i] < 0) kept.push_back(static_cast<int64_t>(i));
+      check_input(graph_.nodes[static_cast<size_t>(input_ids_[i])], inputs[i]);
+    }
+    const Variant& v = variant_for(inputs);
+    std::vector<Buffer> uploaded;  // this run's host inputs, alive until it ends
+    std::vector<PJRT_Buffer*> buffers;
+    std::vector<DeviceBuffer*> holders;  // each argument's, null for a host input
+    std::vector<int64_t> kept;           // arguments not donated: all but the updated state
+    for (size_t k = 0; k < v.arguments.size(); ++k) {
+      const Argument& a = v.arguments[k];
+      if (!a.updated) kept.push_back(static_cast<int64_t>(k));
+      if (a.input && !a.state) {
+        const Tensor& t = inputs[*a.input];
+        const Tensor host = t.is_contiguous() ? t : t.clone();
+        uploaded.push_back(client_.upload(host.data(), a.dtype, a.shape, device_));
+        buffers.push_back(uploaded.back().get());
+        holders.push_back(nullptr);
         continue;
       }
-      const Tensor host = inputs[i].is_contiguous() ? inputs[i] : inputs[i].clone();
-      uploaded.push_back(client_.upload(host.data(), n.dtype, n.shape, device_));
-      arguments.push_back(uploaded.back().get());
-      kept.push_back(static_cast<int64_t>(i));
-    }
-    for (size_t w = 0; w < weights_.size(); ++w) {
-      arguments.push_back(buffer_of(weights_[w], "weight '" + weight_node(w).name + "'"));
-      kept.push_back(static_cast<int64_t>(input_ids_.size() + w));
+      const Tensor& held = a.input ? inputs[*a.input] : a.weight;
+      DeviceBuffer* holder = place_of(held.data(), a.name).holder;
+      buffers.push_back(holder->buffer(a.shape, a.dtype, a.name));
+      holders.push_back(holder);
     }
     std::vector<Buffer> results =
-        client_.execute(executable_.get(), arguments, kept, output_count_);
-    TFM_CHECK(results.size() == module_.outputs + graph_.updates.size(),
+        client_.execute(v.executable.get(), buffers, kept, v.output_count);
+    TFM_CHECK(results.size() == v.module.outputs + v.module.updated_arguments.size(),
               "PJRT executable's result count");
     graph::RunResult out;
-    for (size_t r = 0; r < module_.outputs; ++r) {
+    for (size_t r = 0; r < v.module.outputs; ++r) {
       const Node& n = graph_.nodes[static_cast<size_t>(graph_.outputs[r])];
       Tensor t = Tensor::empty(n.shape, n.dtype);
       client_.download(results[r].get(), t.data(), t.nbytes());
       out.outputs.push_back(std::move(t));
     }
-    // The donated state's new buffers go into the tensors the caller gave: to the caller the
-    // state is updated in place, as on a kernel backend (eager runs, which return no state,
-    // rely on it).
+    // The donated state's new buffers go into the holders the caller's tensors are in: to the
+    // caller the state is updated in place, as on a kernel backend (eager runs, which return no
+    // state, rely on it).
+    for (size_t u = 0; u < v.module.updated_arguments.size(); ++u) {
+      const size_t k = v.module.updated_arguments[u];
+      holders[k]->replace(std::move(results[v.module.outputs + u]), v.arguments[k].shape,
+                          v.arguments[k].dtype);
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const Node& n = graph_.nodes[static_cast<size_t>(input_ids_[i])];
-      if (!n.is_state) continue;
-      const int update = update_of_input_[i];
-      if (update >= 0) {
-        DeviceBuffer& h = holder_of(inputs[i].data(), "graph input '" + n.name + "'");
-        h.buffer = std::move(results[module_.outputs + static_cast<size_t>(update)]);
-        h.shape = n.shape;
-      }
-      out.state.push_back(inputs[i]);
+      if (graph_.nodes[static_cast<size_t>(input_ids_[i])].is_state) out.state.push_back(inputs[i]);
     }
     return out;
   }
 
   size_t arena_bytes() const override { return 0; }
-  bool from_compile_cache() const override { return from_cache_; }
+  bool from_compile_cache() const override { return variants_.front().from_cache; }
 
  private:
-  const Node& weight_node(size_t w) const {
-    return graph_.nodes[static_cast<size_t>(module_.arguments[input_ids_.size() + w])];
+  // A module argument: a host input, a state input, a weight, or one buffer that several of them
+  // (the Trainer's flat parameters or gradients) are parts of.
+  struct Argument {
+    std::string name;
+    Shape shape;
+    DType dtype = DType::f32;
+    std::optional<size_t> input;  // a graph input among its members
+    bool state = false;
+    Tensor weight;         // a weight among its members (when no input is)
+    bool updated = false;  // donated: the run writes its new value
+  };
+  // The graph compiled for one layout of its weights and state in device buffers.
+  struct Variant {
+    Placements placements;
+    Module module;
+    LoadedExecutable executable;
+    bool from_cache = false;
+    size_t output_count = 0;
+    std::vector<Argument> arguments;
+  };
+
+  // The parts of larger buffers among the weights and `state` (a tensor per graph input: those
+  // of the state inputs where known), the buffers numbered in node order.
+  Placements placements(const std::vector<Tensor>& state) const {
+    Placements out;
+    std::map<DeviceBuffer*, int> number;
+    const auto add = [&](ValueId id, const Tensor& t) {
+      auto placed = placement_of(t, graph_.nodes[static_cast<size_t>(id)].name);
+      if (!placed) return;
+      placed->second.buffer =
+          number.emplace(placed->first, static_cast<int>(number.size())).first->second;
+      out[id] = placed->second;
+    };
+    size_t input = 0;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      const Node& n = graph_.nodes[i];
+      if (n.op == Op::kInput) {
+        if (n.is_state) add(static_cast<ValueId>(i), state[input]);
+        ++input;
+      } else if (n.op == Op::kWeight) {
+        add(static_cast<ValueId>(i), n.constant);
+      }
+    }
+    return out;
+  }
+
+  Variant compile_layout(Placements placed) const {
+    Variant v;
+    v.placements = std::move(placed);
+    v.module = emit_stablehlo(graph_, v.placements);
+    const std::optional<CompileCache>& cache = cache_slot();
+    Compiled compiled = compile_cached(client_, cache ? &*cache : nullptr, v.module.text,
+                                       serialize(CompileOptions{}));
+    v.executable = std::move(compiled.executable);
+    v.from_cache = compiled.from_cache;
+    v.output_count = client_.output_count(v.executable.get());
+    std::map<ValueId, size_t> input_index;
+    for (size_t i = 0; i < input_ids_.size(); ++i) input_index[input_ids_[i]] = i;
+    for (const std::vector<ValueId>& members : v.module.arguments) {
+      Argument a;
+      const Node& first = graph_.nodes[static_cast<size_t>(members[0])];
+      auto placement = v.placements.find(members[0]);
+      a.shape = placement == v.placements.end() ? first.shape : Shape{placement->second.size};
+      a.dtype = first.dtype;
+      a.name = members.size() == 1 ? "'" + first.name + "'"
+                                   : "the buffer of '" + first.name + "' and " +
+                                         std::to_string(members.size() - 1) + " more";
+      for (const ValueId id : members) {
+        const Node& n = graph_.nodes[static_cast<size_t>(id)];
+        if (n.op == Op::kWeight) {
+          a.weight = n.constant;
+        } else {
+          a.input = input_index.at(id);
+          a.state = n.is_state;
+        }
+      }
+      v.arguments.push_back(std::move(a));
+    }
+    for (const size_t a : v.module.updated_arguments) v.arguments[a].updated = true;
+    return v;
+  }
+
+  // The variant for where `inputs`' state lies, compiled now if no run had that layout: a graph
+  // built bound to its state (graph::Builder::state) and given other buffers still runs.
+  const Variant& variant_for(const std::vector<Tensor>& inputs) {
+    const Placements placed = placements(inputs);
+    for (const Variant& v : variants_) {
+      if (v.placements == placed) return v;
+    }
+    log_info(
+        "pjrt: the graph's state given in another layout than it was compiled for: "
+        "compiling that layout too");
+    variants_.push_back(compile_layout(placed));
+    return variants_.back();
   }
 
   static void check_input(const Node& n, const Tensor& t) {
@@ -198,18 +289,19 @@ class PjrtExecutable : public graph::Executable {
       throw Error("graph input '" + n.name + "' must be a host tensor, got one on " +
                   t.device().str());
     }
+    if (n.is_state && t.device().type != "pjrt") {
+      throw Error("graph input '" + n.name +
+                  "' is state: expected a tensor on a pjrt device, "
+                  "got one on " +
+                  t.device().str());
+    }
   }
 
   Graph graph_;
   const Client& client_;
   int device_;
-  Module module_;
-  LoadedExecutable executable_;
-  bool from_cache_ = false;
-  size_t output_count_ = 0;
   std::vector<ValueId> input_ids_;
-  std::vector<Tensor> weights_;
-  std::vector<int> update_of_input_;  // each input's Graph::updates entry (-1: none)
+  std::deque<Variant> variants_;  // the first compiled with the graph; a deque keeps references
 };
 
 class PjrtBackend : public graph::Backend {

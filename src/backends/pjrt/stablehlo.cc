@@ -295,32 +295,77 @@ Value Emitter::emit_node(const Node& n) {
       return cross_entropy(n);
     case Op::kCrossEntropyGrad:
       return cross_entropy_grad(n);
+    case Op::kAdamW:
+      return adamw(n);
+    case Op::kSumSquares:
+      return sum_squares(n);
     default:
       throw Error(std::string("PJRT backend: op ") + graph::op_name(n.op) + " ('" + n.name +
                   "') is not emitted yet");
   }
 }
 
+std::vector<std::vector<ValueId>> Emitter::group_arguments() const {
+  std::vector<ValueId> order = graph_.inputs();
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (graph_.nodes[i].op == Op::kWeight) order.push_back(static_cast<ValueId>(i));
+  }
+  std::vector<std::vector<ValueId>> arguments;
+  std::map<int, size_t> argument_of_buffer;
+  for (const ValueId id : order) {
+    auto placed = placements_.find(id);
+    if (placed == placements_.end()) {
+      arguments.push_back({id});
+      continue;
+    }
+    auto [it, fresh] = argument_of_buffer.emplace(placed->second.buffer, arguments.size());
+    if (fresh) arguments.emplace_back();
+    arguments[it->second].push_back(id);
+  }
+  return arguments;
+}
+
+std::vector<Value> Emitter::updated_arguments(const std::vector<Value>& arguments, Module& module,
+                                              std::map<size_t, size_t>& aliased) {
+  std::map<ValueId, ValueId> update_of;  // state input -> its updated value
+  for (const graph::StateUpdate& u : graph_.updates) update_of[u.state] = u.value;
+  std::vector<Value> results;
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    std::vector<std::pair<int64_t, Value>> parts;
+    for (const ValueId id : module.arguments[a]) {
+      auto u = update_of.find(id);
+      if (u == update_of.end()) continue;
+      auto placed = placements_.find(id);
+      parts.emplace_back(placed == placements_.end() ? 0 : placed->second.start,
+                         flat(value(u->second)));
+    }
+    if (parts.empty()) continue;
+    aliased[a] = graph_.outputs.size() + results.size();
+    module.updated_arguments.push_back(a);
+    results.push_back(w_.reshape(written_over(flat(arguments[a]), parts), arguments[a].shape));
+  }
+  return results;
+}
+
 Module Emitter::emit() {
   Module module;
-  module.arguments = graph_.inputs();
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-    if (graph_.nodes[i].op == Op::kWeight) module.arguments.push_back(static_cast<ValueId>(i));
-  }
-  std::map<ValueId, size_t> aliased;  // state input -> the result that replaces it
-  for (size_t k = 0; k < graph_.updates.size(); ++k) {
-    aliased[graph_.updates[k].state] = graph_.outputs.size() + k;
-  }
-  std::string signature;
-  for (size_t i = 0; i < module.arguments.size(); ++i) {
-    const ValueId id = module.arguments[i];
-    const Node& n = node(id);
-    const Value arg{"%arg" + std::to_string(i), n.shape, element_type(n.dtype)};
-    values_[static_cast<size_t>(id)] = arg;
-    signature += (i ? ", " : "") + arg.name + ": " + tensor_type(arg);
-    auto it = aliased.find(id);
-    if (it != aliased.end()) {
-      signature += " {tf.aliasing_output = " + std::to_string(it->second) + " : i32}";
+  module.arguments = group_arguments();
+  std::vector<Value> arguments;
+  for (size_t a = 0; a < module.arguments.size(); ++a) {
+    const Node& first = node(module.arguments[a][0]);
+    auto placed = placements_.find(module.arguments[a][0]);
+    const Shape shape = placed == placements_.end() ? first.shape : Shape{placed->second.size};
+    arguments.push_back({"%arg" + std::to_string(a), shape, element_type(first.dtype)});
+    for (const ValueId id : module.arguments[a]) {
+      const Node& n = node(id);
+      TFM_CHECK(n.dtype == first.dtype, "PJRT emitter: one buffer of one dtype ('" + n.name + "')");
+      if (placed == placements_.end()) {
+        values_[static_cast<size_t>(id)] = arguments.back();
+        continue;
+      }
+      const int64_t start = placements_.at(id).start;
+      values_[static_cast<size_t>(id)] =
+          w_.reshape(w_.slice(arguments.back(), {start}, {start + shape_numel(n.shape)}), n.shape);
     }
   }
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
@@ -329,13 +374,22 @@ Module Emitter::emit() {
     values_[i] = emit_node(n);
     TFM_CHECK(values_[i].shape == n.shape, "PJRT emitter: the shape of " + graph_.describe(i));
   }
-  std::vector<ValueId> results = graph_.outputs;
-  for (const graph::StateUpdate& u : graph_.updates) results.push_back(u.value);
+  std::vector<Value> results;
+  for (const ValueId id : graph_.outputs) results.push_back(value(id));
+  std::map<size_t, size_t> aliased;  // argument -> the result that replaces it
+  for (Value& v : updated_arguments(arguments, module, aliased)) results.push_back(v);
   module.outputs = graph_.outputs.size();
-  std::string names, types;
+  std::string signature, names, types;
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    signature += (a ? ", " : "") + arguments[a].name + ": " + tensor_type(arguments[a]);
+    auto it = aliased.find(a);
+    if (it != aliased.end()) {
+      signature += " {tf.aliasing_output = " + std::to_string(it->second) + " : i32}";
+    }
+  }
   for (size_t i = 0; i < results.size(); ++i) {
-    names += (i ? ", " : "") + value(results[i]).name;
-    types += (i ? ", " : "") + tensor_type(value(results[i]));
+    names += (i ? ", " : "") + results[i].name;
+    types += (i ? ", " : "") + tensor_type(results[i]);
   }
   module.text =
       "module @tfm attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : "
@@ -345,7 +399,9 @@ Module Emitter::emit() {
   return module;
 }
 
-Module emit_stablehlo(const Graph& graph) { return Emitter(graph).emit(); }
+Module emit_stablehlo(const Graph& graph, const Placements& placements) {
+  return Emitter(graph, placements).emit();
+}
 
 std::set<std::string> op_names(const std::string& text) {
   static const std::regex quoted("\"((stablehlo|func)\\.[a-z_]+)\"");
@@ -364,15 +420,16 @@ const std::set<std::string>& neuron_ops() {
       "stablehlo.compare",     "stablehlo.concatenate",
       "stablehlo.constant",    "stablehlo.convert",
       "stablehlo.cosine",      "stablehlo.divide",
-      "stablehlo.dot_general", "stablehlo.exponential",
-      "stablehlo.gather",      "stablehlo.iota",
-      "stablehlo.log",         "stablehlo.maximum",
-      "stablehlo.minimum",     "stablehlo.multiply",
-      "stablehlo.negate",      "stablehlo.reduce",
-      "stablehlo.reshape",     "stablehlo.return",
-      "stablehlo.rsqrt",       "stablehlo.scatter",
-      "stablehlo.select",      "stablehlo.sine",
-      "stablehlo.slice",       "stablehlo.subtract",
+      "stablehlo.dot_general", "stablehlo.dynamic_update_slice",
+      "stablehlo.exponential", "stablehlo.gather",
+      "stablehlo.iota",        "stablehlo.log",
+      "stablehlo.maximum",     "stablehlo.minimum",
+      "stablehlo.multiply",    "stablehlo.negate",
+      "stablehlo.reduce",      "stablehlo.reshape",
+      "stablehlo.return",      "stablehlo.rsqrt",
+      "stablehlo.scatter",     "stablehlo.select",
+      "stablehlo.sine",        "stablehlo.slice",
+      "stablehlo.sqrt",        "stablehlo.subtract",
       "stablehlo.transpose",
   };
   return ops;

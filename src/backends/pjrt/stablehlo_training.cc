@@ -166,9 +166,9 @@ Value Emitter::cross_entropy_grad(const Node& n) {
   return as_node_type(w_.reshape(scaled, n.shape), n);
 }
 
-// `shape` elements of x from element `start`.
+// `shape` elements of x from element `start`, x as the in-place writes before the view left it.
 Value Emitter::view(const Node& n) {
-  const Value x = value(graph::view_args(n).x);
+  const Value x = current(graph::view_args(n).x);
   const int64_t count = shape_numel(n.shape);
   return w_.reshape(w_.slice(flat(x), {n.start}, {n.start + count}), n.shape);
 }
