@@ -108,9 +108,24 @@ const DeviceKind* find_device_kind(const std::string& name) {
 
 int process_accelerator_index() { return std::max(claimed_accelerator, 0); }
 
+namespace {
+
+std::function<std::vector<std::pair<std::string, std::string>>()>& cpu_attributes() {
+  static std::function<std::vector<std::pair<std::string, std::string>>()> attributes;
+  return attributes;
+}
+
+}  // namespace
+
+void register_cpu_attributes(
+    std::function<std::vector<std::pair<std::string, std::string>>()> attributes) {
+  cpu_attributes() = std::move(attributes);
+}
+
 std::vector<DeviceInfo> devices() {
   std::vector<DeviceInfo> all;
   all.push_back({kCpu, std::to_string(std::thread::hardware_concurrency()) + " threads", 0});
+  if (cpu_attributes()) all.back().attributes = cpu_attributes()();
   for (const DeviceKind& k : kinds()) {
     for (int i = 0; i < k.count(); ++i) all.push_back(k.describe(i));
   }

@@ -5,6 +5,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tfm/device.h"
 
@@ -28,6 +30,10 @@ struct DeviceKind {
 };
 
 void register_device_kind(DeviceKind kind);
+// What the CPU backend says of the CPU, as named attributes (its ISA, the paths its products
+// take there): the cpu's DeviceInfo::attributes, which `tfm devices` prints.
+void register_cpu_attributes(
+    std::function<std::vector<std::pair<std::string, std::string>>()> attributes);
 const DeviceKind* find_device_kind(const std::string& name);  // null for the cpu and the unknown
 // The index of the accelerator this process computes on (0 before one is resolved).
 int process_accelerator_index();

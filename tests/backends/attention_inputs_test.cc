@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
 #include "ops/reference.h"
@@ -130,8 +131,11 @@ TEST_P(AttentionInputsTest, MatchReference) {
 
   // The references: the three products, then q and k normed per head and rotated, and the new
   // k and v rows at the slots of otherwise zero caches.
-  // cuBLASLt's bf16 products (CUDA, more than 8 rows) read the activations rounded to bf16 too.
-  const bool bf16_product = c.device == "cuda" && rows > 8 && c.weights == DType::bf16;
+  // Bf16 products of more than 8 rows read the activations rounded to bf16 too: cuBLASLt's, and
+  // the CPU's where it has native bf16 dot products.
+  const bool bf16_products =
+      c.device == "cuda" || cpu::big_products_path() == cpu::BigProducts::kBf16;
+  const bool bf16_product = bf16_products && rows > 8 && c.weights == DType::bf16;
   std::vector<float> h = x;
   if (c.input_norm) ops::reference::rms_norm(x.data(), input_norm.data(), rows, k, eps, h.data());
   const std::vector<float> x_read = bf16_product ? rounded(h, DType::bf16) : h;

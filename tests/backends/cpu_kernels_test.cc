@@ -1,6 +1,9 @@
 // Every CPU kernel against the scalar reference in src/ops, on odd sizes.
 #include <gtest/gtest.h>
 
+#include <array>
+
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
@@ -25,18 +28,35 @@ std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
   return out;
 }
 
-class LinearTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
+// The weights' dtype and, for bf16 weights, the path products with many rows take: every path
+// this CPU can run (cpu::cpu_isa), each against the reference on what it reads.
+enum class Weights { kF32, kBf16Widened, kBf16Products };
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, Weights>> {
+};
 
 TEST_P(LinearTest, MatchesReference) {
-  const auto [m, n, k, bf16] = GetParam();
-  const auto x = random_values(static_cast<size_t>(m * k), 1);
+  const auto [m, n, k, weights] = GetParam();
+  if (weights == Weights::kBf16Products && cpu::big_products_path() != cpu::BigProducts::kBf16) {
+    GTEST_SKIP() << "no native bf16 dot products here: " << cpu::describe(cpu::cpu_isa());
+  }
+  auto x = random_values(static_cast<size_t>(m * k), 1);
   auto w = random_values(static_cast<size_t>(n * k), 2);
   const auto bias = random_values(static_cast<size_t>(n), 3);
-  const std::vector<uint16_t> w16 = to_bf16(w);
-  if (bf16) w = from_bf16(w16);  // the reference sees the same rounded weights
   std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
-  cpu::linear(x.data(), bf16 ? static_cast<const void*>(w16.data()) : w.data(),
-              bf16 ? DType::bf16 : DType::f32, bias.data(), m, n, k, got.data());
+  if (weights == Weights::kF32) {
+    cpu::linear(x.data(), w.data(), DType::f32, bias.data(), m, n, k, got.data());
+  } else {
+    const std::vector<uint16_t> w16 = to_bf16(w);
+    w = from_bf16(w16);  // the reference sees the same rounded weights
+    const bool products = weights == Weights::kBf16Products;
+    cpu::linear_bf16_weights(x.data(), w16.data(), m, n, k, got.data(),
+                             products ? cpu::BigProducts::kBf16 : cpu::BigProducts::kWidened);
+    // Bf16 products of many rows read x rounded to bf16 too (GEMV rows read it whole).
+    if (products && m > 8) x = from_bf16(to_bf16(x));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) got[static_cast<size_t>(i * n + j)] += bias[j];
+  }
   ops::reference::linear(x.data(), w.data(), bias.data(), m, n, k, want.data());
   expect_close(got, want, 1e-4f);
 }
@@ -44,7 +64,45 @@ TEST_P(LinearTest, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Combine(::testing::Values(1, 3, 8, 9, 67),
                                             ::testing::Values(1, 5, 131, 300),
-                                            ::testing::Values(1, 17, 64, 97), ::testing::Bool()));
+                                            ::testing::Values(1, 17, 64, 97),
+                                            ::testing::Values(Weights::kF32, Weights::kBf16Widened,
+                                                              Weights::kBf16Products)));
+
+std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> out(v.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[j * rows + i] = v[i * cols + j];
+  return out;
+}
+
+// A linear layer's two backward products of bf16 operands as bf16 dot products (the path a CPU
+// with native bf16 takes under autocast), on odd sizes, added into what the output held: dx = dy
+// w and dw = dy^T x, against the reference product of the transposed operands.
+TEST(CpuKernels, Bf16GradientProducts) {
+  if (cpu::big_products_path() != cpu::BigProducts::kBf16) {
+    GTEST_SKIP() << "no native bf16 dot products here: " << cpu::describe(cpu::cpu_isa());
+  }
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{9, 5, 17}, {67, 131, 97}, {33, 300, 64}}) {
+    const std::vector<uint16_t> dy = to_bf16(random_values(static_cast<size_t>(m * n), 4));
+    const std::vector<uint16_t> w = to_bf16(random_values(static_cast<size_t>(n * k), 5));
+    const std::vector<uint16_t> x = to_bf16(random_values(static_cast<size_t>(m * k), 6));
+    const std::vector<float> dx0 = random_values(static_cast<size_t>(m * k), 7);
+    const std::vector<float> dw0 = random_values(static_cast<size_t>(n * k), 8);
+    std::vector<float> dx = dx0, dw = dw0;
+    cpu::linear_grad_input_bf16(dy.data(), w.data(), m, n, k, dx.data(), true);
+    cpu::linear_grad_weight_bf16(dy.data(), x.data(), m, n, k, dw.data(), true);
+    std::vector<float> want_dx(dx.size()), want_dw(dw.size());
+    ops::reference::linear(from_bf16(dy).data(), transposed(from_bf16(w), n, k).data(), nullptr, m,
+                           k, n, want_dx.data());
+    ops::reference::linear(transposed(from_bf16(dy), m, n).data(),
+                           transposed(from_bf16(x), m, k).data(), nullptr, n, k, m, want_dw.data());
+    for (size_t i = 0; i < dx.size(); ++i) want_dx[i] += dx0[i];
+    for (size_t i = 0; i < dw.size(); ++i) want_dw[i] += dw0[i];
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    expect_close(dx, want_dx, 1e-4f, "dx " + shape);
+    expect_close(dw, want_dw, 1e-4f, "dw " + shape);
+  }
+}
 
 TEST(CpuKernels, RmsNorm) {
   const int64_t rows = 7, hidden = 45;

@@ -4,8 +4,10 @@
 
 #include <cstring>
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/steps.h"
+#include "core/device_registry.h"
 #include "graph/effects.h"
 #include "tfm/error.h"
 
@@ -135,6 +137,7 @@ namespace {
 // Linked in whole (an object library), so the cpu has its backend before main runs.
 [[maybe_unused]] const bool registered = [] {
   graph::register_backend("cpu", &cpu_backend());
+  register_cpu_attributes([] { return product_paths(cpu_isa()); });
   return true;
 }();
 

@@ -36,6 +36,17 @@ void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ran
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.
 void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
             int64_t k, float* out);
+// Products of up to this many rows of x take tfm's GEMV (memory bound); beyond, oneDNN's blocking
+// wins.
+inline constexpr int64_t kGemvRows = 8;
+// How products of bf16 weights with many rows of x compute (linear.cc): as bf16 dot products
+// (oneDNN's bf16 matmul, x rounded to bf16), or with the weights widened for oneDNN's f32 sgemm.
+enum class BigProducts { kBf16, kWidened };
+// The path this CPU takes (cpu_isa.h): kBf16 where oneDNN has native bf16 dot products here.
+BigProducts big_products_path();
+// linear() for bf16 weights along a given path (the tests run every path the CPU can).
+void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                         float* out, BigProducts path);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
 // out may be x (each pair is read before it is written): prepare_attention rotates in place.
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
@@ -97,6 +108,12 @@ void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m,
                        int64_t k, float* dx, bool accumulate = false);
 void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,
                         bool accumulate = false);
+// The same two products of bf16 operands (dy and w; dy and x) as bf16 dot products accumulated in
+// f32, for a CPU whose big_products_path() is kBf16.
+void linear_grad_input_bf16(const uint16_t* dy, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                            float* dx, bool accumulate);
+void linear_grad_weight_bf16(const uint16_t* dy, const uint16_t* x, int64_t m, int64_t n, int64_t k,
+                             float* dw, bool accumulate);
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
                          int64_t hidden, float eps, float* dx);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,

@@ -1,11 +1,15 @@
 // Matrix products with transposed weights, as every projection in these models is.
 // Small M (decode) is memory bound: a hand-written GEMV streams the weights once and widens bf16
-// in registers. Large M (prefill, training) is compute bound: oneDNN's f32 sgemm, fed bf16
-// weights widened one L3-sized block of rows at a time (f32 compute is ~2x faster than bf16 dot
-// products on this class of CPU, see docs).
+// in registers. Large M (prefill, training) is compute bound: with bf16 weights, oneDNN's bf16
+// matmul (x rounded to bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has
+// native bf16 dot products (cpu_isa().bf16_products), else oneDNN's f32 sgemm fed the weights
+// widened one L3-sized block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot
+// products).
 #include <algorithm>
 #include <vector>
 
+#include "backends/cpu/bf16_gemm.h"
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/sgemm.h"
 #include "backends/cpu/simd.h"
@@ -14,8 +18,7 @@
 namespace tfm::cpu {
 namespace {
 
-constexpr int64_t kGemvMaxRows = 8;  // beyond this, sgemm's blocking wins
-constexpr int kRowsPerTask = 4;      // weight rows processed together by one thread
+constexpr int kRowsPerTask = 4;  // weight rows processed together by one thread
 
 // out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
 // memory serves every x row. M and the row count are compile-time so the accumulators stay in
@@ -108,18 +111,41 @@ void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, f
   sgemm('N', 'T', m, n, k, 1.f, x, k, w, k, 0.f, out, ldc, "linear");
 }
 
-void gemm_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
-                       float* out) {
+void gemm_widened_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                          float* out) {
   for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
     sgemm_nt(x, tile, m, rows, k, out + r0, n);
   });
 }
 
+void gemm_bf16_products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                        float* out) {
+  thread_local std::vector<uint16_t> rounded;
+  rounded.resize(static_cast<size_t>(m * k));
+  round_to_bf16(x, m * k, rounded.data());
+  bf16_gemm(m, n, k, {rounded.data(), k, 1}, {w, 1, k}, out, n, false, "linear");
+}
+
 }  // namespace
+
+void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                         float* out, BigProducts path) {
+  if (m <= kGemvRows) {
+    gemv(x, w, m, n, k, out);
+  } else if (path == BigProducts::kBf16) {
+    gemm_bf16_products(x, w, m, n, k, out);
+  } else {
+    gemm_widened_weights(x, w, m, n, k, out);
+  }
+}
+
+BigProducts big_products_path() {
+  return cpu_isa().bf16_products ? BigProducts::kBf16 : BigProducts::kWidened;
+}
 
 void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
             int64_t k, float* out) {
-  const bool small = m <= kGemvMaxRows;
+  const bool small = m <= kGemvRows;
   if (w_dtype == DType::f32) {
     const auto* wf = static_cast<const float*>(w);
     if (small)
@@ -127,11 +153,7 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
     else
       sgemm_nt(x, wf, m, n, k, out, n);
   } else if (w_dtype == DType::bf16) {
-    const auto* wb = static_cast<const uint16_t*>(w);
-    if (small)
-      gemv(x, wb, m, n, k, out);
-    else
-      gemm_bf16_weights(x, wb, m, n, k, out);
+    linear_bf16_weights(x, static_cast<const uint16_t*>(w), m, n, k, out, big_products_path());
   } else {
     throw Error("[linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
                 " are not supported on cpu (f32, bf16)");

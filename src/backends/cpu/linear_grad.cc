@@ -1,5 +1,7 @@
 // The matrix products of a linear layer's backward pass, and the row sums of its bias gradient.
-// Both products run as oneDNN f32 sgemm; bf16 weights (bf16 autocast) are widened first.
+// Both products run as oneDNN f32 sgemm, bf16 weights (bf16 autocast) widened first; or, where
+// both operands are bf16 and the CPU has native bf16 dot products, as oneDNN's bf16 matmul.
+#include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/sgemm.h"
 #include "tfm/error.h"
@@ -36,6 +38,16 @@ void linear_grad_input(const float* dy, const void* w, DType w_dtype, int64_t m,
 void linear_grad_weight(const float* dy, const float* x, int64_t m, int64_t n, int64_t k, float* dw,
                         bool accumulate) {
   sgemm('T', 'N', n, k, m, 1.f, dy, n, x, k, accumulate ? 1.f : 0.f, dw, k, "linear_grad_weight");
+}
+
+void linear_grad_input_bf16(const uint16_t* dy, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                            float* dx, bool accumulate) {
+  bf16_gemm(m, k, n, {dy, n, 1}, {w, k, 1}, dx, k, accumulate, "linear_grad_input");
+}
+
+void linear_grad_weight_bf16(const uint16_t* dy, const uint16_t* x, int64_t m, int64_t n, int64_t k,
+                             float* dw, bool accumulate) {
+  bf16_gemm(n, k, m, {dy, 1, n}, {x, k, 1}, dw, k, accumulate, "linear_grad_weight");
 }
 
 void reduce_rows(const float* x, int64_t rows, int64_t n, float* out) {

@@ -18,6 +18,7 @@
 namespace tfm::cpu::simd {
 
 #if defined(__AVX512F__)
+inline constexpr const char* kIsaName = "AVX-512";
 inline constexpr int kWidth = 16;
 using Vec = __m512;
 inline Vec zero() { return _mm512_setzero_ps(); }
@@ -31,6 +32,7 @@ inline Vec broadcast(float v) { return _mm512_set1_ps(v); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline float sum(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr const char* kIsaName = "AVX2+FMA";
 inline constexpr int kWidth = 8;
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
@@ -48,6 +50,7 @@ inline float sum(Vec v) {
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
 }
 #else
+inline constexpr const char* kIsaName = "scalar";
 inline constexpr int kWidth = 1;
 using Vec = float;
 inline Vec zero() { return 0.f; }

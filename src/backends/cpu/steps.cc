@@ -508,14 +508,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t m = rows_of(node(a.dy).shape), nn = w.shape[0], k = w.shape[1];
       const DType dy_dtype = node(a.dy).dtype;
       const DType dx_dtype = n.dtype;
+      const bool bf16_products = dt == DType::bf16 && dy_dtype == DType::bf16 && m > kGemvRows &&
+                                 big_products_path() == BigProducts::kBf16;
       return [=, &ptrs] {
         if (a.sum >= 0) ptrs[out] = ptr(a.sum);
         std::vector<float> widened, narrowed;
-        const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, widened);
         // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once.
         if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
         float* dx = narrowed.empty() ? out_f32() : narrowed.data();
-        linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, a.sum >= 0);
+        if (bf16_products) {
+          linear_grad_input_bf16(static_cast<const uint16_t*>(ptr(a.dy)),
+                                 static_cast<const uint16_t*>(ptr(a.w)), m, nn, k, dx, a.sum >= 0);
+        } else {
+          const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, widened);
+          linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, a.sum >= 0);
+        }
         if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
       };
     }
@@ -524,8 +531,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::LinearGradWeightArgs a = graph::linear_grad_weight_args(n);
       const int64_t m = rows_of(node(a.dy).shape), nn = n.shape[0], k = n.shape[1];
       const DType dy_dtype = node(a.dy).dtype, x_dtype = node(a.x).dtype;
+      const bool bf16_products = dy_dtype == DType::bf16 && x_dtype == DType::bf16 &&
+                                 m > kGemvRows && big_products_path() == BigProducts::kBf16;
       return [=, &ptrs] {
         if (a.acc >= 0) ptrs[out] = ptr(a.acc);
+        if (bf16_products) {
+          linear_grad_weight_bf16(static_cast<const uint16_t*>(ptr(a.dy)),
+                                  static_cast<const uint16_t*>(ptr(a.x)), m, nn, k, out_f32(),
+                                  a.acc >= 0);
+          return;
+        }
         std::vector<float> dy_widened, x_widened;
         const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, dy_widened);
         const float* x = f32_operand(ptr(a.x), x_dtype, m * k, x_widened);

@@ -1,0 +1,53 @@
+#include "backends/cpu/bf16_gemm.h"
+
+#include <dnnl.hpp>
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "tfm/dtype.h"
+#include "tfm/error.h"
+
+namespace tfm::cpu {
+namespace {
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+}  // namespace
+
+void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc,
+               bool accumulate, const char* op) {
+  using dnnl::memory;
+  try {
+    const memory::desc a_md({m, k}, memory::data_type::bf16, memory::dims{a.row, a.col});
+    const memory::desc b_md({k, n}, memory::data_type::bf16, memory::dims{b.row, b.col});
+    const memory::desc c_md({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.f);
+      attr.set_post_ops(sum);
+    }
+    // oneDNN keeps made primitives in its own cache, keyed by these descriptions: a shape seen
+    // before costs a look-up, not a kernel generation.
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine());
+    dnnl::stream stream(engine());
+    dnnl::matmul(pd).execute(
+        stream, {{DNNL_ARG_SRC, memory(a_md, engine(), const_cast<uint16_t*>(a.data))},
+                 {DNNL_ARG_WEIGHTS, memory(b_md, engine(), const_cast<uint16_t*>(b.data))},
+                 {DNNL_ARG_DST, memory(c_md, engine(), c)}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw Error(std::string("[") + op + "] oneDNN bf16 matmul failed (" + e.what() + ") for M=" +
+                std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
+  }
+}
+
+void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
+#pragma omp parallel for schedule(static) if (count > kParallelMinElements)
+  for (int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16_bits(x[i]);
+}
+
+}  // namespace tfm::cpu

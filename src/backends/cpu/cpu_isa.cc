@@ -1,0 +1,98 @@
+#include "backends/cpu/cpu_isa.h"
+
+#include <cpuid.h>
+#include <dnnl.h>
+
+#include <cstdint>
+
+#include "backends/cpu/simd.h"
+
+namespace tfm::cpu {
+namespace {
+
+struct Registers {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Registers cpuid(unsigned leaf, unsigned subleaf) {
+  Registers r;
+  if (!__get_cpuid_count(leaf, subleaf, &r.eax, &r.ebx, &r.ecx, &r.edx)) return {};
+  return r;
+}
+
+bool bit(unsigned value, int n) { return ((value >> n) & 1u) != 0; }
+
+// The register state the OS saves on a context switch (XCR0): an ISA whose registers it does not
+// save cannot be used, whatever cpuid says.
+uint64_t saved_state() {
+  if (!bit(cpuid(1, 0).ecx, 27)) return 0;  // no OSXSAVE: no XGETBV
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t{hi} << 32) | lo;
+}
+
+std::string onednn_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    default:
+      return "isa " + std::to_string(static_cast<int>(isa));
+  }
+}
+
+CpuIsa read_isa() {
+  const Registers basic = cpuid(1, 0), extended = cpuid(7, 0), extended1 = cpuid(7, 1);
+  const uint64_t state = saved_state();
+  const bool ymm = (state & 0x6) == 0x6, zmm = (state & 0xe6) == 0xe6,
+             tiles = (state & 0x60000) == 0x60000;
+  CpuIsa isa;
+  isa.avx2_fma = ymm && bit(extended.ebx, 5) && bit(basic.ecx, 12);
+  isa.avx512 = zmm && bit(extended.ebx, 16) && bit(extended.ebx, 30) && bit(extended.ebx, 31);
+  isa.avx512_bf16 = isa.avx512 && bit(extended1.eax, 5);
+  isa.amx_bf16 = tiles && bit(extended.edx, 22) && bit(extended.edx, 24);
+  const dnnl_cpu_isa_t onednn = dnnl_get_effective_cpu_isa();
+  isa.onednn = onednn_isa_name(onednn);
+  // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
+  isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  return isa;
+}
+
+}  // namespace
+
+const CpuIsa& cpu_isa() {
+  static const CpuIsa isa = read_isa();
+  return isa;
+}
+
+std::string describe(const CpuIsa& isa) {
+  std::string text;
+  for (const auto& [has, name] : {std::pair{isa.avx2_fma, "AVX2+FMA"},
+                                  {isa.avx512, "AVX-512"},
+                                  {isa.avx512_bf16, "AVX512_BF16"},
+                                  {isa.amx_bf16, "AMX-BF16"}}) {
+    if (has) text += std::string(text.empty() ? "" : " ") + name;
+  }
+  return (text.empty() ? "no AVX2" : text) + " (oneDNN: " + isa.onednn + ")";
+}
+
+std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa) {
+  return {{"isa", describe(isa)},
+          {"products of bf16 weights, over 8 rows",
+           isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
+                             : "weights widened to f32 for oneDNN's sgemm"},
+          {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
+          {"products of up to 8 rows", "tfm's GEMV, " + std::string(simd::kIsaName) +
+                                           " (built for the machine that compiled tfm)"}};
+}
+
+}  // namespace tfm::cpu

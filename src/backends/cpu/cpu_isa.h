@@ -1,0 +1,30 @@
+// What this CPU computes with, read once when first asked (cpuid, and the ISA oneDNN's kernels
+// dispatch to on it), and which path each kind of matrix product takes here: chosen at run time
+// from what the CPU has, never from the machine tfm was built on.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tfm::cpu {
+
+struct CpuIsa {
+  bool avx2_fma = false;
+  bool avx512 = false;       // AVX-512 F, BW, VL
+  bool avx512_bf16 = false;  // vdpbf16ps: bf16 pairs multiplied and summed into f32
+  bool amx_bf16 = false;     // AMX tiles of bf16
+  std::string onednn;        // the ISA oneDNN's kernels use here ("avx512_core_bf16", ...)
+  // Products of bf16 weights with many rows (prefill, training) as bf16 dot products accumulated
+  // in f32 (oneDNN's bf16 matmul), where oneDNN's kernels have native bf16 instructions here:
+  // faster than widening the weights to f32 for its sgemm. Elsewhere they are widened.
+  bool bf16_products = false;
+};
+
+const CpuIsa& cpu_isa();
+// "AVX2+FMA AVX-512 AVX512_BF16 (oneDNN: avx512_core_bf16)".
+std::string describe(const CpuIsa& isa);
+// The ISA and the path each kind of product takes, as `tfm devices` lists them.
+std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa);
+
+}  // namespace tfm::cpu
