@@ -251,5 +251,28 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   EXPECT_EQ(k_ref[2 * hkv * d], bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
 }
 
+// Many queries over a bf16 cache (a prefill chunk: the keys and values widened for matrix
+// products) against the reference on the cache as stored: two rows, one left-padded, grouped
+// heads, the chunk after earlier slots.
+TEST(CpuKernels, Bf16CacheAttentionOfManyQueries) {
+  const int64_t batch = 2, seq = 37, len = 50, hq = 4, hkv = 2, d = 16, first = 6;
+  const auto q = random_values(batch * seq * hq * d, 18);
+  std::vector<uint16_t> k_cache = to_bf16(random_values(batch * len * hkv * d, 19));
+  std::vector<uint16_t> v_cache = to_bf16(random_values(k_cache.size(), 20));
+  std::vector<int32_t> slots(seq), mask(batch * len, 0);
+  for (int64_t i = 0; i < seq; ++i) slots[i] = static_cast<int32_t>(first + i);
+  for (int64_t j = 0; j < first + seq; ++j) {
+    mask[j] = 1;
+    mask[len + j] = j >= 4 ? 1 : 0;  // the second row's first four slots are padding
+  }
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
+                 batch, seq, len, hq, hkv, d, 0.25f, got.data());
+  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
+  ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(), batch,
+                            seq, len, hq, hkv, d, 0.25f, want.data());
+  expect_close(got, want, 1e-5f);
+}
+
 }  // namespace
 }  // namespace tfm

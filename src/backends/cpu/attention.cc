@@ -123,6 +123,28 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
            cache_len, q_heads, kv_heads, head_dim, scale, out);
+  } else if (seq >= kGemmMinQueries) {
+    // A bf16 cache's keys and values that the queries can see, widened once (exactly) for the
+    // matrix products: per-key dot products of many queries cost several times more.
+    const int64_t visible = std::min<int64_t>(*std::max_element(slots, slots + seq) + 1, cache_len);
+    const int64_t row = kv_heads * head_dim;
+    thread_local std::vector<float> widened_k, widened_v;
+    widened_k.resize(static_cast<size_t>(batch * cache_len * row));
+    widened_v.resize(widened_k.size());
+    const auto* k16 = static_cast<const uint16_t*>(k);
+    const auto* v16 = static_cast<const uint16_t*>(v);
+    float* kf = widened_k.data();  // the OpenMP threads below must share the caller's buffers
+    float* vf = widened_v.data();
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t j = 0; j < visible; ++j) {
+        const int64_t at = (b * cache_len + j) * row;
+        convert_elements(k16 + at, DType::bf16, kf + at, DType::f32, static_cast<size_t>(row));
+        convert_elements(v16 + at, DType::bf16, vf + at, DType::f32, static_cast<size_t>(row));
+      }
+    }
+    attend_gemm(q, kf, vf, mask, slots, batch, seq, cache_len, q_heads, kv_heads, head_dim, scale,
+                out);
   } else {
     attend(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots, batch,
            seq, cache_len, q_heads, kv_heads, head_dim, scale, out);
