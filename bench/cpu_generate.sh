@@ -1,18 +1,41 @@
 #!/usr/bin/env bash
-# tfm vs transformers on CPU, same checkpoint, same prompts, one run; prints both and the ratios.
-#   bench/cpu_generate.sh [BUILD_DIR] [MODEL_DIR]
-# Makes a Qwen3-0.6B-shaped checkpoint with random bf16 weights when MODEL_DIR does not exist
-# (needs pip install torch transformers safetensors).
+# tfm vs transformers, and llama.cpp when given its folder, on CPU: the same checkpoint, the same
+# prompt lengths, one run; prints each one's figures, the ratios, and the CPU's ISA.
+#   bench/cpu_generate.sh [--llama-cpp LLAMA_CPP_DIR] [BUILD_DIR] [MODEL_DIR]
+# Makes MODEL_DIR when it does not exist: random bf16 weights shaped like Qwen3-0.6B
+# (tools/make_random_checkpoint.py; needs pip install torch transformers safetensors). With
+# --llama-cpp, a Llama of that shape (llama.cpp snapshots older than Qwen3 convert it) and its bf16
+# GGUF (LLAMA_CPP_DIR/convert_hf_to_gguf.py; needs pip install LLAMA_CPP_DIR/gguf-py), timed by
+# LLAMA_CPP_DIR/build/bin/llama-bench. llama.cpp is built beside tfm, never inside it:
+#   cmake -S DIR -B DIR/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF && cmake --build DIR/build --target llama-bench
 set -euo pipefail
+llama_cpp=""
+if [ "${1:-}" = "--llama-cpp" ]; then
+  llama_cpp=$(cd "$2" && pwd)
+  shift 2
+fi
 build=${1:-build}
-model=${2:-/tmp/qwen3-0.6b}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -f "$model/model.safetensors" ] || python3 "$here/../tools/make_random_checkpoint.py" --out "$model" >/dev/null
+architecture=qwen3
+[ -n "$llama_cpp" ] && architecture=llama
+model=${2:-/tmp/$architecture-0.6b}
+[ -f "$model/model.safetensors" ] || python3 "$here/../tools/make_random_checkpoint.py" \
+  --architecture "$architecture" --out "$model" >/dev/null
 tfm=$("$build/bench/generate_bench" "$model" --dtype bf16 --new-tokens 32 --prefill 128,1024)
 hf=$(python3 "$here/anchor_transformers.py" "$model" --new-tokens 32 --prefill 128,1024 2>/dev/null)
-python3 - "$tfm" "$hf" <<'PY'
+llama="{}"
+if [ -n "$llama_cpp" ]; then
+  gguf=$model/model-bf16.gguf
+  [ -f "$gguf" ] || python3 "$llama_cpp/convert_hf_to_gguf.py" "$model" --outtype bf16 \
+    --outfile "$gguf" >/dev/null 2>&1
+  llama=$("$llama_cpp/build/bin/llama-bench" -m "$gguf" -p 128,1024 -n 32 -t "$(nproc)" -o json \
+    2>/dev/null)
+fi
+cpu=$(lscpu | sed -n 's/^Model name: *//p')
+isa=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')
+python3 - "$tfm" "$hf" "$llama" "$cpu" "$isa" <<'PY'
 import json, sys
-tfm, hf = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+tfm, hf, llama = (json.loads(a) for a in sys.argv[1:4])
 ratios = {
     "decode_speedup": tfm["decode_tokens_per_s"] / hf["decode_tokens_per_s"],
     "decode_fraction_of_bandwidth_bound": tfm["decode_fraction_of_bound"],
@@ -20,5 +43,20 @@ ratios = {
 for k in tfm["prefill_ms"]:
     ratios[f"prefill_{k}_speedup"] = hf["prefill_ms"][k] / tfm["prefill_ms"][k]
 ratios["first_call_speedup"] = hf["first_call_s"] * 1e3 / tfm["first_call_ms"]
-print(json.dumps({"tfm": tfm, "transformers": hf, "ratios": ratios}, indent=2))
+out = {"cpu": sys.argv[4], "isa": sys.argv[5].strip(),
+       "read_bandwidth_gbs": tfm.get("bandwidth_gbs"), "tfm": tfm, "transformers": hf}
+if llama:
+    # llama-bench: one entry per test, n_prompt tokens of prefill or n_gen tokens of decode.
+    by_test = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for t in llama}
+    figures = {"prefill_ms": {str(p): p / ts * 1e3 for (p, g), ts in by_test.items() if g == 0},
+               "decode_tokens_per_s": next(ts for (p, g), ts in by_test.items() if p == 0),
+               "build": llama[0].get("build_commit")}
+    out["llama_cpp"] = figures
+    ratios["decode_speedup_over_llama_cpp"] = (tfm["decode_tokens_per_s"] /
+                                               figures["decode_tokens_per_s"])
+    for k, ms in figures["prefill_ms"].items():
+        if k in tfm["prefill_ms"]:
+            ratios[f"prefill_{k}_speedup_over_llama_cpp"] = ms / tfm["prefill_ms"][k]
+out["ratios"] = ratios
+print(json.dumps(out, indent=2))
 PY

@@ -2,6 +2,8 @@
 
 Used by the benchmarks: nothing large is shipped; this makes it on the machine that measures.
     python3 tools/make_random_checkpoint.py --shape qwen3-0.6b --dtype bfloat16 --out /tmp/qwen3-0.6b
+--architecture llama makes a LlamaForCausalLM of the same shape (Qwen3 without its q/k norms: the
+same products and bytes within 0.01%), which llama.cpp snapshots older than Qwen3 convert to GGUF.
 Needs: pip install torch transformers safetensors.
 """
 import argparse
@@ -9,7 +11,7 @@ import os
 import shutil
 
 import torch
-from transformers import AutoModelForCausalLM, Qwen3Config
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
 # The config.json of Qwen/Qwen3-0.6B as published (architecture fields).
 SHAPES = {
@@ -24,12 +26,13 @@ SHAPES = {
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", default="qwen3-0.6b", choices=sorted(SHAPES))
+    parser.add_argument("--architecture", default="qwen3", choices=["qwen3", "llama"])
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    config = Qwen3Config(**SHAPES[args.shape])
+    config = (Qwen3Config if args.architecture == "qwen3" else LlamaConfig)(**SHAPES[args.shape])
     model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
     model.save_pretrained(args.out)
     here = os.path.dirname(os.path.abspath(__file__))

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "backends/pjrt/cached_compile.h"
 #include "backends/pjrt/client.h"
@@ -122,7 +123,11 @@ class PjrtExecutable : public graph::Executable {
         n.constant = n.constant.to(Device{"pjrt", device_});
       }
     }
-    variants_.push_back(compile_layout(placements(bound)));
+    weights_ = placements(nullptr, 0);
+    std::set<int> buffers;
+    for (const auto& [id, p] : weights_) buffers.insert(p.buffer);
+    weight_buffers_ = buffers.size();
+    variants_.push_back(compile_layout(placements(&bound, static_cast<int>(weight_buffers_))));
   }
 
   graph::RunResult run(const std::vector<Tensor>& inputs) override {
@@ -196,7 +201,9 @@ class PjrtExecutable : public graph::Executable {
   };
   // The graph compiled for one layout of its weights and state in device buffers.
   struct Variant {
-    Placements placements;
+    Placements state;       // the state inputs' (the variant's key)
+    Placements placements;  // the weights' and the state inputs'
+
     Module module;
     LoadedExecutable executable;
     bool from_cache = false;
@@ -204,34 +211,39 @@ class PjrtExecutable : public graph::Executable {
     std::vector<Argument> arguments;
   };
 
-  // The parts of larger buffers among the weights and `state` (a tensor per graph input: those
-  // of the state inputs where known), the buffers numbered in node order.
-  Placements placements(const std::vector<Tensor>& state) const {
+  // The parts of larger buffers among the weights, or among the state inputs where `inputs` (a
+  // tensor per graph input, null for the weights) has them; their buffers numbered from
+  // `first_buffer` in node order.
+  Placements placements(const std::vector<Tensor>* inputs, int first_buffer) const {
     Placements out;
     std::map<DeviceBuffer*, int> number;
-    const auto add = [&](ValueId id, const Tensor& t) {
-      auto placed = placement_of(t, graph_.nodes[static_cast<size_t>(id)].name);
-      if (!placed) return;
-      placed->second.buffer =
-          number.emplace(placed->first, static_cast<int>(number.size())).first->second;
-      out[id] = placed->second;
-    };
     size_t input = 0;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       const Node& n = graph_.nodes[i];
+      const Tensor* t = nullptr;
       if (n.op == Op::kInput) {
-        if (n.is_state) add(static_cast<ValueId>(i), state[input]);
+        if (inputs != nullptr && n.is_state) t = &(*inputs)[input];
         ++input;
-      } else if (n.op == Op::kWeight) {
-        add(static_cast<ValueId>(i), n.constant);
+      } else if (n.op == Op::kWeight && inputs == nullptr) {
+        t = &n.constant;
       }
+      if (t == nullptr) continue;
+      auto placed = placement_of(*t, n.name);
+      if (!placed) continue;
+      placed->second.buffer =
+          number.emplace(placed->first, first_buffer + static_cast<int>(number.size()))
+              .first->second;
+      out[static_cast<ValueId>(i)] = placed->second;
     }
     return out;
   }
 
-  Variant compile_layout(Placements placed) const {
+  // The graph compiled for its state inputs placed as `state` says.
+  Variant compile_layout(Placements state) const {
     Variant v;
-    v.placements = std::move(placed);
+    v.state = std::move(state);
+    v.placements = weights_;
+    v.placements.insert(v.state.begin(), v.state.end());
     v.module = emit_stablehlo(graph_, v.placements);
     const std::optional<CompileCache>& cache = cache_slot();
     Compiled compiled = compile_cached(client_, cache ? &*cache : nullptr, v.module.text,
@@ -268,9 +280,9 @@ class PjrtExecutable : public graph::Executable {
   // The variant for where `inputs`' state lies, compiled now if no run had that layout: a graph
   // built bound to its state (graph::Builder::state) and given other buffers still runs.
   const Variant& variant_for(const std::vector<Tensor>& inputs) {
-    const Placements placed = placements(inputs);
+    const Placements placed = placements(&inputs, static_cast<int>(weight_buffers_));
     for (const Variant& v : variants_) {
-      if (v.placements == placed) return v;
+      if (v.state == placed) return v;
     }
     log_info(
         "pjrt: the graph's state given in another layout than it was compiled for: "
@@ -301,6 +313,8 @@ class PjrtExecutable : public graph::Executable {
   const Client& client_;
   int device_;
   std::vector<ValueId> input_ids_;
+  Placements weights_;  // where the weights lie in larger buffers, fixed for the executable
+  size_t weight_buffers_ = 0;
   std::deque<Variant> variants_;  // the first compiled with the graph; a deque keeps references
 };
 
