@@ -1,9 +1,12 @@
 """Prints the goldens of tests/generation/sampling_test.cc: transformers' logits processors run on
-a few fixed logit vectors (float32, CPU), as C++ array literals to paste into the test.
+a few fixed logit vectors (float32, CPU), as C++ array literals to paste into the test; and the
+errors transformers' generate() raises for settings it refuses (on the qwen3 test fixture), as
+C++ cases.
 
 Needs: pip install torch transformers. Run: python3 tools/make_sampling_goldens.py
 """
 import math
+import os
 
 import torch
 import transformers
@@ -65,5 +68,35 @@ def main():
     emit("kPipeline", run(pipeline, LOGITS, HISTORY + [9]))
 
 
+# Settings generate() refuses (and some it accepts: those print "accepted"), as the C++ test names
+# them: GenerationConfig fields.
+REFUSALS = [
+    ("do_sample = true, temperature = NaN", dict(do_sample=True, temperature=float("nan"))),
+    ("do_sample = true, temperature = 0", dict(do_sample=True, temperature=0.0)),
+    ("repetition_penalty = 0", dict(repetition_penalty=0.0)),
+    ("repetition_penalty = -1", dict(repetition_penalty=-1.0)),
+    ("do_sample = true, top_k = -3", dict(do_sample=True, top_k=-3)),
+    ("do_sample = true, top_p = -0.5", dict(do_sample=True, top_p=-0.5)),
+    ("max_new_tokens = 0", dict(max_new_tokens=0)),
+    ("do_sample = false, temperature = NaN, top_k = -3", dict(temperature=float("nan"), top_k=-3)),
+    ("do_sample = true, top_p = 1.5", dict(do_sample=True, top_p=1.5)),
+]
+
+
+def refusals():
+    fixture = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "fixtures", "qwen3")
+    model = transformers.AutoModelForCausalLM.from_pretrained(fixture)
+    for name, settings in REFUSALS:
+        kwargs = dict(max_new_tokens=2, pad_token_id=0)
+        kwargs.update(settings)
+        try:
+            model.generate(torch.tensor([[5, 6, 7]]), **kwargs)
+            message = "accepted"
+        except ValueError as e:
+            message = str(e)
+        print(f'    {{"{name}", "{message}"}},')
+
+
 if __name__ == "__main__":
     main()
+    refusals()

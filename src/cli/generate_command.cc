@@ -39,6 +39,10 @@ std::optional<Tokenizer> load_tokenizer(const Options& o) {
 }
 
 std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>& tok) {
+  if (!o.ids.empty() && !o.prompt.empty()) {
+    throw Error("generate: give a PROMPT or --ids, not both (the prompt '" +
+                o.prompt.substr(0, 40) + "' and --ids " + o.ids.substr(0, 40) + ")");
+  }
   if (!o.ids.empty()) return parse_id_list(o.ids);
   if (o.prompt.empty()) throw Error("generate: give a PROMPT or --ids");
   const std::string text = o.chat ? tok->apply_chat_template({{"user", o.prompt}}, true) : o.prompt;

@@ -5,7 +5,7 @@
 namespace tfm::generation {
 namespace {
 
-constexpr int64_t kTinyPrompt = 16;  // single-question prompts: not worth a 64-token chunk
+constexpr int64_t kTinyPrompt = 16;    // single-question prompts: not worth a 64-token chunk
 constexpr int64_t kCpuMaxChunk = 128;  // the CPU's prefill products are efficient from here on
 constexpr int64_t kAcceleratorMaxChunk = 1024;
 

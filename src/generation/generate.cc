@@ -3,7 +3,9 @@
 #include "generation/generate.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 
 #include "generation/buckets.h"
 #include "generation/sampling.h"
@@ -73,9 +75,48 @@ int32_t resolve_pad(const GenerationConfig& gc, const ModelConfig& config,
   return eos.empty() ? 0 : static_cast<int32_t>(eos[0]);
 }
 
+// A setting as Python prints the float transformers holds ("0.0", "-0.5", "nan").
+std::string python_float(float value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  std::string out(text, end);
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";
+  return out;
+}
+
+// What transformers' generate() refuses, with its words: GenerationConfig.validate and the logits
+// processors it builds (a sampling setting only when sampling, each only when it is not off).
 void check_config(const GenerationConfig& gc) {
-  if (gc.max_new_tokens < 0 || gc.min_new_tokens < 0) {
-    throw Error("max_new_tokens and min_new_tokens must be >= 0");
+  if (gc.max_new_tokens <= 0) {
+    throw Error("`max_new_tokens` must be greater than 0, but is " +
+                std::to_string(gc.max_new_tokens) + ".");
+  }
+  if (gc.min_new_tokens < 0) {
+    throw Error("`min_new_tokens` has to be a positive integer, but is " +
+                std::to_string(gc.min_new_tokens));
+  }
+  if (gc.repetition_penalty != 1.f && !(gc.repetition_penalty > 0.f)) {
+    throw Error("`penalty` has to be a strictly positive float, but is " +
+                python_float(gc.repetition_penalty));
+  }
+  if (gc.do_sample) {
+    if (!(gc.temperature > 0.f)) {
+      throw Error("`temperature` (=" + python_float(gc.temperature) +
+                  ") has to be a strictly positive float, otherwise your next token scores will be "
+                  "invalid." +
+                  (gc.temperature == 0.f ? " If you're looking for greedy decoding strategies, set "
+                                           "`do_sample=False`."
+                                         : ""));
+    }
+    if (gc.top_k < 0) {
+      throw Error("`top_k` has to be a strictly positive integer, but is " +
+                  std::to_string(gc.top_k));
+    }
+    if (gc.top_p < 0.f) {
+      throw Error("`top_p` has to be a float > 0 and < 1, but is " + python_float(gc.top_p));
+    }
   }
   if (gc.cache_implementation != "static") {
     throw Error("cache_implementation '" + gc.cache_implementation +

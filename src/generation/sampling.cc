@@ -38,7 +38,7 @@ void apply_top_k(std::span<float> logits, int top_k) {
 
 // Keeps the smallest set of most likely tokens whose probability reaches top_p (at least one).
 void apply_top_p(std::span<float> logits, float top_p) {
-  if (top_p >= 1.f) return;
+  if (!(top_p < 1.f)) return;  // off, as transformers leaves it for 1 and above (and NaN)
   std::vector<size_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
@@ -78,7 +78,6 @@ int64_t TokenChooser::choose(std::span<float> logits, std::span<const int64_t> h
     }
   }
   if (!config.do_sample) return argmax(logits);
-  if (config.temperature <= 0.f) throw Error("temperature must be > 0 when do_sample is set");
   for (float& v : logits) v /= config.temperature;
   apply_top_k(logits, config.top_k);
   apply_top_p(logits, config.top_p);

@@ -136,15 +136,30 @@ TEST(CliCommandsTest, TrainLogsTransformersFirstLossAndSavesTheModel) {
   const fs::path dir = fs::temp_directory_path() / "tfm-cli-train";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "rows.jsonl") << nlohmann::json{{"input_ids", ref["input_ids"][0]}}.dump()
-                                    << "\n"
-                                    << nlohmann::json{{"input_ids", ref["input_ids"][1]}}.dump()
-                                    << "\n";
-  const auto run = run_tfm({"train", "--model", fixture("qwen3"), "--data",
-                            (dir / "rows.jsonl").string(), "--max_length", "12",
-                            "--per_device_train_batch_size", "2", "--max_steps", "2",
-                            "--logging_steps", "1", "--learning_rate", "1e-2", "--save_steps", "0",
-                            "--output_dir", (dir / "out").string(), "--device", "cpu"});
+  std::ofstream(dir / "rows.jsonl")
+      << nlohmann::json{{"input_ids", ref["input_ids"][0]}}.dump() << "\n"
+      << nlohmann::json{{"input_ids", ref["input_ids"][1]}}.dump() << "\n";
+  const auto run = run_tfm({"train",
+                            "--model",
+                            fixture("qwen3"),
+                            "--data",
+                            (dir / "rows.jsonl").string(),
+                            "--max_length",
+                            "12",
+                            "--per_device_train_batch_size",
+                            "2",
+                            "--max_steps",
+                            "2",
+                            "--logging_steps",
+                            "1",
+                            "--learning_rate",
+                            "1e-2",
+                            "--save_steps",
+                            "0",
+                            "--output_dir",
+                            (dir / "out").string(),
+                            "--device",
+                            "cpu"});
   if (!run) GTEST_SKIP() << kNoBinary;
   ASSERT_EQ(run->status, 0) << run->err;
   std::ifstream logs(dir / "out" / "logs.jsonl");
@@ -158,11 +173,24 @@ TEST(CliCommandsTest, TrainLogsTransformersFirstLossAndSavesTheModel) {
 }
 
 TEST(CliCommandsTest, TrainNamesABadDataFile) {
-  const auto run = run_tfm({"train", "--model", fixture("qwen3"), "--data", "/nonexistent/x.jsonl",
-                            "--device", "cpu"});
+  const auto run = run_tfm(
+      {"train", "--model", fixture("qwen3"), "--data", "/nonexistent/x.jsonl", "--device", "cpu"});
   if (!run) GTEST_SKIP() << kNoBinary;
   EXPECT_NE(run->status, 0);
   EXPECT_THAT(run->err, HasSubstr("/nonexistent/x.jsonl"));
+}
+
+// A prompt is text or ids: given both, generate says so rather than dropping one; a sampling
+// setting transformers refuses stops the command with transformers' message.
+TEST(CliCommandsTest, GenerateRefusesAmbiguousOrInvalidSettings) {
+  const auto both = run_tfm({"generate", fixture("qwen3"), "Hello", "--ids", "5,6,7"});
+  if (!both) GTEST_SKIP() << kNoBinary;
+  EXPECT_EQ(both->status, 1) << both->err;
+  EXPECT_THAT(both->err, AllOf(HasSubstr("PROMPT or --ids, not both"), HasSubstr("Hello")));
+  const auto sampling = run_tfm(
+      {"generate", fixture("qwen3"), "--ids", "5,6,7", "--do-sample", "--temperature", "nan"});
+  EXPECT_EQ(sampling->status, 1) << sampling->err;
+  EXPECT_THAT(sampling->err, HasSubstr("`temperature` (=nan) has to be a strictly positive float"));
 }
 
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {

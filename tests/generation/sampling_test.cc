@@ -8,10 +8,12 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "support/devices.h"
 #include "support/fixtures.h"
+#include "tfm/error.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
@@ -62,6 +64,61 @@ void expect_scores(std::span<const float> got, std::span<const float> want) {
     } else {
       EXPECT_NEAR(got[i], want[i], 1e-6f * std::max(1.f, std::fabs(want[i]))) << "at index " << i;
     }
+  }
+}
+
+// What transformers' generate() refuses, refused with its message; and two settings it accepts
+// (sampling settings without sampling; top_p of 1 or more, which turns it off). Pasted from
+// `python3 tools/make_sampling_goldens.py` (transformers 5.25, torch 2.15): the cases' names are
+// the settings, the messages those generate() raised ("accepted": none).
+struct Refusal {
+  const char* settings;
+  const char* message;
+};
+constexpr Refusal kRefusals[] = {
+    {"do_sample = true, temperature = NaN",
+     "`temperature` (=nan) has to be a strictly positive float, otherwise your next token scores "
+     "will be invalid."},
+    {"do_sample = true, temperature = 0",
+     "`temperature` (=0.0) has to be a strictly positive float, otherwise your next token scores "
+     "will be invalid. If you're looking for greedy decoding strategies, set `do_sample=False`."},
+    {"repetition_penalty = 0", "`penalty` has to be a strictly positive float, but is 0.0"},
+    {"repetition_penalty = -1", "`penalty` has to be a strictly positive float, but is -1.0"},
+    {"do_sample = true, top_k = -3", "`top_k` has to be a strictly positive integer, but is -3"},
+    {"do_sample = true, top_p = -0.5", "`top_p` has to be a float > 0 and < 1, but is -0.5"},
+    {"max_new_tokens = 0", "`max_new_tokens` must be greater than 0, but is 0."},
+    {"do_sample = false, temperature = NaN, top_k = -3", "accepted"},
+    {"do_sample = true, top_p = 1.5", "accepted"},
+};
+
+GenerationConfig settings_of(const std::string& name) {
+  GenerationConfig gc;
+  gc.max_new_tokens = 2;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (name.find("do_sample = true") != std::string::npos) gc.do_sample = true;
+  if (name.find("temperature = NaN") != std::string::npos) gc.temperature = nan;
+  if (name.find("temperature = 0") != std::string::npos) gc.temperature = 0.f;
+  if (name.find("repetition_penalty = 0") != std::string::npos) gc.repetition_penalty = 0.f;
+  if (name.find("repetition_penalty = -1") != std::string::npos) gc.repetition_penalty = -1.f;
+  if (name.find("top_k = -3") != std::string::npos) gc.top_k = -3;
+  if (name.find("top_p = -0.5") != std::string::npos) gc.top_p = -0.5f;
+  if (name.find("top_p = 1.5") != std::string::npos) gc.top_p = 1.5f;
+  if (name.find("max_new_tokens = 0") != std::string::npos) gc.max_new_tokens = 0;
+  return gc;
+}
+
+TEST(GenerationConfigTest, RefusesWhatTransformersRefuses) {
+  set_log_level(LogLevel::kWarn);
+  CausalLM model =
+      AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"), {.dtype = DType::f32});
+  for (const Refusal& r : kRefusals) {
+    std::string message = "accepted";
+    try {
+      model.generate({{5, 6, 7}}, settings_of(r.settings));
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message, r.message) << r.settings;
   }
 }
 
