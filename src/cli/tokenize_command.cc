@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "io/json_depth.h"
 #include "tfm/error.h"
 #include "tfm/tokenizer.h"
 
@@ -39,7 +40,7 @@ std::vector<int32_t> parse_ids(const std::string& list) {
 std::vector<tfm::ChatMessage> parse_messages(const std::string& json) {
   nlohmann::json messages;
   try {
-    messages = nlohmann::json::parse(json);
+    messages = nlohmann::json::parse(json, tfm::json_depth_limit());
   } catch (const nlohmann::json::parse_error& e) {
     throw tfm::Error(std::string("tokenize --chat: invalid JSON: ") + e.what());
   }

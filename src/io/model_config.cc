@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "io/json_depth.h"
 #include "io/json_fields.h"
 #include "io/rope_config.h"
 #include "tfm/error.h"
@@ -174,7 +175,7 @@ ModelConfig load_model_config(const std::filesystem::path& config_json) {
   if (!in) throw Error("config '" + config_json.string() + "' cannot be opened");
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(in);
+    json = nlohmann::json::parse(in, json_depth_limit());
   } catch (const nlohmann::json::exception& e) {
     throw Error("config '" + config_json.string() + "' is not valid JSON: " + e.what());
   }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_depth.h"
 #include "tfm/error.h"
 
 namespace tfm {
@@ -103,7 +104,9 @@ std::map<std::string, std::string> parse_metadata(const json& value,
 // nlohmann keeps the last of duplicate keys silently; two tensors with one name is a broken file.
 json parse_json_rejecting_duplicates(std::string_view text, const std::filesystem::path& file) {
   std::set<std::string> seen;
+  const json::parser_callback_t bounded = json_depth_limit();
   auto check = [&](int depth, json::parse_event_t event, json& parsed) {
+    bounded(depth, event, parsed);
     if (event == json::parse_event_t::key && depth == 1 &&
         !seen.insert(parsed.get<std::string>()).second) {
       fail(file, "the header names '" + parsed.get<std::string>() + "' twice");

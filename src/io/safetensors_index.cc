@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/json_depth.h"
 #include "tfm/error.h"
 
 namespace tfm {
@@ -20,7 +21,7 @@ std::map<std::filesystem::path, std::vector<std::string>> read_safetensors_index
   if (!in) fail(index_json, "cannot be opened");
   nlohmann::json root;
   try {
-    root = nlohmann::json::parse(in);
+    root = nlohmann::json::parse(in, json_depth_limit());
   } catch (const nlohmann::json::exception& e) {
     fail(index_json, std::string("not valid JSON: ") + e.what());
   }

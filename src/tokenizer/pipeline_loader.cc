@@ -3,6 +3,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "io/json_depth.h"
 #include "tokenizer/json_spec.h"
 #include "tokenizer/pipeline.h"
 #include "tokenizer/tokenizer_json.h"
@@ -23,7 +24,7 @@ std::string read_file(const std::string& path, const std::string& what) {
 
 nlohmann::json parse_json(const std::string& path, const std::string& what) {
   try {
-    return nlohmann::json::parse(read_file(path, what));
+    return nlohmann::json::parse(read_file(path, what), json_depth_limit());
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(what + " at " + path + ": invalid JSON: " + e.what());
   }

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include "io/json_depth.h"
 #include "tfm/error.h"
 
 namespace tfm::tokenizer {
@@ -87,7 +88,7 @@ nlohmann::json read_model(od::object model, const std::string& where, TokenizerJ
         p += left + right;
       }
     } else {
-      spec[key] = nlohmann::json::parse(raw(value));
+      spec[key] = nlohmann::json::parse(raw(value), json_depth_limit());
     }
   }
   return spec;
@@ -114,7 +115,7 @@ TokenizerJson read_tokenizer_json(const std::string& path, const std::string& wh
       if (key == "model" && value.type() == od::json_type::object) {
         out.root[key] = read_model(value.get_object(), where, out);
       } else {
-        out.root[key] = nlohmann::json::parse(raw(value));
+        out.root[key] = nlohmann::json::parse(raw(value), json_depth_limit());
       }
     }
   } catch (const simdjson::simdjson_error& e) {

@@ -2,6 +2,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "io/json_depth.h"
 #include "tfm/error.h"
 #include "training/dataset_reader.h"
 
@@ -32,7 +33,7 @@ struct LineReader {
   nlohmann::json parse(std::string_view text) const {
     nlohmann::json record;
     try {
-      record = nlohmann::json::parse(text);
+      record = nlohmann::json::parse(text, json_depth_limit());
     } catch (const nlohmann::json::parse_error& e) {
       fail(std::string("not valid JSON (") + e.what() + ")");
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "io/json_depth.h"
 #include "tfm/error.h"
 
 namespace tfm::training {
@@ -24,12 +25,10 @@ int64_t checkpoint_step(const fs::path& dir) {
 }  // namespace
 
 void write_trainer_state(const fs::path& dir, const TrainerState& state) {
-  const nlohmann::json json = {{"global_step", state.global_step},
-                               {"epoch", state.epoch},
-                               {"data_loader", state.data_loader},
-                               {"log_history", state.log_history},
-                               {"tp_size", state.tp_size},
-                               {"fsdp_size", state.fsdp_size}};
+  const nlohmann::json json = {
+      {"global_step", state.global_step}, {"epoch", state.epoch},
+      {"data_loader", state.data_loader}, {"log_history", state.log_history},
+      {"tp_size", state.tp_size},         {"fsdp_size", state.fsdp_size}};
   const fs::path file = dir / kStateFile;
   std::ofstream out(file);
   out << json.dump(2) << "\n";
@@ -41,7 +40,7 @@ TrainerState read_trainer_state(const fs::path& dir) {
   std::ifstream in(file);
   if (!in) throw Error("cannot resume: '" + file.string() + "' is missing");
   try {
-    const nlohmann::json json = nlohmann::json::parse(in);
+    const nlohmann::json json = nlohmann::json::parse(in, json_depth_limit());
     TrainerState state;
     state.global_step = json.at("global_step").get<int64_t>();
     state.epoch = json.at("epoch").get<double>();

@@ -193,6 +193,16 @@ TEST(CliCommandsTest, GenerateRefusesAmbiguousOrInvalidSettings) {
   EXPECT_THAT(sampling->err, HasSubstr("`temperature` (=nan) has to be a strictly positive float"));
 }
 
+// Chat messages nested without bound are refused as malformed JSON (a crash once: the error
+// serialized them recursively).
+TEST(CliCommandsTest, DeeplyNestedChatIsRefused) {
+  const std::string nested = std::string(60000, '[') + std::string(60000, ']');
+  const auto run = run_tfm({"tokenize", kTokenizer, "--chat", nested});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_EQ(run->status, 1) << run->err;
+  EXPECT_THAT(run->err, AllOf(HasSubstr("--chat"), HasSubstr("nested deeper than 1000 levels")));
+}
+
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {
   for (const std::string command : {"logits", "generate"}) {
     SCOPED_TRACE(command);

@@ -292,5 +292,21 @@ TEST(ModelConfigTest, LoadNamesTheFile) {
               ThrowsMessage<Error>(HasSubstr("absent.json' cannot be opened")));
 }
 
+// JSON nested without bound (here in a field tfm does not read) is refused as malformed, naming the
+// file and the bound, before anything walks it; nesting within the bound loads.
+TEST(ModelConfigTest, DeepNestingIsRefused) {
+  testing_io::TempDir dir;
+  const auto config_with = [](int levels) {
+    return R"({"model_type": "qwen3", "extra": )" + std::string(levels, '[') +
+           std::string(levels, ']') + "}";
+  };
+  testing_io::write_file(dir / "config.json", config_with(100000));
+  EXPECT_THAT([&] { load_model_config(dir / "config.json"); },
+              ThrowsMessage<Error>(AllOf(HasSubstr((dir / "config.json").string()),
+                                         HasSubstr("nested deeper than 1000 levels"))));
+  testing_io::write_file(dir / "config.json", config_with(50));
+  EXPECT_EQ(load_model_config(dir / "config.json").model_type, "qwen3");
+}
+
 }  // namespace
 }  // namespace tfm

@@ -49,6 +49,10 @@ TEST(SafetensorsErrorsTest, HeaderLengthBeyondTheFile) {
 TEST(SafetensorsErrorsTest, HeaderIsNotJson) {
   expect_open_error(safetensors_bytes("{\"x\": [1, 2", ""), "header is not valid JSON");
   expect_open_error(safetensors_bytes("hello!!!", ""), "header is not valid JSON");
+  expect_open_error(
+      safetensors_bytes(
+          R"({"__metadata__": )" + std::string(100000, '[') + std::string(100000, ']') + "}", ""),
+      "nested deeper than 1000 levels");
   expect_open_error(safetensors_bytes("[1, 2, 3]", ""), "header is not a JSON object");
   expect_open_error(safetensors_bytes("{\"x\": 3}", ""), "tensor 'x' is not a JSON object");
 }
@@ -157,6 +161,8 @@ TEST_F(ShardedErrorsTest, IndexPlacesATensorInAShardWithoutIt) {
 
 TEST_F(ShardedErrorsTest, MalformedIndex) {
   expect_error("{\"weight_map\": ", "not valid JSON");
+  expect_error(R"({"metadata": )" + std::string(100000, '[') + std::string(100000, ']') + "}",
+               "nested deeper than 1000 levels");
   expect_error(R"({"metadata": {}})", "has no 'weight_map' object");
   expect_error(R"({"weight_map": {"a": 1}})", "shard of tensor 'a' is not a string");
   expect_error(R"({"weight_map": {"a": "../outside.safetensors"}})",

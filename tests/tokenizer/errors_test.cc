@@ -75,6 +75,20 @@ TEST(TokenizerErrors, InvalidJson) {
   EXPECT_THAT(load_error("{\"model\": "), testing::HasSubstr("invalid JSON"));
 }
 
+// A section nested past the bound (io/json_depth.h), and a file nested far past it: refused as
+// malformed JSON, naming the file, never a crash.
+TEST(TokenizerErrors, DeepNesting) {
+  const std::string text = gpt2_spec().dump();
+  const auto with_normalizer = [&](int levels) {
+    return text.substr(0, text.size() - 1) + R"(, "normalizer": )" + std::string(levels, '[') +
+           std::string(levels, ']') + "}";
+  };
+  EXPECT_THAT(load_error(with_normalizer(1010)),
+              testing::AllOf(testing::HasSubstr("tokenizer.json"),
+                             testing::HasSubstr("nested deeper than 1000 levels")));
+  EXPECT_THAT(load_error(with_normalizer(100000)), testing::HasSubstr("tokenizer.json"));
+}
+
 TEST(TokenizerErrors, BadRegex) {
   auto spec = gpt2_spec();
   spec["pre_tokenizer"] = {

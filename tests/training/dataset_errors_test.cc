@@ -54,6 +54,10 @@ TEST_F(DatasetErrors, MalformedJsonNamesTheLine) {
   EXPECT_THAT(message, HasSubstr("data.jsonl:3: not valid JSON"));
   EXPECT_THAT(jsonl_error("[1, 2]\n"),
               HasSubstr("data.jsonl:1: expected a JSON object, got an array"));
+  EXPECT_THAT(
+      jsonl_error(R"({"text": )" + std::string(100000, '[') + std::string(100000, ']') + "}\n"),
+      HasSubstr("data.jsonl:1: not valid JSON ([json.exception.parse_error.101] parse "
+                "error: nested deeper than 1000 levels"));
 }
 
 TEST_F(DatasetErrors, MissingField) {
