@@ -152,6 +152,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   c.attention_bias = arch.qkv_bias || f.boolean("attention_bias").value_or(false);
   c.mlp_bias = arch.has_mlp_bias && f.boolean("mlp_bias").value_or(false);
   c.hidden_act = f.string("hidden_act").value_or("silu");
+  // Read, so honoured or refused: the gated MLPs tfm builds apply SiLU.
+  if (c.hidden_act != "silu") {
+    f.fail("'hidden_act': activation '" + c.hidden_act +
+           "' is not supported (tfm's gated MLPs apply \"silu\")");
+  }
   // Llama's bos/eos defaults apply only when the key is absent; an explicit null means none.
   c.bos_token_id = json.contains("bos_token_id") ? f.integer("bos_token_id") : arch.bos_token_id;
   c.pad_token_id = f.integer("pad_token_id");

@@ -280,6 +280,11 @@ TEST(ModelConfigTest, MissingOrWrongTypedFields) {
                       "'rope_parameters': is not a JSON object");
   expect_config_error({{"model_type", "qwen3"}, {"rope_parameters", {{"factor", "2"}}}},
                       "'factor' must be a number");
+  // A field read is honoured or refused: SiLU is the only activation the MLPs apply.
+  expect_config_error({{"model_type", "llama"}, {"hidden_act", "gelu"}},
+                      "'hidden_act': activation 'gelu' is not supported");
+  expect_config_error({{"model_type", "qwen3"}, {"hidden_act", "no_such_act"}},
+                      "'hidden_act': activation 'no_such_act' is not supported");
 }
 
 TEST(ModelConfigTest, LoadNamesTheFile) {
