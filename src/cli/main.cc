@@ -16,6 +16,11 @@ int main(int argc, char** argv) {
   } catch (const tfm::Error& e) {
     std::cerr << "tfm: error: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {
+    // What a library throws (std::filesystem on an unusable path, an allocation refused): said,
+    // with rc 1, never an abort.
+    std::cerr << "tfm: error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -42,11 +42,11 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
       params_(CausalLMAccess::impl(model)),
       distributed_(CausalLMAccess::impl(model), params_),
       // A global batch holds every data-parallel rank's rows.
-      train_(std::move(train), {.batch_size = args_.per_device_train_batch_size *
-                                              distributed_.data_ranks(),
-                                .shuffle = true,
-                                .seed = args_.seed,
-                                .drop_last = args_.dataloader_drop_last}),
+      train_(std::move(train),
+             {.batch_size = args_.per_device_train_batch_size * distributed_.data_ranks(),
+              .shuffle = true,
+              .seed = args_.seed,
+              .drop_last = args_.dataloader_drop_last}),
       eval_(std::move(eval)),
       updates_per_epoch_(
           std::max<int64_t>(1, train_.batches_per_epoch() / args_.gradient_accumulation_steps)),
@@ -80,15 +80,21 @@ double Trainer::train_window(int64_t* tokens) {
   for (const Batch& global : window) {
     const Batch b = distributed_.local_rows(global, args_.per_device_train_batch_size);
     const TrainInputs in = make_train_inputs(b.input_ids, b.attention_mask, b.labels, targets);
-    loss_sum += CausalLMAccess::impl(model_).train_step_into(in, params_.grad_blocks(), !args_.torch_compile,
-                                              autocast());
+    loss_sum += CausalLMAccess::impl(model_).train_step_into(in, params_.grad_blocks(),
+                                                             !args_.torch_compile, autocast());
     *tokens += global.input_ids.numel();
   }
   return distributed_.sum_over_data(loss_sum) / static_cast<double>(targets);
 }
 
 TrainOutput Trainer::train() {
-  fs::create_directories(args_.output_dir);
+  // Made before the first step, so an unusable folder is said now rather than at the first save.
+  std::error_code error;
+  fs::create_directories(args_.output_dir, error);
+  if (error || !fs::is_directory(args_.output_dir)) {
+    throw Error("output_dir '" + args_.output_dir + "' cannot be made a folder" +
+                (error ? ": " + error.message() : ": a file is there"));
+  }
   if (!args_.resume_from_checkpoint.empty()) {
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
@@ -215,8 +221,8 @@ void Trainer::resume(const fs::path& dir) {
   if (state.tp_size != layout.tp_size || state.fsdp_size != layout.fsdp_size) {
     throw Error("cannot resume from '" + dir.string() + "': it was saved with tp_size=" +
                 std::to_string(state.tp_size) + " fsdp_size=" + std::to_string(state.fsdp_size) +
-                " and this run has tp_size=" + std::to_string(layout.tp_size) + " fsdp_size=" +
-                std::to_string(layout.fsdp_size) +
+                " and this run has tp_size=" + std::to_string(layout.tp_size) +
+                " fsdp_size=" + std::to_string(layout.fsdp_size) +
                 "; each rank's optimizer state is its own shard, so resume with the same layout");
   }
   const Checkpoint weights = Checkpoint::open(dir);

@@ -2,6 +2,7 @@
 // batch, checkpoints rotate, and the saved model is the trained one.
 #include "training/trainer.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -178,6 +179,24 @@ TEST(Trainer, SavedModelIsTheTrainedOne) {
   CausalLM reloaded = AutoModelForCausalLM::from_pretrained(a.output_dir, {.device_map = "cpu"});
   const Tensor ids = testing::int_matrix(testing::reference("qwen3")["input_ids"]);
   EXPECT_EQ(reloaded.forward(ids).to_f32_vector(), model.forward(ids).to_f32_vector());
+}
+
+// An output_dir that cannot be a folder (a file is there; under a file) is said before the first
+// step, naming the folder.
+TEST(Trainer, UnusableOutputDirIsSaidFirst) {
+  const fs::path file = fs::temp_directory_path() / "tfm_trainer_not_a_folder";
+  std::ofstream(file) << "x";
+  for (const fs::path& dir : {file, file / "below"}) {
+    TrainingArguments args = small_args("unusable");
+    args.output_dir = dir.string();
+    CausalLM model = fixture_model();
+    Trainer trainer(model, args, random_rows(4, 12, 1));
+    EXPECT_THAT([&] { trainer.train(); },
+                ::testing::ThrowsMessage<Error>(
+                    ::testing::AllOf(::testing::HasSubstr("output_dir '" + dir.string() + "'"),
+                                     ::testing::HasSubstr("cannot be made a folder"))));
+  }
+  fs::remove(file);
 }
 
 TEST(Trainer, RejectsBadArguments) {
