@@ -1,5 +1,6 @@
 #include "cli/device_options.h"
 
+#include "cli/count_validators.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
 
@@ -11,7 +12,7 @@ void add_plugin_options(CLI::App* cmd, DeviceOptions& options) {
                   "plugin or AWS Neuron's libneuronpjrt.so");
   cmd->add_option("--pjrt-devices,--pjrt_devices", options.pjrt_devices,
                   "Devices to ask the PJRT plugin for (default: its own count)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--pjrt-cache,--pjrt_cache", options.pjrt_cache,
                   "Folder of compiled PJRT executables kept between runs (default: "
                   "~/.cache/tfm/pjrt)");

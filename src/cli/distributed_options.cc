@@ -3,14 +3,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/count_validators.h"
+
 namespace tfm::cli {
 
 void add_distributed_options(CLI::App* cmd, DistributedConfig& config) {
   cmd->add_option("--tp-size", config.tp_size,
                   "Tensor-parallel ranks (start with tfmrun; WORLD_SIZE = tp x fsdp)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--fsdp-size", config.fsdp_size, "Data-parallel (FSDP) ranks")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
 }
 
 bool prints_results() {

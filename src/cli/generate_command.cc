@@ -19,7 +19,8 @@ namespace tfm::cli {
 namespace {
 
 struct Options {
-  std::string model, prompt, ids, dtype;
+  std::string model, prompt, dtype;
+  std::optional<std::string> ids;  // given, if only as ""
   DeviceOptions device;
   GenerationConfig gen;
   uint64_t seed = 0;
@@ -30,7 +31,7 @@ struct Options {
 std::optional<Tokenizer> load_tokenizer(const Options& o) {
   const std::filesystem::path dir = resolve_pretrained(o.model);
   if (!std::filesystem::exists(dir / "tokenizer.json")) {
-    if (o.ids.empty()) {
+    if (!o.ids) {
       throw Error(dir.string() + " has no tokenizer.json: give the prompt as --ids 1,2,3");
     }
     return std::nullopt;
@@ -39,11 +40,11 @@ std::optional<Tokenizer> load_tokenizer(const Options& o) {
 }
 
 std::vector<int64_t> prompt_ids(const Options& o, const std::optional<Tokenizer>& tok) {
-  if (!o.ids.empty() && !o.prompt.empty()) {
+  if (o.ids && !o.prompt.empty()) {
     throw Error("generate: give a PROMPT or --ids, not both (the prompt '" +
-                o.prompt.substr(0, 40) + "' and --ids " + o.ids.substr(0, 40) + ")");
+                o.prompt.substr(0, 40) + "' and --ids " + o.ids->substr(0, 40) + ")");
   }
-  if (!o.ids.empty()) return parse_id_list(o.ids);
+  if (o.ids) return parse_id_list(*o.ids);
   if (o.prompt.empty()) throw Error("generate: give a PROMPT or --ids");
   const std::string text = o.chat ? tok->apply_chat_template({{"user", o.prompt}}, true) : o.prompt;
   const std::vector<int32_t> ids = tok->encode(text, /*add_special_tokens=*/true);

@@ -44,7 +44,9 @@ std::vector<tfm::ChatMessage> parse_messages(const std::string& json) {
   } catch (const nlohmann::json::parse_error& e) {
     throw tfm::Error(std::string("tokenize --chat: invalid JSON: ") + e.what());
   }
-  if (!messages.is_array()) throw tfm::Error("tokenize --chat: expected a JSON array of messages");
+  if (!messages.is_array() || messages.empty()) {
+    throw tfm::Error("tokenize --chat: expected a JSON array of one or more messages");
+  }
   std::vector<tfm::ChatMessage> out;
   for (const auto& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||

@@ -201,6 +201,21 @@ TEST(CliCommandsTest, DeeplyNestedChatIsRefused) {
   if (!run) GTEST_SKIP() << kNoBinary;
   EXPECT_EQ(run->status, 1) << run->err;
   EXPECT_THAT(run->err, AllOf(HasSubstr("--chat"), HasSubstr("nested deeper than 1000 levels")));
+  const auto empty = run_tfm({"tokenize", kTokenizer, "--chat", "[]"});
+  EXPECT_EQ(empty->status, 1) << empty->err;
+  EXPECT_THAT(empty->err, HasSubstr("--chat: expected a JSON array of one or more messages"));
+}
+
+// Counts and ids given wrong are named with the rule they break, never a crash or CLI11's
+// 300-digit range; a generate without a tokenizer given --ids "" names the ids.
+TEST(CliCommandsTest, BadCountsAndIdsAreNamed) {
+  const auto tp = run_tfm({"generate", fixture("qwen3"), "--ids", "5,6", "--tp-size", "0"});
+  if (!tp) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(tp->status, 0);
+  EXPECT_THAT(tp->err, HasSubstr("--tp-size: must be 1 or more, got 0"));
+  const auto ids = run_tfm({"generate", fixture("qwen3"), "--ids", ""});
+  EXPECT_EQ(ids->status, 1);
+  EXPECT_THAT(ids->err, HasSubstr("ids '': expected comma-separated non-negative integers"));
 }
 
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {

@@ -39,6 +39,15 @@ TEST(Tfmrun, GivesEachRankTorchrunsEnvironment) {
 }
 
 // The cores are shared out among the node's ranks unless OMP_NUM_THREADS is set.
+// A count of no ranks is named with the rule it breaks (CLI11's own check printed a 300-digit
+// range).
+TEST(Tfmrun, NoRanksIsNamed) {
+  const auto run = tfmrun({"--nproc_per_node", "0", "true"});
+  if (!run) GTEST_SKIP() << kNoBinary;
+  EXPECT_NE(run->status, 0);
+  EXPECT_THAT(run->err, ::testing::HasSubstr("--nproc_per_node: must be 1 or more, got 0"));
+}
+
 TEST(Tfmrun, SharesTheCoresOutAmongRanks) {
   const auto run = tfmrun({"--nproc_per_node", "2", "sh", "-c", "echo threads $OMP_NUM_THREADS"});
   if (!run) GTEST_SKIP() << kNoBinary;

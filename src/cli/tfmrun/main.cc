@@ -5,19 +5,20 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/count_validators.h"
 #include "cli/tfmrun/launcher.h"
 
 int main(int argc, char** argv) {
   tfm::run::JobSpec spec;
   CLI::App app{"Start the ranks of a distributed tfm job, as torchrun does"};
   app.add_option("--nproc_per_node,--nproc-per-node", spec.nproc_per_node, "Ranks on this node")
-      ->check(CLI::PositiveNumber)
+      ->check(tfm::cli::at_least(1))
       ->capture_default_str();
   app.add_option("--nnodes", spec.nnodes, "Nodes in the job")
-      ->check(CLI::PositiveNumber)
+      ->check(tfm::cli::at_least(1))
       ->capture_default_str();
   app.add_option("--node_rank,--node-rank", spec.node_rank, "This node's index")
-      ->check(CLI::NonNegativeNumber)
+      ->check(tfm::cli::at_least(0))
       ->capture_default_str();
   app.add_option("--master_addr,--master-addr", spec.master_addr, "Address of rank 0's node")
       ->capture_default_str();
