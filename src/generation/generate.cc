@@ -2,6 +2,8 @@
 // step hands the model only that step's inputs, so the compiled graphs never change shape.
 #include "generation/generate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -124,6 +126,38 @@ void check_config(const GenerationConfig& gc) {
   }
 }
 
+// The KV cache of `batch` x `cache_len` slots; a cache that cannot be made is said naming the
+// prompt and max_new_tokens it was sized for.
+KvCache& kv_cache(CausalLMImpl& model, int64_t batch, int64_t cache_len, int64_t seq,
+                  int max_new_tokens) {
+  const auto problem = [&](const std::string& what) {
+    return Error("the KV cache for " + std::to_string(batch) + " x " + std::to_string(cache_len) +
+                 " slots (a prompt of " + std::to_string(seq) + " tokens and max_new_tokens " +
+                 std::to_string(max_new_tokens) + ") " + what);
+  };
+  if (model.device() == kCpu) {
+    // Past the machine's memory the allocation may still be granted (overcommit) and fail only
+    // as it is filled: refused before.
+    const ModelConfig& c = model.config();
+    const double bytes = 2.0 * static_cast<double>(c.num_hidden_layers) *
+                         static_cast<double>(batch) * static_cast<double>(cache_len) *
+                         static_cast<double>(c.num_key_value_heads * c.head_dim) *
+                         static_cast<double>(dtype_size(model.dtype()));
+    const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (bytes > memory) {
+      throw problem("needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 30))) +
+                    " GiB, more than this machine's " +
+                    std::to_string(static_cast<int64_t>(memory / (1 << 30))) + " GiB");
+    }
+  }
+  try {
+    return model.cache_for(batch, cache_len);
+  } catch (const Error& e) {
+    throw problem(std::string("cannot be made: ") + e.what());
+  }
+}
+
 }  // namespace
 
 namespace generation {
@@ -144,9 +178,9 @@ Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* atte
       generation::plan_shapes(seq, gc.max_new_tokens, model.device().type != "cpu");
   const int64_t chunk = shapes.chunk, padded_len = shapes.padded_prompt,
                 cache_len = shapes.cache_len;
+  KvCache& cache = kv_cache(model, batch, cache_len, seq, gc.max_new_tokens);
   // Padding is masked out, so any valid id will do as its input; 0 always exists.
   PaddedPrompt prompt = pad_prompt(ids, mask, shapes, 0);
-  KvCache& cache = model.cache_for(batch, cache_len);
 
   std::vector<std::vector<int64_t>> history(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {

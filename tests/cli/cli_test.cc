@@ -216,6 +216,11 @@ TEST(CliCommandsTest, BadCountsAndIdsAreNamed) {
   const auto ids = run_tfm({"generate", fixture("qwen3"), "--ids", ""});
   EXPECT_EQ(ids->status, 1);
   EXPECT_THAT(ids->err, HasSubstr("ids '': expected comma-separated non-negative integers"));
+  const auto huge =
+      run_tfm({"generate", fixture("qwen3"), "--ids", "5,6", "--max-new-tokens", "2000000000"});
+  EXPECT_EQ(huge->status, 1);
+  EXPECT_THAT(huge->err,
+              AllOf(HasSubstr("max_new_tokens 2000000000"), HasSubstr("more than this machine's")));
 }
 
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {
