@@ -26,9 +26,8 @@ std::string segment_str(const ParamSegment& s) {
   return "{offset " + std::to_string(s.offset) + ", numel " + std::to_string(s.numel) + "}";
 }
 
-// One kAdamW a run over views of the flat buffers (inputs params, grads, exp_avg, exp_avg_sq,
-// scalars); each written buffer's update is itself after every run. Frozen elements, outside every
-// run, are read by no step.
+}  // namespace
+
 graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total) {
   graph::Builder b;
   const Shape flat{total};
@@ -47,10 +46,7 @@ graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total) 
   return b.finish();
 }
 
-}  // namespace
-
-AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options,
-             Device device)
+AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options, Device device)
     : segments_(std::move(segments)), total_(total), options_(options), device_(device) {
   check_options(options_);
   if (total_ < 0) fail("negative parameter count " + std::to_string(total_));

@@ -32,6 +32,11 @@ struct AdamWOptions {
   double weight_decay = 0.0;
 };
 
+// The update's graph: one kAdamW a run (segments of one decay setting, in offset order) over views
+// of the flat buffers (inputs params, grads, exp_avg, exp_avg_sq, scalars); each written buffer's
+// update is itself after every run. Frozen elements, outside every run, are read by no step.
+graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total);
+
 class AdamW {
  public:
   // `segments` may leave gaps: elements outside every segment are frozen (never updated).
@@ -72,8 +77,8 @@ class AdamW {
   AdamWOptions options_;
   Device device_;
   int64_t steps_ = 0;
-  Tensor exp_avg_;     // f32 [total] on device_
-  Tensor exp_avg_sq_;  // f32 [total] on device_
+  Tensor exp_avg_;                             // f32 [total] on device_
+  Tensor exp_avg_sq_;                          // f32 [total] on device_
   std::unique_ptr<graph::Executable> update_;  // one step over the runs
 };
 

@@ -57,8 +57,9 @@ void FlatParameters::check_in_place(const Tensor& values) const {
                                    static_cast<size_t>(entries_[i].offset) * sizeof(float);
   }
   if (!in_place) {
-    throw Error("[train] the backend returned new buffers for the flat parameters or gradients: "
-                "training with flat buffers needs a backend that updates them in place");
+    throw Error(
+        "[train] the backend returned new buffers for the flat parameters or gradients: "
+        "training with flat buffers needs a backend that updates them in place");
   }
 }
 

@@ -5,7 +5,6 @@
 #include "graph/builder.h"
 
 namespace tfm::training {
-namespace {
 
 graph::Graph squares_graph(const std::vector<ParamSegment>& counted, int64_t total) {
   graph::Builder b;
@@ -19,8 +18,6 @@ graph::Graph squares_graph(const std::vector<ParamSegment>& counted, int64_t tot
   return b.finish();
 }
 
-}  // namespace
-
 GradSquares::GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device) {
   if (!counted.empty()) sum_ = graph::backend_for(device).compile(squares_graph(counted, total));
 }
@@ -33,8 +30,8 @@ float GradSquares::operator()(const Tensor& grads) const {
 double grad_norm(std::span<const float> grads) {
   const auto total = static_cast<int64_t>(grads.size());
   const GradSquares squares({{0, total, true}}, total, kCpu);
-  return std::sqrt(static_cast<double>(
-      squares(Tensor::borrow(grads.data(), {total}, DType::f32, nullptr))));
+  return std::sqrt(
+      static_cast<double>(squares(Tensor::borrow(grads.data(), {total}, DType::f32, nullptr))));
 }
 
 float clip_coefficient(double norm, double max_norm) {

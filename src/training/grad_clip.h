@@ -17,6 +17,9 @@ namespace tfm::training {
 // The sum of the squares of `counted` ranges of flat gradients (f32 [total] on `device`): each
 // range summed in double over fixed chunks added in order (graph::Op::kSumSquares), so the result
 // has the same bits for any thread count and a re-run or resumed step clips identically.
+// Its graph: the sum of the squares of the `counted` ranges of the state input "grads" [total].
+graph::Graph squares_graph(const std::vector<ParamSegment>& counted, int64_t total);
+
 class GradSquares {
  public:
   GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device);

@@ -230,6 +230,26 @@ TEST(CpuKernels, EmbeddingBf16AndOutOfRange) {
 namespace tfm {
 namespace {
 
+struct AttentionShape {
+  int64_t batch, seq, len, q_heads, kv_heads, head_dim;
+};
+
+// The kernel's attention over a bf16 cache against the reference's over the cache as the kernel
+// stored it (rounded to bf16), with scale 0.25.
+void expect_bf16_cache_attention(const std::vector<float>& q, const std::vector<uint16_t>& k_cache,
+                                 const std::vector<uint16_t>& v_cache,
+                                 const std::vector<int32_t>& mask,
+                                 const std::vector<int32_t>& slots, const AttentionShape& s) {
+  std::vector<float> got(q.size()), want(q.size());
+  cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
+                 s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f, got.data());
+  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
+  ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(),
+                            s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f,
+                            want.data());
+  expect_close(got, want, 1e-5f);
+}
+
 TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   const int64_t batch = 1, seq = 2, len = 7, hq = 4, hkv = 2, d = 16;
   const auto q = random_values(batch * seq * hq * d, 15);
@@ -240,15 +260,8 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   cpu::cache_write(v_cache.data(), DType::bf16, v.data(), slots.data(), batch, len, seq, hkv * d);
   std::vector<int32_t> mask(batch * len, 0);
   mask[2] = mask[3] = 1;
-  std::vector<float> got(q.size()), want(q.size());
-  cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
-                 batch, seq, len, hq, hkv, d, 0.25f, got.data());
-  // The reference sees the cache as the kernel stored it: rounded to bf16.
-  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
-  ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(), batch,
-                            seq, len, hq, hkv, d, 0.25f, want.data());
-  expect_close(got, want, 1e-5f);
-  EXPECT_EQ(k_ref[2 * hkv * d], bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
+  expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
+  EXPECT_EQ(bf16_bits_to_f32(k_cache[2 * hkv * d]), bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
 }
 
 // Many queries over a bf16 cache (a prefill chunk: the keys and values widened for matrix
@@ -265,13 +278,7 @@ TEST(CpuKernels, Bf16CacheAttentionOfManyQueries) {
     mask[j] = 1;
     mask[len + j] = j >= 4 ? 1 : 0;  // the second row's first four slots are padding
   }
-  std::vector<float> got(q.size()), want(q.size());
-  cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
-                 batch, seq, len, hq, hkv, d, 0.25f, got.data());
-  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
-  ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(), batch,
-                            seq, len, hq, hkv, d, 0.25f, want.data());
-  expect_close(got, want, 1e-5f);
+  expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
 }
 
 }  // namespace

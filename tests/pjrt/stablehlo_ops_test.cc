@@ -5,12 +5,13 @@
 #include <gtest/gtest.h>
 
 #include "backends/pjrt/stablehlo.h"
-#include "graph/builder.h"
 #include "io/model_config.h"
 #include "models/architectures.h"
 #include "models/decoder.h"
 #include "models/init_weights.h"
 #include "support/fixtures.h"
+#include "training/adamw.h"
+#include "training/grad_clip.h"
 
 namespace tfm {
 namespace {
@@ -87,33 +88,15 @@ TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
       << "the gradients' one buffer, donated";
 }
 
-// The optimizer's graphs as training/adamw.cc and training/grad_clip.cc build them: AdamW over two
-// runs of flat buffers (one decayed), each written buffer's update after both, and the sum of
-// squares of two ranges of the gradients.
+// The optimizer's graphs (training/adamw.h, training/grad_clip.h): AdamW over two runs of flat
+// buffers (one decayed), each written buffer's update after both, and the sum of squares of two
+// ranges of the gradients.
 TEST(StableHloOps, OptimizerGraphsUseOnlyNeuronOps) {
-  graph::Builder b;
-  const Shape flat{10};
-  const graph::ValueId params = b.state("params", flat, DType::f32);
-  const graph::ValueId grads = b.state("grads", flat, DType::f32);
-  const graph::ValueId exp_avg = b.state("exp_avg", flat, DType::f32);
-  const graph::ValueId exp_avg_sq = b.state("exp_avg_sq", flat, DType::f32);
-  const graph::ValueId scalars = b.input("scalars", {graph::kAdamWScalars}, DType::f32);
-  std::vector<graph::ValueId> steps;
-  for (const auto& [offset, numel, decays] :
-       {std::tuple<int64_t, int64_t, bool>{0, 6, true}, {6, 4, false}}) {
-    const auto part = [&](graph::ValueId buffer) { return b.view(buffer, offset, {numel}); };
-    steps.push_back(
-        b.adamw(part(params), part(grads), part(exp_avg), part(exp_avg_sq), scalars, decays));
-  }
-  for (const graph::ValueId written : {params, exp_avg, exp_avg_sq}) b.updated(written, steps);
-  const graph::Graph update = b.finish();
+  const std::vector<training::ParamSegment> runs{{0, 6, true}, {6, 4, false}};
+  const graph::Graph update = training::update_graph(runs, 10);
   expect_neuron_ops(update, {}, false);
   EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(update).text), 3u);
-
-  graph::Builder n;
-  const graph::ValueId g = n.state("grads", flat, DType::f32);
-  n.output(n.add(n.sum_squares(n.view(g, 0, {6})), n.sum_squares(n.view(g, 6, {4}))));
-  expect_neuron_ops(n.finish(), {}, false);
+  expect_neuron_ops(training::squares_graph(runs, 10), {}, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StableHloOpsTest,
