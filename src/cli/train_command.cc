@@ -121,7 +121,18 @@ void add_train_command(CLI::App& app) {
       ->required();
   cmd->add_option(both("validation_file"), o->validation_file, "Evaluation data");
   cmd->add_option(both("validation_split"), o->validation_split,
-                  "Fraction of --data held out for evaluation, taken from its end");
+                  "Fraction of --data held out for evaluation, taken from its end")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double fraction = 0;
+            try {
+              fraction = std::stod(text);
+            } catch (const std::exception&) {
+              return "'" + text + "' is not a number";
+            }
+            return fraction >= 0 && fraction < 1 ? "" : "must be in [0, 1), got " + text;
+          },
+          "in [0, 1)"));
   cmd->add_option(both("tokenizer"), o->tokenizer, "Tokenizer folder (default: the model's)");
   cmd->add_option(both("max_length") + ",--block_size", o->max_length,
                   "Tokens per row (one compiled graph serves the run)")

@@ -58,7 +58,14 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                   .beta2 = args_.adam_beta2,
                   .eps = args_.adam_epsilon,
                   .weight_decay = args_.weight_decay},
-                 params_.device()) {}
+                 params_.device()) {
+  // transformers' Trainer refuses an evaluation schedule without evaluation data.
+  if (args_.eval_steps > 0 && !eval_) {
+    throw Error("eval_steps " + std::to_string(args_.eval_steps) +
+                " asks for evaluation, but there is no evaluation data (give --validation_file "
+                "or --validation_split)");
+  }
+}
 
 DType Trainer::autocast() const { return args_.bf16 ? DType::bf16 : DType::f32; }
 

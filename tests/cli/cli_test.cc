@@ -223,6 +223,16 @@ TEST(CliCommandsTest, BadCountsAndIdsAreNamed) {
               AllOf(HasSubstr("max_new_tokens 2000000000"), HasSubstr("more than this machine's")));
 }
 
+TEST(CliCommandsTest, TrainRefusesAValidationSplitOutsideZeroToOne) {
+  for (const std::string split : {"-0.2", "1"}) {
+    const auto run = run_tfm({"train", "--model", fixture("qwen3"), "--data", "/nonexistent.jsonl",
+                              "--validation_split", split});
+    if (!run) GTEST_SKIP() << kNoBinary;
+    EXPECT_NE(run->status, 0);
+    EXPECT_THAT(run->err, HasSubstr("--validation_split: must be in [0, 1), got " + split));
+  }
+}
+
 TEST(CliCommandsTest, UnknownDeviceIsNamed) {
   for (const std::string command : {"logits", "generate"}) {
     SCOPED_TRACE(command);

@@ -207,6 +207,13 @@ TEST(Trainer, RejectsBadArguments) {
   a = small_args("bad");
   a.resume_from_checkpoint = "last";
   EXPECT_THROW(Trainer(model, a, random_rows(4, 12, 5)).train(), Error);
+  // As transformers' Trainer: an evaluation schedule needs evaluation data.
+  a = small_args("bad");
+  a.eval_steps = 2;
+  EXPECT_THAT([&] { Trainer(model, a, random_rows(4, 12, 5)); },
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::HasSubstr("eval_steps 2 asks for evaluation, but there is no")));
+  EXPECT_NO_THROW(Trainer(model, a, random_rows(4, 12, 5), random_rows(2, 12, 6)));
 }
 
 }  // namespace
