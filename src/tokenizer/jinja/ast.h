@@ -36,6 +36,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;  // kTest: "is not"
+  int height = 1;        // levels of the tree from here down (bounded by the parser)
 };
 
 struct Node {

@@ -1,6 +1,7 @@
 #include "tokenizer/jinja/builtins.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tfm/error.h"
 #include "tokenizer/utf8.h"
@@ -260,6 +261,13 @@ Value call_global(const std::string& name, const std::vector<Value>& args, const
     const int64_t stop = args.empty() ? 0 : args[args.size() > 1 ? 1 : 0].as_int();
     const int64_t step = args.size() > 2 ? args[2].as_int() : 1;
     if (step == 0) fail("range() step cannot be zero");
+    // Jinja's sandbox (transformers renders chat templates in one) refuses longer ranges.
+    constexpr int64_t kMaxRange = 100000;
+    const double length = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
+                                    static_cast<double>(step));
+    if (length > kMaxRange) {
+      fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    }
     Array out;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
     return Value(std::move(out));

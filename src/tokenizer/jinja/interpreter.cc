@@ -10,6 +10,11 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("chat template: " + what); }
 
+// A chat template renders a prompt: past these it is a template that would run until killed
+// (loops nested over long ranges), said as such.
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+constexpr int64_t kMaxLoopIterations = 1'000'000;
+
 class Interpreter {
  public:
   explicit Interpreter(Object context) { scopes_.push_back(std::move(context)); }
@@ -28,10 +33,10 @@ class Interpreter {
   Flow run(const Node& node, std::string& out) {
     switch (node.kind) {
       case Node::kText:
-        out += node.text;
+        write(out, node.text);
         break;
       case Node::kOutput:
-        out += eval(*node.expr).str();
+        write(out, eval(*node.expr).str());
         break;
       case Node::kIf:
         for (const auto& [condition, body] : node.branches) {
@@ -59,6 +64,13 @@ class Interpreter {
     return Flow::kNormal;
   }
 
+  static void write(std::string& out, const std::string& text) {
+    if (out.size() + text.size() > kMaxOutputBytes) {
+      fail("output past " + std::to_string(kMaxOutputBytes >> 20) + " MiB");
+    }
+    out += text;
+  }
+
   Flow run_for(const Node& node, std::string& out) {
     const Value iterable = eval(*node.expr);
     Array items;
@@ -84,6 +96,9 @@ class Interpreter {
     }
     if (kept.empty()) return run(node.else_body, out);
     for (size_t i = 0; i < kept.size(); ++i) {
+      if (++iterations_ > kMaxLoopIterations) {
+        fail("loops ran past " + std::to_string(kMaxLoopIterations) + " iterations");
+      }
       const auto n = static_cast<int64_t>(kept.size()), index = static_cast<int64_t>(i);
       scopes_.emplace_back();
       scopes_.back().emplace_back(
@@ -255,6 +270,7 @@ class Interpreter {
   }
 
   std::vector<Object> scopes_;
+  int64_t iterations_ = 0;  // of every loop so far
 };
 
 }  // namespace

@@ -1,4 +1,6 @@
 // Recursive descent over the tokens of each tag, with Jinja's operator precedence.
+#include <algorithm>
+
 #include "tfm/error.h"
 #include "tokenizer/jinja/ast.h"
 #include "tokenizer/jinja/lexer.h"
@@ -6,11 +8,17 @@
 namespace tfm::jinja {
 namespace {
 
+// How deeply expressions and blocks may nest: a template is a file from the network, and parsing,
+// rendering and freeing it recurse as deep as it nests (Jinja itself stops at Python's recursion
+// limit, about as deep).
+constexpr int kMaxNesting = 128;
+
 class ExprParser {
  public:
   explicit ExprParser(const std::vector<Token>& tokens) : tokens_(tokens) {}
 
   ExprPtr expression() {
+    const Nesting nesting(*this);
     ExprPtr value = or_expr();
     if (accept_name("if")) {
       ExprPtr condition = or_expr();
@@ -47,11 +55,28 @@ class ExprParser {
   }
   [[noreturn]] void fail(const std::string& what) const {
     std::string tag;
-    for (const auto& token : tokens_) tag += token.text + " ";
-    throw Error("chat template: " + what + " in tag {% " + tag + "%}");
+    for (size_t i = 0; i < tokens_.size() && tag.size() < 200; ++i) tag += tokens_[i].text + " ";
+    throw Error("chat template: " + what + " in tag {% " + tag.substr(0, 200) + "%}");
   }
 
  private:
+  // The parser's own recursion, bounded ("((((x))))" recurses without growing the tree).
+  struct Nesting {
+    explicit Nesting(ExprParser& p) : parser(p) {
+      if (++parser.nesting_ > kMaxNesting) parser.too_deep();
+    }
+    ~Nesting() { --parser.nesting_; }
+    ExprParser& parser;
+  };
+  [[noreturn]] void too_deep() const {
+    fail("expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
+  // `child` below `parent`: the tree's height, bounded (a long chain "a + a + ..." is a deep tree).
+  void adopt(Expr& parent, const ExprPtr& child) const {
+    if (child == nullptr) return;
+    parent.height = std::max(parent.height, child->height + 1);
+    if (parent.height > kMaxNesting) too_deep();
+  }
   static ExprPtr literal(Value value) {
     auto e = std::make_unique<Expr>();
     e->kind = Expr::kLiteral;
@@ -59,11 +84,12 @@ class ExprParser {
     return e;
   }
   template <typename... Args>
-  static ExprPtr make(Expr::Kind kind, std::string name, Args&&... args) {
+  ExprPtr make(Expr::Kind kind, std::string name, Args&&... args) const {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
     e->name = std::move(name);
     (e->args.push_back(std::forward<Args>(args)), ...);
+    for (const ExprPtr& arg : e->args) adopt(*e, arg);
     return e;
   }
 
@@ -78,7 +104,10 @@ class ExprParser {
     return left;
   }
   ExprPtr not_expr() {
-    if (accept_name("not")) return make(Expr::kNot, "", not_expr());
+    if (accept_name("not")) {
+      const Nesting nesting(*this);
+      return make(Expr::kNot, "", not_expr());
+    }
     return comparison();
   }
   ExprPtr comparison() {
@@ -129,7 +158,10 @@ class ExprParser {
     return left;
   }
   ExprPtr unary() {
-    if (accept_op("-")) return make(Expr::kNegate, "", unary());
+    if (accept_op("-")) {
+      const Nesting nesting(*this);
+      return make(Expr::kNegate, "", unary());
+    }
     return postfix();
   }
   ExprPtr postfix() {
@@ -174,8 +206,10 @@ class ExprParser {
         std::string key = tokens_[pos_].text;
         pos_ += 2;
         call.kwargs.emplace_back(std::move(key), expression());
+        adopt(call, call.kwargs.back().second);
       } else {
         call.args.push_back(expression());
+        adopt(call, call.args.back());
       }
       if (!accept_op(",")) {
         expect_op(")");
@@ -211,6 +245,7 @@ class ExprParser {
           auto list = make(Expr::kList, "");
           while (!accept_op("]")) {
             list->args.push_back(expression());
+            adopt(*list, list->args.back());
             if (!accept_op(",")) {
               expect_op("]");
               break;
@@ -225,6 +260,7 @@ class ExprParser {
             std::string key = tokens_[pos_++].text;
             expect_op(":");
             dict->kwargs.emplace_back(std::move(key), expression());
+            adopt(*dict, dict->kwargs.back().second);
             if (!accept_op(",")) {
               expect_op("}");
               break;
@@ -242,6 +278,7 @@ class ExprParser {
 
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 class TemplateParser {
@@ -250,6 +287,23 @@ class TemplateParser {
 
   // Parses nodes until a statement whose keyword is in `ends`; returns that keyword.
   std::string block(std::vector<Node>& out, std::initializer_list<const char*> ends) {
+    if (++depth_ > kMaxNesting) {
+      throw Error("chat template: blocks nested deeper than " + std::to_string(kMaxNesting) +
+                  " levels");
+    }
+    const std::string end = block_body(out, ends);
+    --depth_;
+    return end;
+  }
+
+  ExprParser tag_parser() const {
+    ExprParser p(current_->tokens);
+    p.expect_name();
+    return p;
+  }
+
+ private:
+  std::string block_body(std::vector<Node>& out, std::initializer_list<const char*> ends) {
     while (pos_ < chunks_.size()) {
       Chunk& chunk = chunks_[pos_++];
       if (chunk.kind == Chunk::kText) {
@@ -278,13 +332,6 @@ class TemplateParser {
     return "";
   }
 
-  ExprParser tag_parser() const {
-    ExprParser p(current_->tokens);
-    p.expect_name();
-    return p;
-  }
-
- private:
   Node statement(const std::string& keyword, ExprParser& p) {
     Node node(Node::kText);
     if (keyword == "if") {
@@ -331,6 +378,7 @@ class TemplateParser {
 
   std::vector<Chunk> chunks_;
   size_t pos_ = 0;
+  int depth_ = 0;                   // blocks open
   const Chunk* current_ = nullptr;  // the statement that ended the last block
 };
 
