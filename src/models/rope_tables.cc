@@ -102,7 +102,9 @@ RopeTables rope_tables(const ModelConfig& config, int64_t seq_len) {
     inv = default_inv_freq(base, dim);
   } else if (s.rope_type == "llama3") {
     inv = default_inv_freq(base, dim);
-    apply_llama3(s, original_context(config), inv);
+    // transformers reads this length as given for llama3 (0 included), where yarn and dynamic
+    // fall back to max_position_embeddings.
+    apply_llama3(s, s.original_max_position_embeddings, inv);
   } else if (s.rope_type == "yarn") {
     inv = default_inv_freq(base, dim);
     attention_scaling = apply_yarn(s, base, dim, original_context(config), inv);

@@ -42,6 +42,20 @@ TEST(RopeTables, DynamicRaisesBaseOnlyBeyondTrainedLength) {
   }
 }
 
+// _compute_llama3_parameters takes original_max_position_embeddings as given: at 0 both
+// wavelength bounds are 0, every wavelength is past the low-frequency one, and every frequency is
+// divided by the factor (transformers 5.25 runs such a config).
+TEST(RopeTables, Llama3TakesAZeroOriginalLengthAsGiven) {
+  ModelConfig c = rope_config("llama3");
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 0;
+  const models::RopeTables t = models::rope_tables(c, 64);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FLOAT_EQ(t.inv_freq.data_as<float>()[i], default_freq(10000.0, i, 16) / 4.0) << i;
+  }
+}
+
 TEST(RopeTables, UnknownTypeIsAnError) {
   EXPECT_THROW(models::rope_tables(rope_config("longrope"), 64), Error);
 }
