@@ -2,6 +2,9 @@
 // a failing rank ending the whole job with a message naming it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +24,45 @@ constexpr const char* kNoBinary = "TFM_BIN is not set (run the tests via ctest)"
 
 std::optional<Run> tfmrun(const std::vector<std::string>& args) {
   return testing::run_binary("tfmrun", args);
+}
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// A launcher killed outright (SIGKILL: no handler of its runs) takes its ranks with it: each rank
+// is sent SIGTERM as its parent dies, where it used to run on orphaned. The rank prints its pid,
+// then becomes a long sleep.
+TEST(Tfmrun, KilledLauncherStopsItsRanks) {
+  const std::string launcher = testing::binary_path("tfmrun");
+  if (launcher.empty()) GTEST_SKIP() << kNoBinary;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::execl(launcher.c_str(), "tfmrun", "--nproc_per_node", "1", "sh", "-c",
+            "echo pid $$; exec sleep 60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string line;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  const size_t at = line.find("pid ");
+  ASSERT_NE(at, std::string::npos) << line;
+  const pid_t rank = static_cast<pid_t>(std::stol(line.substr(at + 4)));
+  ASSERT_TRUE(alive(rank));
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // The rank is the launcher's child no more: reaped by init once it dies.
+  while (alive(rank) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(alive(rank)) << "rank " << rank << " outlived its launcher";
+  if (alive(rank)) ::kill(rank, SIGKILL);
 }
 
 // torchrun's variables for --nnodes 2 --nproc_per_node 2, seen from node 1: global ranks 2 and 3.

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -66,7 +66,8 @@ pid_t spawn_rank(const JobSpec& spec, int local_rank, int out_fd, int err_fd) {
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   for (auto& [key, value] : rank_environment(spec, local_rank)) env[key] = value;
-  if (!env.count("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(spec));
+  if (!env.count("OMP_NUM_THREADS"))
+    env["OMP_NUM_THREADS"] = std::to_string(threads_per_rank(spec));
   std::vector<std::string> env_strings;
   for (auto& [key, value] : env) env_strings.push_back(key + "=" + value);
   std::vector<char*> envp, argv;
@@ -76,23 +77,25 @@ pid_t spawn_rank(const JobSpec& spec, int local_rank, int out_fd, int err_fd) {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
   // Each rank leads its own process group, so stopping a rank also stops what it started (a
-  // shell's children, worker processes) and nothing lingers holding its output open.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  pid_t pid = -1;
-  const int error = posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    throw std::runtime_error("cannot start '" + spec.command[0] + "': " + std::strerror(error));
+  // shell's children, worker processes) and nothing lingers holding its output open; and it is
+  // sent SIGTERM when the launcher dies, even by SIGKILL, rather than left running orphaned.
+  const pid_t launcher = ::getpid();
+  const std::string failure = "tfmrun: cannot start '" + spec.command[0] + "'\n";
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != launcher) ::_exit(127);  // the launcher died before the line above
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    [[maybe_unused]] const ssize_t written = ::write(2, failure.data(), failure.size());
+    ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here: the group exists before the launcher signals it
   return pid;
 }
 
@@ -129,7 +132,8 @@ int launch(const JobSpec& spec) {
   sigaction(SIGTERM, &action, nullptr);
 
   if (std::getenv("OMP_NUM_THREADS") == nullptr && spec.nproc_per_node > 1) {
-    std::fprintf(stderr, "tfmrun: OMP_NUM_THREADS=%d for each of the %d processes (set it to choose)\n",
+    std::fprintf(stderr,
+                 "tfmrun: OMP_NUM_THREADS=%d for each of the %d processes (set it to choose)\n",
                  threads_per_rank(spec), spec.nproc_per_node);
   }
   std::vector<Rank> ranks(static_cast<size_t>(spec.nproc_per_node));
