@@ -50,6 +50,11 @@ Batch DistributedTraining::local_rows(const Batch& global, int64_t per_rank) con
   return local;
 }
 
+void DistributedTraining::barrier() const {
+  if (tp_) tp_->barrier();
+  if (fsdp_) fsdp_->barrier();
+}
+
 double DistributedTraining::sum_over_data(double value) const {
   if (!fsdp_) return value;
   Tensor t = Tensor::from_vector(std::vector<float>{static_cast<float>(value)}, {1});

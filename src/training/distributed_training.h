@@ -33,6 +33,9 @@ class DistributedTraining {
   // short: those are filled with rows that carry no target, so every rank runs the same graph.
   Batch local_rows(const Batch& global, int64_t per_rank) const;
   double sum_over_data(double value) const;
+  // Every rank of the job waits for all the others (its tensor-parallel group, then its FSDP
+  // group: over the grid, that is everyone).
+  void barrier() const;
   // The L2 norm of the whole model's gradient from this rank's shard of it (the flat gradients):
   // squares summed over every rank, values that several tensor-parallel ranks hold (norms,
   // replicated KV heads) counted once.

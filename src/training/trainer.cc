@@ -102,6 +102,7 @@ TrainOutput Trainer::train() {
     throw Error("output_dir '" + args_.output_dir + "' cannot be made a folder" +
                 (error ? ": " + error.message() : ": a file is there"));
   }
+  if (distributed_.writes_files()) remove_partial_checkpoints(args_.output_dir);
   if (!args_.resume_from_checkpoint.empty()) {
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
@@ -214,11 +215,20 @@ std::string Trainer::optimizer_file() const {
 }
 
 void Trainer::save_checkpoint() {
-  const fs::path dir = fs::path(args_.output_dir) / ("checkpoint-" + std::to_string(global_step_));
-  save_model(dir);
-  fs::create_directories(dir);
-  optimizer_.save(dir / optimizer_file());
-  if (distributed_.writes_files()) rotate_checkpoints(args_.output_dir, args_.save_total_limit);
+  const std::string name = "checkpoint-" + std::to_string(global_step_);
+  const fs::path dir = fs::path(args_.output_dir) / name;
+  const fs::path partial = fs::path(args_.output_dir) / partial_name(name);
+  if (distributed_.writes_files()) {
+    fs::remove_all(partial);
+    fs::create_directories(partial);
+  }
+  distributed_.barrier();  // the folder is there, empty, before any rank writes into it
+  save_model(partial);
+  optimizer_.save(partial / optimizer_file());
+  distributed_.barrier();  // every rank's files are written
+  if (!distributed_.writes_files()) return;
+  place_checkpoint(partial, dir);
+  rotate_checkpoints(args_.output_dir, args_.save_total_limit, dir);
 }
 
 void Trainer::resume(const fs::path& dir) {

@@ -5,6 +5,7 @@
 
 #include "io/json_depth.h"
 #include "tfm/error.h"
+#include "training/checkpoint_manifest.h"
 
 namespace tfm::training {
 namespace fs = std::filesystem;
@@ -76,25 +77,62 @@ std::vector<fs::path> list_checkpoints(const fs::path& output_dir) {
   return dirs;
 }
 
-void rotate_checkpoints(const fs::path& output_dir, int64_t limit) {
+void rotate_checkpoints(const fs::path& output_dir, int64_t limit, const fs::path& keep) {
   if (limit <= 0) return;
-  const std::vector<fs::path> dirs = list_checkpoints(output_dir);
-  for (size_t i = 0; i + static_cast<size_t>(limit) < dirs.size(); ++i) fs::remove_all(dirs[i]);
+  std::vector<fs::path> dirs = list_checkpoints(output_dir);
+  for (size_t i = 0; i < dirs.size() && dirs.size() > static_cast<size_t>(limit);) {
+    if (dirs[i] == keep) {
+      ++i;
+      continue;
+    }
+    fs::remove_all(dirs[i]);
+    dirs.erase(dirs.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 fs::path resolve_checkpoint(const std::string& spec, const fs::path& output_dir) {
   if (spec == "last") {
     const std::vector<fs::path> dirs = list_checkpoints(output_dir);
-    if (dirs.empty()) {
-      throw Error("resume_from_checkpoint=last: no checkpoint-N folder in '" + output_dir.string() +
-                  "'");
+    std::string skipped;
+    for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+      const std::optional<std::string> why = incomplete(*it);
+      if (!why) return *it;
+      skipped += "; " + it->filename().string() + ": " + *why;
     }
-    return dirs.back();
+    throw Error("resume_from_checkpoint=last: no complete checkpoint-N folder in '" +
+                output_dir.string() + "'" + skipped);
   }
   if (!fs::is_directory(spec)) {
     throw Error("resume_from_checkpoint: '" + spec + "' is not a folder");
   }
+  if (const std::optional<std::string> why = incomplete(spec)) {
+    throw Error("resume_from_checkpoint: '" + spec + "' is not a complete checkpoint: " + *why);
+  }
   return spec;
+}
+
+std::string partial_name(const std::string& name) { return name + ".partial"; }
+
+void remove_partial_checkpoints(const fs::path& output_dir) {
+  if (!fs::is_directory(output_dir)) return;
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && name.size() > 8 &&
+        name.compare(name.size() - 8, 8, ".partial") == 0) {
+      fs::remove_all(entry.path());
+    }
+  }
+}
+
+void place_checkpoint(const fs::path& partial, const fs::path& dir) {
+  write_manifest(partial);
+  // A folder of that name (an earlier run's) is replaced whole: moved aside, the new one renamed
+  // in, then the old one removed, so the name always holds one complete checkpoint or none.
+  const fs::path replaced = dir.string() + ".replaced";
+  fs::remove_all(replaced);
+  if (fs::exists(dir)) fs::rename(dir, replaced);
+  fs::rename(partial, dir);
+  fs::remove_all(replaced);
 }
 
 }  // namespace tfm::training

@@ -1,6 +1,7 @@
 // A Trainer checkpoint folder, output_dir/checkpoint-N: the model as save_pretrained writes it
-// (f32 master weights, so training resumes exactly), the tokenizer files, the optimizer moments
-// and trainer_state.json (step, epoch, data-loader position, log history).
+// (f32 master weights, so training resumes exactly), the tokenizer files, the optimizer moments,
+// trainer_state.json (step, epoch, data-loader position, log history) and, written last, the
+// manifest that makes it complete (checkpoint_manifest.h).
 #pragma once
 
 #include <filesystem>
@@ -30,11 +31,21 @@ void copy_tokenizer_files(const std::filesystem::path& tokenizer_dir,
 
 // checkpoint-N folders of `output_dir`, oldest (smallest N) first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& output_dir);
-// Deletes the oldest checkpoints beyond `limit` (0 keeps all).
-void rotate_checkpoints(const std::filesystem::path& output_dir, int64_t limit);
-// `spec` is a folder or "last" (the newest checkpoint in output_dir). Throws naming what is
-// missing.
+// Deletes the oldest checkpoints beyond `limit` (0 keeps all), never `keep` (the one just saved:
+// an earlier run's checkpoint of a later step is deleted before it).
+void rotate_checkpoints(const std::filesystem::path& output_dir, int64_t limit,
+                        const std::filesystem::path& keep = {});
+// `spec` is a folder or "last" (the newest complete checkpoint in output_dir, passing over
+// incomplete ones). Throws naming what is missing or why a checkpoint is not complete
+// (checkpoint_manifest.h).
 std::filesystem::path resolve_checkpoint(const std::string& spec,
                                          const std::filesystem::path& output_dir);
+
+// A checkpoint is written into "NAME.partial" beside where it goes, then placed: its manifest
+// written last, then renamed into place (replacing a folder of that name whole).
+std::string partial_name(const std::string& name);
+void place_checkpoint(const std::filesystem::path& partial, const std::filesystem::path& dir);
+// Removes the ".partial" folders an interrupted save left in output_dir.
+void remove_partial_checkpoints(const std::filesystem::path& output_dir);
 
 }  // namespace tfm::training

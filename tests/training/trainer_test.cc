@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "io/checkpoint.h"
@@ -15,6 +16,7 @@
 #include "tfm/device.h"
 #include "tfm/error.h"
 #include "tfm/log.h"
+#include "training/checkpoint_manifest.h"
 #include "training/trainer_checkpoint.h"
 
 namespace tfm::training {
@@ -179,6 +181,64 @@ TEST(Trainer, SavedModelIsTheTrainedOne) {
   CausalLM reloaded = AutoModelForCausalLM::from_pretrained(a.output_dir, {.device_map = "cpu"});
   const Tensor ids = testing::int_matrix(testing::reference("qwen3")["input_ids"]);
   EXPECT_EQ(reloaded.forward(ids).to_f32_vector(), model.forward(ids).to_f32_vector());
+}
+
+// A checkpoint is complete only while every file its manifest lists is there, whole: a truncated,
+// altered or missing file, or no manifest (a save cut short), each said by name.
+TEST(Trainer, ACheckpointIsCompleteOnlyWhole) {
+  TrainingArguments args = small_args("complete");
+  args.save_steps = 2;
+  CausalLM model = fixture_model();
+  Trainer(model, args, random_rows(10, 12, 1)).train();
+  const fs::path dir = fs::path(args.output_dir) / "checkpoint-2";
+  EXPECT_EQ(incomplete(dir), std::nullopt);
+  const auto damaged = [&](const std::function<void(const fs::path&)>& damage) {
+    const fs::path copy = fs::path(args.output_dir) / "damaged";
+    fs::remove_all(copy);
+    fs::copy(dir, copy);
+    damage(copy);
+    return incomplete(copy).value_or("(complete)");
+  };
+  EXPECT_THAT(damaged([](const fs::path& d) { fs::resize_file(d / "model.safetensors", 100); }),
+              ::testing::HasSubstr("'model.safetensors' has 100 bytes"));
+  EXPECT_THAT(damaged([](const fs::path& d) {
+                std::fstream f(d / "optimizer.safetensors", std::ios::in | std::ios::out);
+                f.seekp(-1, std::ios::end);
+                f.put('\x7f');
+              }),
+              ::testing::HasSubstr("'optimizer.safetensors' does not match its checksum"));
+  EXPECT_THAT(damaged([](const fs::path& d) { fs::remove(d / "trainer_state.json"); }),
+              ::testing::HasSubstr("'trainer_state.json' is missing"));
+  EXPECT_THAT(damaged([](const fs::path& d) { fs::remove(d / kManifestFile); }),
+              ::testing::HasSubstr("no checkpoint_manifest.json"));
+}
+
+// "last" passes over an incomplete newest checkpoint to the newest complete one (where a save was
+// cut short), and an incomplete folder named outright is refused, saying why.
+TEST(Trainer, ResumeTakesTheNewestCompleteCheckpoint) {
+  TrainingArguments args = small_args("newest_complete");
+  args.save_steps = 1;
+  CausalLM model = fixture_model();
+  Trainer(model, args, random_rows(10, 12, 1)).train();
+  const fs::path newest = fs::path(args.output_dir) / "checkpoint-4";
+  fs::remove(newest / kManifestFile);
+  EXPECT_EQ(resolve_checkpoint("last", args.output_dir),
+            fs::path(args.output_dir) / "checkpoint-3");
+  EXPECT_THAT(
+      [&] { resolve_checkpoint(newest.string(), args.output_dir); },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("is not a complete checkpoint")));
+}
+
+// Rotation keeps the checkpoint just saved even where an earlier run left one of a later step.
+TEST(Trainer, RotationKeepsTheCheckpointJustSaved) {
+  TrainingArguments args = small_args("rotation_stale");
+  args.save_steps = 2;
+  args.save_total_limit = 1;
+  fs::create_directories(fs::path(args.output_dir) / "checkpoint-900");
+  CausalLM model = fixture_model();
+  Trainer(model, args, random_rows(10, 12, 1)).train();
+  EXPECT_EQ(list_checkpoints(args.output_dir),
+            std::vector<fs::path>{fs::path(args.output_dir) / "checkpoint-4"});
 }
 
 // An output_dir that cannot be a folder (a file is there; under a file) is said before the first
