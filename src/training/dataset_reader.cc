@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -63,6 +64,9 @@ void split_paragraphs(const std::string& text, Examples& examples) {
 namespace detail {
 
 std::string read_whole_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    throw Error("dataset " + path + ": a folder, not a file (give a .txt or .jsonl file)");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("dataset " + path + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream bytes;

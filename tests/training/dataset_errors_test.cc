@@ -47,6 +47,10 @@ TEST_F(DatasetErrors, MissingFile) {
               ThrowsMessage<Error>(AllOf(HasSubstr(path), HasSubstr("cannot open"))));
   EXPECT_THAT([&] { read_dataset(path + ".jsonl"); },
               ThrowsMessage<Error>(HasSubstr("cannot open")));
+  for (const std::string& folder : {dir_.path().string(), dir_.path().string() + "/"}) {
+    EXPECT_THAT([&] { read_dataset(folder); },
+                ThrowsMessage<Error>(HasSubstr("a folder, not a file")));
+  }
 }
 
 TEST_F(DatasetErrors, MalformedJsonNamesTheLine) {
