@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header parser for SECONDS (default 60) with libFuzzer + ASan/UBSan.
-# Exits non-zero when the fuzzer finds a crash; the input that caused it is left in
-# build-fuzz/fuzz-artifacts/. Usage: tools/fuzz.sh [SECONDS]
+# Fuzzes the safetensors header parser and the config.json reader, SECONDS (default 60) split
+# between them, with libFuzzer + ASan/UBSan. Exits non-zero when a fuzzer finds a crash; the input
+# that caused it is left in build-fuzz/fuzz-artifacts/. Usage: tools/fuzz.sh [SECONDS]
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -20,7 +20,7 @@ fi
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DTFM_FUZZ=ON -DTFM_SANITIZE=ON \
   -DTFM_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"${JOBS:-2}" --target safetensors_header_fuzz
+cmake --build "$build" -j"${JOBS:-2}" --target safetensors_header_fuzz config_json_fuzz
 
 # Seeds: the fixtures' headers (a file cut after its header, so offsets point past the end) and a
 # small complete file, so mutations start from both the error paths and the accepting path.
@@ -35,6 +35,17 @@ printf "\\x$(printf %02x ${#small})\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$smal
 head -c 12 /dev/zero >>"$corpus/small"
 
 "$build/tests/fuzz/safetensors_header_fuzz" "$corpus" \
-  -dict="$root/tests/fuzz/safetensors.dict" -max_total_time="$seconds" -max_len=8192 \
+  -dict="$root/tests/fuzz/safetensors.dict" -max_total_time="$((seconds / 2))" -max_len=8192 \
   -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+  -artifact_prefix="$build/fuzz-artifacts/"
+
+# Seeds: the fixtures' config.json files.
+configs="$build/fuzz-configs"
+mkdir -p "$configs"
+for file in "$root"/tests/data/fixtures/*/config.json; do
+  cp "$file" "$configs/$(basename "$(dirname "$file")").json"
+done
+"$build/tests/fuzz/config_json_fuzz" "$configs" \
+  -dict="$root/tests/fuzz/config.dict" -max_total_time="$((seconds - seconds / 2))" \
+  -max_len=16384 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
   -artifact_prefix="$build/fuzz-artifacts/"

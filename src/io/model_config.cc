@@ -1,6 +1,7 @@
 #include "io/model_config.h"
 
 #include <fstream>
+#include <sstream>
 
 #include "io/json_depth.h"
 #include "io/json_fields.h"
@@ -175,16 +176,22 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   return c;
 }
 
+ModelConfig parse_model_config_text(std::string_view text, const std::string& source) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text, json_depth_limit());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("config '" + source + "' is not valid JSON: " + e.what());
+  }
+  return parse_model_config(json, source);
+}
+
 ModelConfig load_model_config(const std::filesystem::path& config_json) {
   std::ifstream in(config_json);
   if (!in) throw Error("config '" + config_json.string() + "' cannot be opened");
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in, json_depth_limit());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("config '" + config_json.string() + "' is not valid JSON: " + e.what());
-  }
-  return parse_model_config(json, config_json.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_model_config_text(text.str(), config_json.string());
 }
 
 nlohmann::json to_json(const ModelConfig& c) {
