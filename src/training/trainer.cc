@@ -32,6 +32,18 @@ TrainingArguments validated(TrainingArguments args) {
   return args;
 }
 
+// Every token id of `rows` within the model's vocabulary, checked before the first step: a
+// tokenizer that does not match the model is said as such, not found by the embedding.
+void check_vocabulary(const TokenRows& rows, const char* which, int64_t vocab_size) {
+  for (const int32_t id : rows.input_ids) {
+    if (id < 0 || id >= vocab_size) {
+      throw Error(std::string(which) + " data holds token id " + std::to_string(id) +
+                  ", outside the model's vocab_size " + std::to_string(vocab_size) +
+                  " (config.json): its tokenizer does not match the model");
+    }
+  }
+}
+
 }  // namespace
 
 Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
@@ -59,6 +71,8 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                   .eps = args_.adam_epsilon,
                   .weight_decay = args_.weight_decay},
                  params_.device()) {
+  check_vocabulary(train_.rows(), "training", model.config().vocab_size);
+  if (eval_) check_vocabulary(*eval_, "evaluation", model.config().vocab_size);
   // transformers' Trainer refuses an evaluation schedule without evaluation data.
   if (args_.eval_steps > 0 && !eval_) {
     throw Error("eval_steps " + std::to_string(args_.eval_steps) +

@@ -274,6 +274,12 @@ TEST(Trainer, RejectsBadArguments) {
               ::testing::ThrowsMessage<Error>(
                   ::testing::HasSubstr("eval_steps 2 asks for evaluation, but there is no")));
   EXPECT_NO_THROW(Trainer(model, a, random_rows(4, 12, 5), random_rows(2, 12, 6)));
+  // Rows of another tokenizer's ids (beyond the fixture's 1024) are said before any step.
+  TokenRows foreign = random_rows(4, 12, 5);
+  foreign.input_ids[7] = 5000;
+  EXPECT_THAT([&] { Trainer(model, small_args("bad"), foreign); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "training data holds token id 5000, outside the model's vocab_size 1024")));
 }
 
 }  // namespace
