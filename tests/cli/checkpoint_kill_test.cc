@@ -1,5 +1,5 @@
-// Nothing lost to a kill: `tfm train` saving a checkpoint every step is killed (SIGKILL) at points
-// spread over its run, then resumed from "last". Every resume either finishes with the model of
+// Nothing lost to a kill: `tfm train` saving a checkpoint every step is killed (SIGKILL) as its
+// saves are being written, then resumed from "last". Every resume either finishes with the model of
 // the run that was never killed, bit for bit, or refuses, saying there is no complete checkpoint
 // (a kill before the first save finished); none resumes from a checkpoint half written.
 #include <fcntl.h>
@@ -52,8 +52,11 @@ std::vector<std::string> train_args(const fs::path& data, const fs::path& out) {
           out.string()};
 }
 
-// `tfm args...` started and killed with SIGKILL after `delay`, whatever it was doing.
-void killed_after(const std::vector<std::string>& args, std::chrono::milliseconds delay) {
+// `tfm args...` started, then killed with SIGKILL `extra` after the save of checkpoint-`step`
+// begins (its .partial folder appears) or ends, whatever it is doing then; or left to finish
+// when it gets there first.
+void killed_saving(const std::vector<std::string>& args, const fs::path& out, int step,
+                   std::chrono::microseconds extra) {
   const std::string tfm = testing::binary_path("tfm");
   std::vector<std::string> argv_strings{"tfm"};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -69,7 +72,14 @@ void killed_after(const std::vector<std::string>& args, std::chrono::millisecond
     ::execv(tfm.c_str(), argv.data());
     ::_exit(127);
   }
-  std::this_thread::sleep_for(delay);
+  const fs::path saved = out / ("checkpoint-" + std::to_string(step));
+  const fs::path saving = saved.string() + ".partial";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(saving) && !fs::exists(saved) && std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return;  // finished first
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(extra);
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
 }
@@ -89,19 +99,17 @@ TEST(CheckpointKill, EveryResumeContinuesExactlyOrRefuses) {
       rows << nlohmann::json{{"input_ids", ids}}.dump() << "\n";
     }
   }
-  const auto started = std::chrono::steady_clock::now();
   const auto reference = testing::run_binary("tfm", train_args(dir / "rows.jsonl", dir / "whole"));
   ASSERT_EQ(reference->status, 0) << reference->err;
-  // The kills fall from early in a run to just past its end, however fast this build runs.
-  const auto whole_run = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started);
   const std::string want = contents(dir / "whole" / "model.safetensors");
   int resumed = 0;
   for (int trial = 0; trial < 8; ++trial) {
-    const auto delay = whole_run * (15 + 12 * trial) / 100;
-    SCOPED_TRACE("killed after " + std::to_string(delay.count()) + " ms");
+    // Kills as the saves of steps 1 to 8 begin, at 0, 0.5 and 1 ms into them.
+    const auto extra = std::chrono::microseconds(500 * (trial % 3));
+    SCOPED_TRACE("killed " + std::to_string(extra.count()) + " us into the save of step " +
+                 std::to_string(trial + 1));
     const fs::path out = dir / ("trial-" + std::to_string(trial));
-    killed_after(train_args(dir / "rows.jsonl", out), delay);
+    killed_saving(train_args(dir / "rows.jsonl", out), out, trial + 1, extra);
     std::vector<std::string> resume = train_args(dir / "rows.jsonl", out);
     resume.insert(resume.end(), {"--resume_from_checkpoint", "last"});
     const auto run = testing::run_binary("tfm", resume);
@@ -109,11 +117,12 @@ TEST(CheckpointKill, EveryResumeContinuesExactlyOrRefuses) {
       ++resumed;
       EXPECT_TRUE(contents(out / "model.safetensors") == want) << "the resumed model differs";
     } else {
-      EXPECT_EQ(run->status, 1);
+      EXPECT_EQ(run->status, 1) << run->err;
       EXPECT_THAT(run->err, ::testing::HasSubstr("no complete checkpoint-N folder"));
     }
   }
-  EXPECT_GT(resumed, 0) << "no kill left a checkpoint to resume from: the test checked nothing";
+  // From step 2 on, a complete checkpoint was there before each kill.
+  EXPECT_GE(resumed, 7);
   fs::remove_all(dir);
 }
 
