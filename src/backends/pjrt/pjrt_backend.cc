@@ -28,10 +28,13 @@ using graph::Node;
 using graph::Op;
 using graph::ValueId;
 
-// The process's one client, of the plugin it was given, and its compile cache (if any).
+// The process's one client, of the plugin it was given, and its compile cache (if any). The
+// client is never destroyed: at exit the plugin's own static objects go first (they were made
+// after this slot), and destroying the client then called into them (a test hung at exit while
+// an XLA thread freed an executable against the plugin's destroyed JIT registry).
 std::unique_ptr<Client>& client_slot() {
-  static std::unique_ptr<Client> client;
-  return client;
+  static auto* client = new std::unique_ptr<Client>;
+  return *client;
 }
 std::optional<CompileCache>& cache_slot() {
   static std::optional<CompileCache> cache;

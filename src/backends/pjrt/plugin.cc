@@ -26,7 +26,7 @@ Plugin::Plugin(std::string path, const PJRT_Api* api) : path_(std::move(path)), 
 
 const Plugin& Plugin::open(const std::string& path) {
   static std::mutex mutex;
-  // Never destroyed: a plugin is not unloaded, and clients destroyed at exit still call it.
+  // Never destroyed: a plugin is not unloaded, and its client (pjrt_backend.cc) outlives exit.
   static auto& opened = *new std::map<std::string, std::unique_ptr<Plugin>>;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = opened.find(path);
