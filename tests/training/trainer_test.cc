@@ -183,13 +183,20 @@ TEST(Trainer, SavedModelIsTheTrainedOne) {
   EXPECT_EQ(reloaded.forward(ids).to_f32_vector(), model.forward(ids).to_f32_vector());
 }
 
+// The arguments of a 4-step run, named `name`, that saved a checkpoint every `save_steps`, after
+// running it.
+TrainingArguments trained_saving_every(const std::string& name, int64_t save_steps) {
+  TrainingArguments args = small_args(name);
+  args.save_steps = save_steps;
+  CausalLM model = fixture_model();
+  Trainer(model, args, random_rows(10, 12, 1)).train();
+  return args;
+}
+
 // A checkpoint is complete only while every file its manifest lists is there, whole: a truncated,
 // altered or missing file, or no manifest (a save cut short), each said by name.
 TEST(Trainer, ACheckpointIsCompleteOnlyWhole) {
-  TrainingArguments args = small_args("complete");
-  args.save_steps = 2;
-  CausalLM model = fixture_model();
-  Trainer(model, args, random_rows(10, 12, 1)).train();
+  const TrainingArguments args = trained_saving_every("complete", 2);
   const fs::path dir = fs::path(args.output_dir) / "checkpoint-2";
   EXPECT_EQ(incomplete(dir), std::nullopt);
   const auto damaged = [&](const std::function<void(const fs::path&)>& damage) {
@@ -216,10 +223,7 @@ TEST(Trainer, ACheckpointIsCompleteOnlyWhole) {
 // "last" passes over an incomplete newest checkpoint to the newest complete one (where a save was
 // cut short), and an incomplete folder named outright is refused, saying why.
 TEST(Trainer, ResumeTakesTheNewestCompleteCheckpoint) {
-  TrainingArguments args = small_args("newest_complete");
-  args.save_steps = 1;
-  CausalLM model = fixture_model();
-  Trainer(model, args, random_rows(10, 12, 1)).train();
+  const TrainingArguments args = trained_saving_every("newest_complete", 1);
   const fs::path newest = fs::path(args.output_dir) / "checkpoint-4";
   fs::remove(newest / kManifestFile);
   EXPECT_EQ(resolve_checkpoint("last", args.output_dir),
