@@ -23,11 +23,14 @@ NCCL_HOME=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/
 nvidia-smi >> "$out/stages.log" 2>&1
 
 
-# Configures the Release build for sm_90 against the unpacked packages, then builds the targets
-# named; the log goes to OUTDIR/build.log.
+# Configures the Release build for sm_90 against the unpacked packages (with the PJRT backend
+# where DEBS_DIR holds pjrt/pjrt_c_api.h), then builds the targets named; the log goes to
+# OUTDIR/build.log.
 build_targets() {
+  local pjrt=()
+  [ -f "$debs/pjrt/pjrt_c_api.h" ] && pjrt=(-DTFM_PJRT_INCLUDE="$(cd "$debs/pjrt" && pwd)")
   timeout 200 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF \
+    -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DTFM_WERROR=OFF "${pjrt[@]}" \
     > "$out/build.log" 2>&1 &&
     timeout 240 cmake --build "$build" --target "$@" >> "$out/build.log" 2>&1
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Downloads (does not install) the Debian 12 packages bench/cuda_check.sh unpacks on the GPU
-# machine, which reaches no package registry, into DIR (default .debs, git-ignored).
+# machine, which reaches no package registry, into DIR (default .debs, git-ignored), and the PJRT
+# C API's header from the test environment's xla-cpu-pjrt (tools/test_env.sh), when it is there,
+# into DIR/pjrt, so that the build there has the PJRT backend (bench/pjrt_gpu_check.sh).
 #   tools/download_cuda_debs.sh [DIR]
 set -euo pipefail
+header=$(ls "$(dirname "$0")"/../.venv-test/lib/python3*/site-packages/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h 2>/dev/null | head -1)
 dir=${1:-.debs}
+if [ -n "$header" ]; then mkdir -p "$dir/pjrt" && cp "$header" "$dir/pjrt/"; fi
 mkdir -p "$dir"
 cd "$dir"
 apt-get download libdnnl-dev libdnnl2 ocl-icd-libopencl1 libgloo-dev libgloo0 libhiredis0.14 \
