@@ -10,6 +10,9 @@ set -uo pipefail
 out=$(cd "$1" && pwd)
 build=build-h200
 model=/tmp/qwen3-0.6b
+# The libraries cuda_check.sh unpacked (bench/cuda_env.sh) and the python3 that has JAX.
+export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib:${LD_LIBRARY_PATH:-}
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
 echo "== pjrt-gpu $(date +%T)" >> "$out/stages.log"
 plugin=$(python3 -c 'import importlib.util as u
 print(u.find_spec("jax_plugins.xla_cuda13").submodule_search_locations[0] + "/xla_cuda_plugin.so")')

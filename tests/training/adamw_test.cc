@@ -198,7 +198,8 @@ TEST_P(AdamWOnDevice, MatchesTorchWithClipping) {
   expect_close(opt.exp_avg_sq(), expected["exp_avg_sq"], kind + ": exp_avg_sq");
 }
 
-INSTANTIATE_TEST_SUITE_P(Accelerators, AdamWOnDevice, ::testing::Values("cuda", "pjrt"));
+INSTANTIATE_TEST_SUITE_P(Accelerators, AdamWOnDevice, ::testing::Values("cuda", "pjrt"),
+                         [](const auto& info) { return info.param; });
 
 TEST(AdamWTest, ClippingBelowMaxNormLeavesGradientsUnchanged) {
   const std::vector<float> grads = floats(adamw_goldens()["grads"][0]);  // norm ~0.17

@@ -134,7 +134,8 @@ TEST_P(TrainerOnDevice, FollowsTheCpuRunAndResumes) {
   EXPECT_EQ(weights_of(resumed.output_dir), weights_of(whole.output_dir));
 }
 
-INSTANTIATE_TEST_SUITE_P(Accelerators, TrainerOnDevice, ::testing::Values("cuda", "pjrt"));
+INSTANTIATE_TEST_SUITE_P(Accelerators, TrainerOnDevice, ::testing::Values("cuda", "pjrt"),
+                         [](const auto& info) { return info.param; });
 
 TEST(Trainer, AccumulationEqualsTheLargerBatch) {
   TrainingArguments big = small_args("big");
