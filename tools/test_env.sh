@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # The test command's Python components, in a git-ignored venv (.venv-test): PyPI's XLA CPU PJRT
-# plugin (xla-cpu-pjrt, with the PJRT C API header the PJRT backend builds against). Test-time
-# only: `make run` needs none of it. Safe to run again.
+# plugin (xla-cpu-pjrt, with the PJRT C API header the PJRT backend builds against); and Debian's
+# shared libpython, which the --device neuron tests start as tfm does for Neuron's plugin.
+# Test-time only: `make run` needs none of it. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv-test
 requirements=tools/test_requirements.txt
-if ! python3 -c 'import ensurepip' 2>/dev/null; then
+libpython=libpython$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+missing=()
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
+dpkg-query -W -f='${Status}' "$libpython" 2>/dev/null | grep -q "install ok installed" ||
+  missing+=("$libpython")
+if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  echo "tfm test env: installing python3-venv"
+  echo "tfm test env: installing ${missing[*]}"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 stamp=$venv/.requirements
 if [ -f "$stamp" ] && cmp -s "$stamp" "$requirements"; then exit 0; fi

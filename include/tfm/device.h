@@ -35,7 +35,8 @@ bool is_available(const std::string& kind);  // "cpu", "cuda"
 
 // Kinds whose devices a plugin provides ("pjrt": a PJRT plugin's .so, such as XLA's CPU plugin
 // or AWS Neuron's libneuronpjrt.so). Before the kind's first use; a kind this build lacks, or
-// one without plugins, is refused.
+// one without plugins, is refused. `kind` may also be a platform that tfm finds the plugin of
+// itself ("neuron": docs/ARCHITECTURE.md says where it looks); `path` "" then means "find it".
 struct PluginOptions {
   int device_count = 0;  // devices to ask the plugin for (0: its default; XLA's CPU plugin makes
                          // as many as asked)
@@ -47,7 +48,8 @@ void use_device_plugin(const std::string& kind, const std::string& path,
                        const PluginOptions& options = {});
 int device_count(const std::string& kind);  // 0 for a kind this build lacks
 
-// Parses "cpu", "KIND", "KIND:N" or "auto" and checks the device is present. "auto" picks the
+// Parses "cpu", "KIND", "KIND:N" or "auto" and checks the device is present; "neuron[:N]" finds
+// and opens Neuron's PJRT plugin (unless open already) and names its pjrt device. "auto" picks the
 // present kind its backend ranks first (an accelerator before the cpu); `chosen_reason` (if given)
 // says which and why. An accelerator without an index under tfmrun or torchrun means
 // KIND:LOCAL_RANK (modulo the devices present), as torchrun scripts choose with

@@ -20,7 +20,8 @@ struct DistributedConfig {
 
 struct LoadOptions {
   std::optional<DType> dtype = std::nullopt;  // compute/weight dtype; unset: the checkpoint's
-  std::string device_map = "auto";  // "cpu", "cuda", "cuda:N", "auto" (best accelerator present)
+  // "cpu", "cuda", "cuda:N", "pjrt[:N]", "neuron[:N]", "auto" (best accelerator present)
+  std::string device_map = "auto";
   DistributedConfig distributed = {};
   // Compiled graphs run the backend's fused kernels. Off, they run the basic ops the model builds
   // (still compiled: one plan per shape): the reference every fusion is tested against, and a way

@@ -23,6 +23,9 @@ void add_devices_command(CLI::App& app) {
   auto options = std::make_shared<DeviceOptions>();
   CLI::App* command = app.add_subcommand("devices", "List the devices tfm can run on");
   add_plugin_options(command, *options);
+  command->add_flag_callback(
+      "--neuron", [options] { options->device = "neuron"; },
+      "Also find AWS Neuron's PJRT plugin (as --device neuron does) and list its devices");
   command->callback([options] { print_devices(*options); });
 }
 

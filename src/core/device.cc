@@ -19,6 +19,8 @@ std::vector<DeviceKind>& kinds() {
 // Kinds tfm has a backend for in some builds: a build without one has no such device, and says
 // why, rather than call the name unknown. Backends register their kinds; this only names them.
 const char* const kBuildOptionalKinds[] = {"cuda", "pjrt"};
+// Platforms a kind's plugin reaches, and that kind: "neuron" is a PJRT plugin tfm finds itself.
+const std::pair<const char*, const char*> kBuildOptionalPlatforms[] = {{"neuron", "pjrt"}};
 
 std::string kinds_present() {
   std::string names = "cpu";
@@ -53,7 +55,18 @@ std::string kinds_known() {
 std::string specs_known() {
   std::string specs = "cpu";
   for (const std::string& k : kinds_named()) specs += ", " + k + ", " + k + ":N";
+  for (const auto& [platform, kind] : kBuildOptionalPlatforms) {
+    specs += ", " + std::string(platform) + ", " + platform + ":N";
+  }
   return specs + " or auto";
+}
+
+// The kind whose plugin reaches `platform` ("pjrt" for "neuron"), null when `platform` is none.
+const char* platform_kind(const std::string& platform) {
+  for (const auto& [name, kind] : kBuildOptionalPlatforms) {
+    if (platform == name) return kind;
+  }
+  return nullptr;
 }
 
 std::string upper(std::string name) {
@@ -149,8 +162,31 @@ int device_count(const std::string& kind) {
 
 bool is_available(const std::string& kind) { return device_count(kind) > 0; }
 
+namespace {
+
+// Finds and opens `platform`'s plugin through the kind that reaches it (`path`, where given, is
+// the plugin to take instead of the one found).
+void use_platform(const std::string& platform, const char* kind, const std::string& path,
+                  const PluginOptions& options) {
+  const DeviceKind* k = find_device_kind(kind);
+  if (k == nullptr) {
+    throw Error("device type '" + platform + "' runs through the " + upper(kind) +
+                " backend, and this tfm was built without it");
+  }
+  if (std::find(k->platforms.begin(), k->platforms.end(), platform) == k->platforms.end()) {
+    throw Error("the " + upper(kind) + " backend of this tfm does not reach " + platform);
+  }
+  k->use_platform(platform, path, options);
+}
+
+}  // namespace
+
 void use_device_plugin(const std::string& kind, const std::string& path,
                        const PluginOptions& options) {
+  if (const char* owner = platform_kind(kind)) {
+    use_platform(kind, owner, path, options);
+    return;
+  }
   if (!known_kind(kind)) {
     throw Error("unknown device type '" + kind + "' (known: " + kinds_known() + ")");
   }
@@ -190,6 +226,12 @@ Device resolve_device(const std::string& spec, std::string* chosen_reason) {
     if (ec != std::errc() || end != last || index < 0) {
       throw Error("device '" + spec + "': expected " + specs_known());
     }
+  }
+  if (const char* owner = platform_kind(kind)) {
+    // "neuron:1" is the PJRT kind's device 1 of Neuron's plugin: found and opened here unless it
+    // is open already (device_map="neuron" with nothing else said); another plugin is refused.
+    use_platform(kind, owner, "", {});
+    return resolve_device(owner + spec.substr(kind.size()), chosen_reason);
   }
   if (!known_kind(kind)) {
     throw Error("unknown device '" + spec + "' (known: " + kinds_known() + ", auto)");

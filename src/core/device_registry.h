@@ -27,6 +27,13 @@ struct DeviceKind {
   std::function<size_t(int index)> peak_allocated;
   // Kinds whose devices come from a plugin: opens it (tfm::use_device_plugin); null for others.
   std::function<void(const std::string& path, const PluginOptions& options)> use_plugin;
+  // Platforms whose plugin the kind finds itself ("neuron" for pjrt): use_platform finds it where
+  // the platform installs it (or takes `path` where one is given), prepares what it needs, and
+  // opens it as the kind's plugin; "neuron[:N]" then names the kind's devices.
+  std::vector<std::string> platforms;
+  std::function<void(const std::string& platform, const std::string& path,
+                     const PluginOptions& options)>
+      use_platform;
 };
 
 void register_device_kind(DeviceKind kind);

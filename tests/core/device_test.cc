@@ -58,9 +58,10 @@ TEST(DeviceTest, AutoPicksCudaWhenPresent) {
 }
 
 TEST(DeviceTest, MalformedSpecsAreErrors) {
-  for (const char* spec : {"cuda:x", "cuda:", "cuda:-1", "cuda:1x", "cuda:0:0"}) {
+  for (const char* spec : {"cuda:x", "cuda:", "cuda:-1", "cuda:1x", "cuda:0:0", "neuron:x"}) {
     EXPECT_THAT([&] { resolve_device(spec); },
-                ThrowsMessage<Error>(HasSubstr("expected cpu, cuda, cuda:N, pjrt, pjrt:N or auto")))
+                ThrowsMessage<Error>(HasSubstr(
+                    "expected cpu, cuda, cuda:N, pjrt, pjrt:N, neuron, neuron:N or auto")))
         << spec;
   }
   EXPECT_THAT([] { resolve_device(""); }, ThrowsMessage<Error>(HasSubstr("unknown device ''")));

@@ -31,6 +31,22 @@ std::string read_file(const fs::path& path) {
 }  // namespace
 
 std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args) {
+  return run_binary(program, args, {});
+}
+
+std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args,
+                              const EnvChanges& env) {
+  std::vector<std::string> variables;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (env.count(entry.substr(0, entry.find('='))) == 0) variables.push_back(entry);
+  }
+  for (const auto& [name, value] : env) {
+    if (value) variables.push_back(name + "=" + *value);
+  }
+  std::vector<char*> envp;
+  for (std::string& v : variables) envp.push_back(v.data());
+  envp.push_back(nullptr);
   const char* tfm = std::getenv("TFM_BIN");
   if (tfm == nullptr) return std::nullopt;
   const std::string binary = (fs::path(tfm).parent_path() / program).string();
@@ -53,7 +69,7 @@ std::optional<Run> run_binary(const std::string& program, const std::vector<std:
   argv.push_back(nullptr);
   pid_t pid = 0;
   Run run;
-  if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ) == 0) {
+  if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data()) == 0) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

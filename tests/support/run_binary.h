@@ -1,6 +1,7 @@
 // Runs one of the project's programs as a user would, for the CLI tests.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ struct Run {
 // `args` as argv (no shell, so texts with quotes and newlines pass unchanged), keeping stdout and
 // stderr apart. nullopt when TFM_BIN is unset: the test was not run through ctest.
 std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args);
+// The same with the test's environment changed for the program: each name set to its value, or
+// removed where the value is nullopt.
+using EnvChanges = std::map<std::string, std::optional<std::string>>;
+std::optional<Run> run_binary(const std::string& program, const std::vector<std::string>& args,
+                              const EnvChanges& env);
 
 // The path of a program next to $TFM_BIN ("" when TFM_BIN is unset).
 std::string binary_path(const std::string& program);

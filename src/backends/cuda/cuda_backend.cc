@@ -395,7 +395,9 @@ void copy(void* dst, const void* src, size_t bytes, int index, bool to_device) {
                         .copy = copy,
                         .fill_zero = device_fill_zero,
                         .peak_allocated = [](int) { return device_peak_bytes(); },
-                        .use_plugin = nullptr});
+                        .use_plugin = nullptr,
+                        .platforms = {},
+                        .use_platform = nullptr});
   graph::register_backend("cuda", &backend());
   return true;
 }();

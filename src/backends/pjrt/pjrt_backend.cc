@@ -3,6 +3,7 @@
 // cache) staying in device buffers between runs; only the other inputs move. State is donated
 // (the module aliases each update to its state's argument), and its new buffers take the old
 // ones' place in the caller's tensors.
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include "backends/pjrt/client.h"
 #include "backends/pjrt/compile_options.h"
 #include "backends/pjrt/device_buffer.h"
+#include "backends/pjrt/embedded_python.h"
+#include "backends/pjrt/neuron_install.h"
 #include "backends/pjrt/stablehlo.h"
 #include "core/device_registry.h"
 #include "graph/backend.h"
@@ -64,6 +67,34 @@ void use_plugin(const std::string& path, const PluginOptions& options) {
                                         : default_compile_cache_dir();
   if (!dir.empty()) cache_slot().emplace(dir);
   c = std::make_unique<Client>(Plugin::open(path), options.device_count);
+}
+
+// --device neuron: AWS Neuron's plugin where its packages install it (or at `path`), opened once
+// what it reads from the environment is set and Python runs for its libneuronxla callbacks.
+void use_platform(const std::string& platform, const std::string& path,
+                  const PluginOptions& options) {
+  TFM_CHECK(platform == "neuron", "the PJRT backend registers no other platform");
+  static std::string opened;  // Neuron's plugin, once this process has opened it
+  if (!opened.empty() && (path.empty() || path == opened)) return;
+  if (client_slot() != nullptr) {
+    throw Error("device neuron requested, but this process already uses PJRT plugin '" +
+                client_slot()->plugin().path() + "'");
+  }
+  const GetEnv getenv = [](const char* name) { return std::getenv(name); };
+  const NeuronInstall install = find_neuron_install(path, getenv);
+  log_info("device neuron: plugin " + install.plugin);
+  for (const auto& [name, value] : neuron_environment(getenv)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+    log_info("device neuron: " + name + "=" + value);
+  }
+  if (install.site_packages.empty()) {
+    log_warn("device neuron: no libneuronxla Python package beside '" + install.plugin +
+             "' or in the Python environments searched: compiles that need neuronx-cc will fail");
+  } else {
+    start_embedded_python(install.python_version, install.site_packages, "libneuronxla");
+  }
+  use_plugin(install.plugin, options);
+  opened = install.plugin;
 }
 
 std::shared_ptr<void> allocate(int index, size_t bytes) {
@@ -364,7 +395,9 @@ PjrtBackend& backend() {
                         .copy = copy,
                         .fill_zero = fill_zero,
                         .peak_allocated = [](int) { return size_t{0}; },
-                        .use_plugin = use_plugin});
+                        .use_plugin = use_plugin,
+                        .platforms = {"neuron"},
+                        .use_platform = use_platform});
   graph::register_backend("pjrt", &backend());
   return true;
 }();
