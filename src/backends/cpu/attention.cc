@@ -7,11 +7,22 @@
 
 #include "backends/cpu/attention_gemm.h"
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
 namespace {
+
+float dot(const float* a, const float* b, int64_t n) { return vector_kernels().dot_f32(a, b, n); }
+float dot(const float* a, const uint16_t* b, int64_t n) {
+  return vector_kernels().dot_bf16(a, b, n);
+}
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  vector_kernels().axpy_f32(alpha, x, y, n);
+}
+void axpy(float alpha, const uint16_t* x, float* y, int64_t n) {
+  vector_kernels().axpy_bf16(alpha, x, y, n);
+}
 
 template <typename KV>
 void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
@@ -35,7 +46,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           for (int64_t j = 0; j < visible_end; ++j) {
             if (row_mask[j] == 0) continue;
             const KV* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            scores[j] = simd::dot(qv, kv, head_dim) * scale;
+            scores[j] = dot(qv, kv, head_dim) * scale;
             max_score = std::max(max_score, scores[j]);
           }
           std::fill(acc.begin(), acc.end(), 0.f);
@@ -45,7 +56,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
             const float p = std::exp(scores[j] - max_score);
             denom += p;
             const KV* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            simd::axpy(p, vv, acc.data(), head_dim);
+            axpy(p, vv, acc.data(), head_dim);
           }
           float* o = out + ((b * seq + s) * q_heads + h) * head_dim;
           const float inv = denom > 0.f ? 1.f / denom : 0.f;

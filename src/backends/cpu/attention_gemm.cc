@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
 
 namespace tfm::cpu {
 
@@ -39,8 +39,7 @@ bool attention_probs(const float* q, const float* k, const int32_t* row_mask, co
     for (int64_t j = 0; j < visible_end; ++j) {
       if (row_mask[j] != 0) max_score = std::max(max_score, row[j]);
     }
-    simd::map(row, row, keys,
-              [max_score](simd::Vec x) { return simd::exp(x - simd::broadcast(max_score)); });
+    vector_kernels().exp_shifted(row, row, keys, max_score, 1.f);
     float denom = 0.f;
     for (int64_t j = 0; j < keys; ++j) {
       if (j >= visible_end || row_mask[j] == 0 || max_score == -INFINITY) row[j] = 0.f;

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
 
 namespace tfm::cpu {
 namespace {
@@ -91,8 +91,9 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
                              : "weights widened to f32 for oneDNN's sgemm"},
           {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
-          {"products of up to 8 rows", "tfm's GEMV, " + std::string(simd::kIsaName) +
-                                           " (built for the machine that compiled tfm)"}};
+          {"products of up to 8 rows, attention, softmax, SiLU",
+           std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
+               " (chosen at run time)"}};
 }
 
 }  // namespace tfm::cpu

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -33,20 +33,14 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= stack[top + 1][i];
         break;
       case graph::EwCode::kSilu:
-        simd::map(stack[top], stack[top], len, [](simd::Vec x) {
-          return x / (simd::broadcast(1.f) + simd::exp(simd::zero() - x));
-        });
+        vector_kernels().silu(stack[top], len);
         break;
       case graph::EwCode::kScale:
         for (int64_t i = 0; i < len; ++i) stack[top][i] *= instr.scalar;
         break;
       case graph::EwCode::kSiluGrad:
         --top;
-        simd::map2(stack[top], stack[top + 1], stack[top], len, [](simd::Vec x, simd::Vec dy) {
-          const simd::Vec one = simd::broadcast(1.f);
-          const simd::Vec sigmoid = one / (one + simd::exp(simd::zero() - x));
-          return dy * sigmoid * (one + x * (one - sigmoid));
-        });
+        vector_kernels().silu_grad(stack[top], stack[top + 1], len);
         break;
     }
   }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -32,8 +32,7 @@ SoftmaxStats softmax_stats(const float* row, int64_t vocab) {
   for (int64_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, row[v]);
   thread_local std::vector<float> e;
   e.resize(static_cast<size_t>(vocab));
-  simd::map(row, e.data(), vocab,
-            [max_logit](simd::Vec x) { return simd::exp(x - simd::broadcast(max_logit)); });
+  vector_kernels().exp_shifted(row, e.data(), vocab, max_logit, 1.f);
   double sum = 0;
   for (float v : e) sum += v;
   return {max_logit, sum};
@@ -144,9 +143,7 @@ void write_gradient(const Logits& logits, const int32_t* targets, float scale,
       std::fill(out, out + vocab, 0.f);
     } else {
       const float row_lse = lse[static_cast<size_t>(r)];
-      simd::map(row, out, vocab, [row_lse, scale](simd::Vec x) {
-        return simd::exp(x - simd::broadcast(row_lse)) * simd::broadcast(scale);
-      });
+      vector_kernels().exp_shifted(row, out, vocab, row_lse, scale);
       const int64_t column = local_column(targets[r], vocab, shard);
       if (column >= 0) out[column] -= scale;
     }

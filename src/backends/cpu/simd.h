@@ -1,5 +1,6 @@
-// The widest float vector the build machine has (AVX-512, AVX2 or scalar), with loads that widen
-// bf16 to f32 in registers. Kernels written against it compile to whichever the CPU offers.
+// The widest float vector of the ISA the including file is compiled for (AVX-512, AVX2 or
+// scalar), with loads that widen bf16 to f32 in registers. Only vector_kernels_body.h includes
+// it: compiled once per ISA, the kernels are chosen at run time (vector_kernels.h).
 #pragma once
 
 // GCC 12's AVX-512 intrinsics seed their "undefined" operands from themselves (`__Y = __Y`), which

@@ -1,0 +1,33 @@
+// The CPU kernels written against simd.h's vectors, compiled once for each x86 vector ISA tfm has
+// a path for (vector_kernels_avx2.cc, vector_kernels_avx512.cc: the same body built with each
+// ISA's flags) and chosen at run time from what the CPU has (cpu_isa()), never from the machine
+// that built tfm.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tfm::cpu {
+
+struct VectorKernels {
+  const char* isa;  // "AVX2+FMA", "AVX-512"
+  // out[m, n] = x[m, k] . w[n, k]^T for a few rows of x (decode): the weights streamed once.
+  void (*gemv_f32)(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out);
+  void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                    float* out);
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  float (*dot_bf16)(const float* a, const uint16_t* b, int64_t n);
+  void (*axpy_f32)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
+  void (*axpy_bf16)(float alpha, const uint16_t* x, float* y, int64_t n);
+  // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
+  void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
+  void (*silu)(float* x, int64_t n);                         // x = x sigmoid(x)
+  void (*silu_grad)(float* x, const float* dy, int64_t n);  // x = dy d(x sigmoid(x))/dx
+};
+
+// The fastest set this CPU runs.
+const VectorKernels& vector_kernels();
+// Every set this CPU runs, the fastest last (the tests run each against a scalar reference).
+std::vector<const VectorKernels*> runnable_vector_kernels();
+
+}  // namespace tfm::cpu

@@ -1,0 +1,137 @@
+// The body of vector_kernels_avx2.cc and vector_kernels_avx512.cc: simd.h's vectors are those of
+// the ISA the including file is compiled for, and TFM_VECTOR_ISA names its namespace. Included
+// by those two files only.
+#include <algorithm>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/simd.h"
+#include "backends/cpu/vector_kernels.h"
+
+namespace tfm::cpu::TFM_VECTOR_ISA {
+namespace {
+
+constexpr int kRowsPerTask = 4;  // weight rows processed together by one thread
+
+// out[m, r0 + r] for kRowsPerTask weight rows and M rows of x: each weight vector loaded from
+// memory serves every x row. M and the row count are compile-time so the accumulators stay in
+// registers.
+template <int M, int R, typename W>
+void gemv_tile(const float* x, const W* w, int64_t r0, int64_t k, float* out, int64_t n) {
+  using simd::Vec;
+  Vec acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = simd::zero();
+  const W* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w + (r0 + r) * k;
+  constexpr size_t kStepBytes = R * simd::kWidth * sizeof(W);
+  int64_t p = 0;
+  for (; p + simd::kWidth <= k; p += simd::kWidth) {
+    Vec wv[R];
+    // The next tile's rows, in address order, two cache lines per step: a tile is read as R
+    // short interleaved streams, which the hardware prefetcher picks up late.
+    const char* ahead = reinterpret_cast<const char*>(rows[0] + R * k) + p * R * sizeof(W);
+    for (size_t line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) wv[r] = simd::load(rows[r] + p);
+    for (int i = 0; i < M; ++i) {
+      const Vec xv = simd::load(x + i * k + p);
+      for (int r = 0; r < R; ++r) acc[i][r] = simd::fma(wv[r], xv, acc[i][r]);
+    }
+  }
+  float sums[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) sums[i][r] = simd::sum(acc[i][r]);
+  for (; p < k; ++p) {
+    for (int r = 0; r < R; ++r) {
+      const float wv = simd::widen(w[(r0 + r) * k + p]);
+      for (int i = 0; i < M; ++i) sums[i][r] += wv * x[i * k + p];
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) out[i * n + r0 + r] = sums[i][r];
+}
+
+// The last rows when n is not a multiple of kRowsPerTask: rare and small, so plain loops.
+template <typename W>
+void gemv_leftover(const float* x, int64_t m, const W* w, int64_t r0, int64_t n, int64_t k,
+                   float* out) {
+  for (int64_t r = r0; r < n; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      float sum = 0.f;
+      for (int64_t p = 0; p < k; ++p) sum += simd::widen(w[r * k + p]) * x[i * k + p];
+      out[i * n + r] = sum;
+    }
+  }
+}
+
+template <int M, typename W>
+void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
+  // One x row leaves registers for more weight streams in flight.
+  constexpr int R = M == 1 ? 2 * kRowsPerTask : kRowsPerTask;
+  const int64_t tiles = n / R;
+  // Dynamic chunks of 16 tiles: a thread slowed by the other core's traffic does not hold up the
+  // whole product at the barrier.
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t t = 0; t < tiles; ++t) gemv_tile<M, R>(x, w, t * R, k, out, n);
+  gemv_leftover(x, M, w, tiles * R, n, k, out);
+}
+
+template <typename W>
+void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* out) {
+  // Up to 4 rows of x share one pass over the weights; more rows take more passes.
+  for (int64_t m0 = 0; m0 < m; m0 += 4) {
+    const float* xs = x + m0 * k;
+    float* os = out + m0 * n;
+    switch (std::min<int64_t>(4, m - m0)) {
+      case 1:
+        gemv_fixed<1>(xs, w, n, k, os);
+        break;
+      case 2:
+        gemv_fixed<2>(xs, w, n, k, os);
+        break;
+      case 3:
+        gemv_fixed<3>(xs, w, n, k, os);
+        break;
+      default:
+        gemv_fixed<4>(xs, w, n, k, os);
+        break;
+    }
+  }
+}
+
+void exp_shifted(const float* in, float* out, int64_t n, float shift, float scale) {
+  simd::map(in, out, n, [shift, scale](simd::Vec x) {
+    return simd::exp(x - simd::broadcast(shift)) * simd::broadcast(scale);
+  });
+}
+
+void silu(float* x, int64_t n) {
+  simd::map(x, x, n, [](simd::Vec v) {
+    return v / (simd::broadcast(1.f) + simd::exp(simd::zero() - v));
+  });
+}
+
+void silu_grad(float* x, const float* dy, int64_t n) {
+  simd::map2(x, dy, x, n, [](simd::Vec v, simd::Vec g) {
+    const simd::Vec one = simd::broadcast(1.f);
+    const simd::Vec sigmoid = one / (one + simd::exp(simd::zero() - v));
+    return g * sigmoid * (one + v * (one - sigmoid));
+  });
+}
+
+}  // namespace
+
+extern const VectorKernels kernels;
+const VectorKernels kernels{
+    .isa = simd::kIsaName,
+    .gemv_f32 = gemv<float>,
+    .gemv_bf16 = gemv<uint16_t>,
+    .dot_f32 = simd::dot<float>,
+    .dot_bf16 = simd::dot<uint16_t>,
+    .axpy_f32 = simd::axpy<float>,
+    .axpy_bf16 = simd::axpy<uint16_t>,
+    .exp_shifted = exp_shifted,
+    .silu = silu,
+    .silu_grad = silu_grad,
+};
+
+}  // namespace tfm::cpu::TFM_VECTOR_ISA

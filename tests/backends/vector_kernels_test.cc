@@ -1,0 +1,141 @@
+// Every build of the vector kernels this CPU runs (AVX2+FMA everywhere, AVX-512 where cpu_isa()
+// finds it), each against a scalar reference in double precision on odd sizes: tails shorter
+// than a vector, rows that do not fill a tile, more x rows than one pass takes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/vector_kernels.h"
+#include "support/random_values.h"
+#include "tfm/dtype.h"
+
+namespace tfm::cpu {
+namespace {
+
+using testing::expect_close;
+using testing::random_values;
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
+  return out;
+}
+
+double widen(float v) { return v; }
+double widen(uint16_t v) { return bf16_bits_to_f32(v); }
+
+template <typename W>
+std::vector<float> gemv_reference(const std::vector<float>& x, const std::vector<W>& w, int64_t m,
+                                  int64_t n, int64_t k) {
+  std::vector<float> out(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t r = 0; r < n; ++r) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += widen(w[r * k + p]) * x[i * k + p];
+      out[i * n + r] = static_cast<float>(sum);
+    }
+  }
+  return out;
+}
+
+std::vector<const VectorKernels*> every_set() { return runnable_vector_kernels(); }
+
+std::string set_name(const ::testing::TestParamInfo<const VectorKernels*>& info) {
+  std::string name;
+  for (char c : std::string(info.param->isa)) {
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  }
+  return name;
+}
+
+class VectorKernelsTest : public ::testing::TestWithParam<const VectorKernels*> {};
+
+TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
+  const VectorKernels& kernels = *GetParam();
+  for (const int64_t m : {1, 2, 3, 4, 5, 7}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37}, {29, 130}, {8, 16}, {3, 5}}) {
+      const auto x = random_values(static_cast<size_t>(m * k), 1 + m);
+      const auto w = random_values(static_cast<size_t>(n * k), 2 + n);
+      const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                               " k=" + std::to_string(k);
+      std::vector<float> out(static_cast<size_t>(m * n), NAN);
+      kernels.gemv_f32(x.data(), w.data(), m, n, k, out.data());
+      expect_close(out, gemv_reference(x, w, m, n, k), 1e-5f, what + " f32");
+      const auto wb = to_bf16(w);
+      std::fill(out.begin(), out.end(), NAN);
+      kernels.gemv_bf16(x.data(), wb.data(), m, n, k, out.data());
+      expect_close(out, gemv_reference(x, wb, m, n, k), 1e-5f, what + " bf16");
+    }
+  }
+}
+
+TEST_P(VectorKernelsTest, DotAndAxpy) {
+  const VectorKernels& kernels = *GetParam();
+  for (const int64_t n : {1, 7, 15, 16, 33, 67, 128}) {
+    const auto a = random_values(static_cast<size_t>(n), 3);
+    const auto b = random_values(static_cast<size_t>(n), 4);
+    const auto bb = to_bf16(b);
+    double want = 0, want_bf16 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      want += static_cast<double>(a[i]) * b[i];
+      want_bf16 += a[i] * widen(bb[i]);
+    }
+    EXPECT_NEAR(kernels.dot_f32(a.data(), b.data(), n), want, 1e-5 * (1 + std::abs(want))) << n;
+    EXPECT_NEAR(kernels.dot_bf16(a.data(), bb.data(), n), want_bf16,
+                1e-5 * (1 + std::abs(want_bf16)))
+        << n;
+    std::vector<float> y = random_values(static_cast<size_t>(n), 5), y_bf16 = y;
+    std::vector<float> want_y(y.size()), want_y_bf16(y.size());
+    for (int64_t i = 0; i < n; ++i) {
+      want_y[i] = static_cast<float>(y[i] + 0.75 * a[i]);
+      want_y_bf16[i] = static_cast<float>(y[i] - 1.5 * widen(bb[i]));
+    }
+    kernels.axpy_f32(0.75f, a.data(), y.data(), n);
+    kernels.axpy_bf16(-1.5f, bb.data(), y_bf16.data(), n);
+    expect_close(y, want_y, 1e-6f, "axpy f32 n=" + std::to_string(n));
+    expect_close(y_bf16, want_y_bf16, 1e-6f, "axpy bf16 n=" + std::to_string(n));
+  }
+}
+
+TEST_P(VectorKernelsTest, ExpShiftedSiluAndItsGradient) {
+  const VectorKernels& kernels = *GetParam();
+  for (const int64_t n : {1, 5, 17, 40}) {
+    auto x = random_values(static_cast<size_t>(n), 6, -20.f, 20.f);
+    x[0] = -INFINITY;  // a masked score: exp gives 0
+    std::vector<float> out(x.size());
+    kernels.exp_shifted(x.data(), out.data(), n, 3.5f, 0.25f);
+    std::vector<float> want(x.size());
+    for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(std::exp(x[i] - 3.5) * 0.25);
+    expect_close(out, want, 1e-6f, "exp_shifted n=" + std::to_string(n));
+
+    x[0] = -3.f;
+    const auto dy = random_values(static_cast<size_t>(n), 7);
+    std::vector<float> silu = x, grad = x, want_silu(x.size()), want_grad(x.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const double s = 1 / (1 + std::exp(-static_cast<double>(x[i])));
+      want_silu[i] = static_cast<float>(x[i] * s);
+      want_grad[i] = static_cast<float>(dy[i] * s * (1 + x[i] * (1 - s)));
+    }
+    kernels.silu(silu.data(), n);
+    kernels.silu_grad(grad.data(), dy.data(), n);
+    expect_close(silu, want_silu, 1e-6f, "silu n=" + std::to_string(n));
+    expect_close(grad, want_grad, 1e-6f, "silu_grad n=" + std::to_string(n));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RunnableHere, VectorKernelsTest, ::testing::ValuesIn(every_set()),
+                         set_name);
+
+TEST(VectorKernels, EveryIsaTheCpuHasIsRunAndTheWidestChosen) {
+  std::vector<std::string> names;
+  for (const VectorKernels* k : runnable_vector_kernels()) names.emplace_back(k->isa);
+  std::vector<std::string> want{"AVX2+FMA"};
+  if (cpu_isa().avx512) want.emplace_back("AVX-512");
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(std::string(vector_kernels().isa), want.back());
+}
+
+}  // namespace
+}  // namespace tfm::cpu
