@@ -9,7 +9,7 @@ DEMO_TRAIN_ARGS = --model demo/qwen3-shakespeare.json --tokenizer demo/tokenizer
 	--max_length 256 --per_device_train_batch_size 16 --learning_rate 2e-3 --weight_decay 0.1 \
 	--lr_scheduler_type cosine --warmup_steps 50 --num_train_epochs 5 --max_grad_norm 1.0 \
 	--logging_steps 25 --eval_steps 100 --save_steps 0 --seed 42 --init_seed 0 \
-	--output_dir models/shakespeare
+	--overwrite_output_dir --output_dir models/shakespeare
 
 .PHONY: setup test-env build run test test-asan test-races fuzz bench clean demo-model
 

@@ -33,6 +33,10 @@ struct TrainingArguments {
   bool dataloader_drop_last = false;
   // A checkpoint-N folder, or "last" for the newest one in output_dir; empty starts afresh.
   std::string resume_from_checkpoint;
+  // A run that does not resume refuses an output_dir holding an earlier run's checkpoints, state
+  // or log (its checkpoints would be taken for this run's by `last` and by rotation); with this
+  // set it removes them first, as run_clm.py's --overwrite_output_dir lets a run start over.
+  bool overwrite_output_dir = false;
   bool disable_tqdm = false;  // no progress bar (logs still go to output_dir/logs.jsonl)
 
   // Throws tfm::Error naming the first argument out of range.

@@ -175,6 +175,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option(both("dataloader_drop_last"), a.dataloader_drop_last)->capture_default_str();
   cmd->add_option(both("resume_from_checkpoint"), a.resume_from_checkpoint,
                   "A checkpoint folder, or 'last' for the newest in output_dir");
+  cmd->add_flag(both("overwrite_output_dir"), a.overwrite_output_dir,
+                "Remove an earlier run's checkpoints, state and log from output_dir and start over "
+                "(without it such a folder is refused unless the run resumes)");
   cmd->add_flag(both("disable_tqdm"), a.disable_tqdm, "No progress bar");
   cmd->callback([o] { run(*o); });
 }

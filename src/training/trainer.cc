@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "models/tensor_parallel.h"
 #include "tfm/error.h"
+#include "tfm/log.h"
 #include "training/causal_lm_batch.h"
 #include "training/grad_clip.h"
 #include "training/progress.h"
@@ -117,6 +118,7 @@ TrainOutput Trainer::train() {
                 (error ? ": " + error.message() : ": a file is there"));
   }
   if (distributed_.writes_files()) remove_partial_checkpoints(args_.output_dir);
+  if (args_.resume_from_checkpoint.empty()) start_over_in_output_dir();
   if (!args_.resume_from_checkpoint.empty()) {
     resume(resolve_checkpoint(args_.resume_from_checkpoint, args_.output_dir));
   }
@@ -243,6 +245,22 @@ void Trainer::save_checkpoint() {
   if (!distributed_.writes_files()) return;
   place_checkpoint(partial, dir);
   rotate_checkpoints(args_.output_dir, args_.save_total_limit, dir);
+}
+
+void Trainer::start_over_in_output_dir() {
+  const std::vector<fs::path> earlier = earlier_run_files(args_.output_dir);
+  if (earlier.empty()) return;
+  std::string names;
+  for (const fs::path& p : earlier) names += (names.empty() ? "" : ", ") + p.filename().string();
+  if (!args_.overwrite_output_dir) {
+    throw Error("output_dir '" + args_.output_dir + "' holds an earlier training run (" + names +
+                "): continue it with resume_from_checkpoint=last (--resume_from_checkpoint "
+                "last), or start over with overwrite_output_dir (--overwrite_output_dir, which "
+                "removes those), or choose another output_dir");
+  }
+  if (!distributed_.writes_files()) return;
+  for (const fs::path& p : earlier) fs::remove_all(p);
+  log_info("overwrite_output_dir: removed " + names + " from '" + args_.output_dir + "'");
 }
 
 void Trainer::resume(const fs::path& dir) {

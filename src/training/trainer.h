@@ -43,6 +43,9 @@ class Trainer {
   void log(nlohmann::json entry);
   void save_checkpoint();
   void resume(const std::filesystem::path& checkpoint);
+  // A run that does not resume: refuses an earlier run's files in output_dir, or removes them
+  // under overwrite_output_dir.
+  void start_over_in_output_dir();
   std::string optimizer_file() const;  // within a checkpoint folder
   void save_model(const std::filesystem::path& dir);
   double epoch() const;

@@ -113,6 +113,14 @@ fs::path resolve_checkpoint(const std::string& spec, const fs::path& output_dir)
 
 std::string partial_name(const std::string& name) { return name + ".partial"; }
 
+std::vector<fs::path> earlier_run_files(const fs::path& output_dir) {
+  std::vector<fs::path> files = list_checkpoints(output_dir);
+  for (const char* name : {kStateFile, "logs.jsonl"}) {
+    if (fs::exists(output_dir / name)) files.push_back(output_dir / name);
+  }
+  return files;
+}
+
 void remove_partial_checkpoints(const fs::path& output_dir) {
   if (!fs::is_directory(output_dir)) return;
   for (const auto& entry : fs::directory_iterator(output_dir)) {

@@ -45,6 +45,9 @@ std::filesystem::path resolve_checkpoint(const std::string& spec,
 // written last, then renamed into place (replacing a folder of that name whole).
 std::string partial_name(const std::string& name);
 void place_checkpoint(const std::filesystem::path& partial, const std::filesystem::path& dir);
+// What an earlier training run left in output_dir that a run starting afresh would mix with its
+// own: its checkpoint-N folders, trainer_state.json and logs.jsonl.
+std::vector<std::filesystem::path> earlier_run_files(const std::filesystem::path& output_dir);
 // Removes the ".partial" folders an interrupted save left in output_dir.
 void remove_partial_checkpoints(const std::filesystem::path& output_dir);
 

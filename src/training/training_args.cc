@@ -28,6 +28,9 @@ void TrainingArguments::validate() const {
   require(eval_steps >= 0, "eval_steps must be >= 0");
   require(save_steps >= 0, "save_steps must be >= 0");
   require(save_total_limit >= 0, "save_total_limit must be >= 0");
+  require(!overwrite_output_dir || resume_from_checkpoint.empty(),
+          "overwrite_output_dir (start over) and resume_from_checkpoint (continue) contradict "
+          "each other");
 }
 
 }  // namespace tfm

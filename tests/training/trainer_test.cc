@@ -235,15 +235,55 @@ TEST(Trainer, ResumeTakesTheNewestCompleteCheckpoint) {
 }
 
 // Rotation keeps the checkpoint just saved even where an earlier run left one of a later step.
+// A run resumed from an earlier checkpoint of a folder that holds later ones: rotation removes
+// the later ones before the checkpoint it has just saved.
 TEST(Trainer, RotationKeepsTheCheckpointJustSaved) {
   TrainingArguments args = small_args("rotation_stale");
   args.save_steps = 2;
-  args.save_total_limit = 1;
-  fs::create_directories(fs::path(args.output_dir) / "checkpoint-900");
+  args.max_steps = 6;
   CausalLM model = fixture_model();
-  Trainer(model, args, random_rows(10, 12, 1)).train();
-  EXPECT_EQ(list_checkpoints(args.output_dir),
-            std::vector<fs::path>{fs::path(args.output_dir) / "checkpoint-4"});
+  Trainer(model, args, random_rows(12, 12, 1)).train();
+  const fs::path dir(args.output_dir);
+  ASSERT_EQ(list_checkpoints(dir), (std::vector<fs::path>{dir / "checkpoint-2", dir / "checkpoint-4",
+                                                          dir / "checkpoint-6"}));
+  args.resume_from_checkpoint = (dir / "checkpoint-2").string();
+  args.max_steps = 4;
+  args.save_total_limit = 1;
+  CausalLM again = fixture_model();
+  Trainer(again, args, random_rows(12, 12, 1)).train();
+  EXPECT_EQ(list_checkpoints(dir), std::vector<fs::path>{dir / "checkpoint-4"});
+}
+
+// A run that does not resume refuses a folder holding another run, naming what is there and the
+// two ways on; overwrite_output_dir removes that run's files and trains afresh.
+TEST(Trainer, AnEarlierRunInOutputDirIsRefusedOrOverwritten) {
+  TrainingArguments args = small_args("earlier_run");
+  args.save_steps = 2;
+  CausalLM model = fixture_model();
+  Trainer(model, args, random_rows(8, 12, 1)).train();
+  const fs::path dir(args.output_dir);
+  fs::create_directories(dir / "checkpoint-900");  // a longer earlier run's
+  CausalLM again = fixture_model();
+  EXPECT_THAT([&] { Trainer(again, args, random_rows(8, 12, 1)).train(); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                  ::testing::HasSubstr("output_dir '" + args.output_dir + "' holds an earlier"),
+                  ::testing::HasSubstr("checkpoint-2, checkpoint-4, checkpoint-900"),
+                  ::testing::HasSubstr("trainer_state.json, logs.jsonl"),
+                  ::testing::HasSubstr("--resume_from_checkpoint last"),
+                  ::testing::HasSubstr("--overwrite_output_dir"))));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-900")) << "refused, nothing removed";
+
+  args.overwrite_output_dir = true;
+  args.save_steps = 3;
+  CausalLM fresh = fixture_model();
+  Trainer(fresh, args, random_rows(8, 12, 1)).train();
+  EXPECT_EQ(list_checkpoints(dir), std::vector<fs::path>{dir / "checkpoint-3"});
+  std::ifstream log(dir / "logs.jsonl");
+  int64_t first_step = -1;
+  for (std::string line; std::getline(log, line) && first_step < 0;) {
+    first_step = nlohmann::json::parse(line).value("step", int64_t{-1});
+  }
+  EXPECT_EQ(first_step, 1) << "the log starts with this run";
 }
 
 // An output_dir that cannot be a folder (a file is there; under a file) is said before the first
@@ -272,6 +312,11 @@ TEST(Trainer, RejectsBadArguments) {
   a = small_args("bad");
   a.resume_from_checkpoint = "last";
   EXPECT_THROW(Trainer(model, a, random_rows(4, 12, 5)).train(), Error);
+  a.overwrite_output_dir = true;
+  EXPECT_THAT([&] { Trainer(model, a, random_rows(4, 12, 5)); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "overwrite_output_dir (start over) and resume_from_checkpoint (continue) "
+                  "contradict")));
   // As transformers' Trainer: an evaluation schedule needs evaluation data.
   a = small_args("bad");
   a.eval_steps = 2;
