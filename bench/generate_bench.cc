@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/simd.h"
+#include "read_bandwidth.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -34,30 +34,6 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-// Read bandwidth with all threads over a buffer far larger than the caches, in GB/s.
-double read_bandwidth_gbs() {
-  const size_t n = size_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buffer(n, 1.0f);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto start = Clock::now();
-    float sum = 0;
-    const size_t step = 4 * tfm::cpu::simd::kWidth;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (size_t i = 0; i < n; i += step) {
-      using tfm::cpu::simd::load;
-      // Four independent sums keep the loads, not the adds, the limit.
-      const auto a = load(&buffer[i]), b = load(&buffer[i + step / 4]),
-                 c = load(&buffer[i + step / 2]), d = load(&buffer[i + 3 * step / 4]);
-      sum += tfm::cpu::simd::sum(a) + tfm::cpu::simd::sum(b) + tfm::cpu::simd::sum(c) +
-             tfm::cpu::simd::sum(d);
-    }
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    if (sum < 0) std::puts("");  // keeps the loop from being optimized away
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
-  }
-  return best;
-}
 
 std::vector<int64_t> parse_list(const char* text) {
   std::vector<int64_t> values;
@@ -109,7 +85,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   out["device"] = device;
   // The host's read bandwidth bounds CPU decode; a GPU's is measured by its own tools.
-  if (device == "cpu") out["bandwidth_gbs"] = read_bandwidth_gbs();
+  if (device == "cpu") out["bandwidth_gbs"] = tfm::bench::read_bandwidth_gbs();
   auto load_start = Clock::now();
   const tfm::LoadOptions load{
       .dtype = tfm::parse_dtype(dtype), .device_map = device, .kernels = kernels};

@@ -1,6 +1,7 @@
 // The widest float vector of the ISA the including file is compiled for (AVX-512, AVX2 or
-// scalar), with loads that widen bf16 to f32 in registers. Only vector_kernels_body.h includes
-// it: compiled once per ISA, the kernels are chosen at run time (vector_kernels.h).
+// scalar), with loads that widen bf16 to f32 in registers. tfm's kernels take it only through
+// vector_kernels_body.h, compiled once per ISA and chosen at run time (vector_kernels.h); the
+// benchmarks' bandwidth probe (bench/read_bandwidth.h) uses the build's baseline.
 #pragma once
 
 // GCC 12's AVX-512 intrinsics seed their "undefined" operands from themselves (`__Y = __Y`), which

@@ -1,0 +1,39 @@
+// The host's read bandwidth, which bounds CPU decode: shared by the benchmarks that compare a
+// kernel's streaming rate with it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "backends/cpu/simd.h"
+
+namespace tfm::bench {
+
+// Read bandwidth with all threads over a buffer far larger than the caches, in GB/s.
+inline double read_bandwidth_gbs() {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buffer(n, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    float sum = 0;
+    const size_t step = 4 * tfm::cpu::simd::kWidth;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < n; i += step) {
+      using tfm::cpu::simd::load;
+      // Four independent sums keep the loads, not the adds, the limit.
+      const auto a = load(&buffer[i]), b = load(&buffer[i + step / 4]),
+                 c = load(&buffer[i + step / 2]), d = load(&buffer[i + 3 * step / 4]);
+      sum += tfm::cpu::simd::sum(a) + tfm::cpu::simd::sum(b) + tfm::cpu::simd::sum(c) +
+             tfm::cpu::simd::sum(d);
+    }
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    if (sum < 0) std::puts("");  // keeps the loop from being optimized away
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / s.count() / 1e9);
+  }
+  return best;
+}
+
+}  // namespace tfm::bench
