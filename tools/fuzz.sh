@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors header parser and the config.json reader, SECONDS (default 60) split
-# between them, with libFuzzer + ASan/UBSan. Exits non-zero when a fuzzer finds a crash; the input
+# Fuzzes the safetensors header parser, the config.json reader and the tokenizer.json loader,
+# SECONDS (default 60) split between them, with libFuzzer + ASan/UBSan. Exits non-zero when a fuzzer finds a crash; the input
 # that caused it is left in build-fuzz/fuzz-artifacts/. Usage: tools/fuzz.sh [SECONDS]
 set -euo pipefail
 
@@ -20,7 +20,9 @@ fi
 
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DTFM_FUZZ=ON -DTFM_SANITIZE=ON \
   -DTFM_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"${JOBS:-2}" --target safetensors_header_fuzz config_json_fuzz
+cmake --build "$build" -j"${JOBS:-2}" --target safetensors_header_fuzz config_json_fuzz \
+  tokenizer_json_fuzz
+share=$((seconds / 3))
 
 # Seeds: the fixtures' headers (a file cut after its header, so offsets point past the end) and a
 # small complete file, so mutations start from both the error paths and the accepting path.
@@ -35,7 +37,7 @@ printf "\\x$(printf %02x ${#small})\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$smal
 head -c 12 /dev/zero >>"$corpus/small"
 
 "$build/tests/fuzz/safetensors_header_fuzz" "$corpus" \
-  -dict="$root/tests/fuzz/safetensors.dict" -max_total_time="$((seconds / 2))" -max_len=8192 \
+  -dict="$root/tests/fuzz/safetensors.dict" -max_total_time="$share" -max_len=8192 \
   -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
   -artifact_prefix="$build/fuzz-artifacts/"
 
@@ -46,6 +48,34 @@ for file in "$root"/tests/data/fixtures/*/config.json; do
   cp "$file" "$configs/$(basename "$(dirname "$file")").json"
 done
 "$build/tests/fuzz/config_json_fuzz" "$configs" \
-  -dict="$root/tests/fuzz/config.dict" -max_total_time="$((seconds - seconds / 2))" \
+  -dict="$root/tests/fuzz/config.dict" -max_total_time="$share" \
+  -max_len=16384 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+  -artifact_prefix="$build/fuzz-artifacts/"
+
+# Seeds: each test tokenizer cut to its first 60 tokens and the merges among them (whole files
+# are ~100 KB, beyond what mutation explores), its normalizer, pre-tokenizer, post-processor,
+# decoder and added tokens kept.
+tokenizers="$build/fuzz-tokenizers"
+mkdir -p "$tokenizers"
+for file in "$root"/tests/data/tokenizers/*/tokenizer.json; do
+  python3 - "$file" "$tokenizers/$(basename "$(dirname "$file")").json" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+model = spec["model"]
+if isinstance(model.get("vocab"), dict):
+    model["vocab"] = dict(sorted(model["vocab"].items(), key=lambda kv: kv[1])[:60])
+    merges = []
+    for m in model.get("merges", []):
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        if a in model["vocab"] and b in model["vocab"] and a + b in model["vocab"]:
+            merges.append(m)
+    model["merges"] = merges
+elif isinstance(model.get("vocab"), list):
+    model["vocab"] = model["vocab"][:60]
+json.dump(spec, open(sys.argv[2], "w"), separators=(",", ":"))
+PY
+done
+"$build/tests/fuzz/tokenizer_json_fuzz" "$tokenizers" \
+  -dict="$root/tests/fuzz/tokenizer.dict" -max_total_time="$((seconds - 2 * share))" \
   -max_len=16384 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
   -artifact_prefix="$build/fuzz-artifacts/"

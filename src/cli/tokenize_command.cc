@@ -41,7 +41,7 @@ std::vector<tfm::ChatMessage> parse_messages(const std::string& json) {
   nlohmann::json messages;
   try {
     messages = nlohmann::json::parse(json, tfm::json_depth_limit());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw tfm::Error(std::string("tokenize --chat: invalid JSON: ") + e.what());
   }
   if (!messages.is_array() || messages.empty()) {

@@ -11,7 +11,7 @@ std::unique_ptr<BpeModel> make_model(
     const std::vector<std::pair<std::string_view, std::string_view>>& merges, bool byte_level,
     const std::string& where) {
   if (!spec.is_object()) throw Error(where + ": has no \"model\" object");
-  const std::string type = spec.value("type", std::string("BPE"));
+  const std::string type = text_field(spec, "type", "BPE", where);
   if (type != "BPE") throw unsupported(where, "model", type, "BPE");
   if (!spec.contains("vocab")) {
     throw Error(where + ": model.vocab is missing or not an object of token -> id");
@@ -27,9 +27,9 @@ std::unique_ptr<BpeModel> make_model(
 
   BpeOptions options;
   options.byte_level = byte_level;
-  options.byte_fallback = spec.value("byte_fallback", false);
-  options.fuse_unk = spec.value("fuse_unk", false);
-  options.ignore_merges = spec.value("ignore_merges", false);
+  options.byte_fallback = flag_field(spec, "byte_fallback", false, where);
+  options.fuse_unk = flag_field(spec, "fuse_unk", false, where);
+  options.ignore_merges = flag_field(spec, "ignore_merges", false, where);
   if (spec.contains("unk_token") && spec["unk_token"].is_string()) {
     options.unk_token = spec["unk_token"].get<std::string>();
   }

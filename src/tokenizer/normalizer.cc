@@ -143,7 +143,8 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& spec, const st
   if (type == "Replace") return std::make_unique<Replace>(spec, where);
   if (type == "Prepend") return std::make_unique<Prepend>(string_field(spec, "prepend", where));
   if (type == "Strip") {
-    return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
+    return std::make_unique<Strip>(flag_field(spec, "strip_left", true, where),
+                                   flag_field(spec, "strip_right", true, where));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> steps;

@@ -25,7 +25,7 @@ std::string read_file(const std::string& path, const std::string& what) {
 nlohmann::json parse_json(const std::string& path, const std::string& what) {
   try {
     return nlohmann::json::parse(read_file(path, what), json_depth_limit());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw Error(what + " at " + path + ": invalid JSON: " + e.what());
   }
 }
@@ -35,13 +35,13 @@ AddedToken parse_added_token(const nlohmann::json& spec, const std::string& wher
     throw Error(where + ": added_tokens entry without an integer id: " + spec.dump());
   }
   AddedToken token;
-  token.id = spec["id"].get<int32_t>();
+  token.id = token_id(spec["id"], "added_tokens id", where);
   token.content = string_field(spec, "content", where);
-  token.single_word = spec.value("single_word", false);
-  token.lstrip = spec.value("lstrip", false);
-  token.rstrip = spec.value("rstrip", false);
-  token.normalized = spec.value("normalized", true);
-  token.special = spec.value("special", false);
+  token.single_word = flag_field(spec, "single_word", false, where);
+  token.lstrip = flag_field(spec, "lstrip", false, where);
+  token.rstrip = flag_field(spec, "rstrip", false, where);
+  token.normalized = flag_field(spec, "normalized", true, where);
+  token.special = flag_field(spec, "special", false, where);
   return token;
 }
 
@@ -72,14 +72,20 @@ std::unique_ptr<Pipeline> load_pipeline(const std::string& tokenizer_json_path,
   const auto section = [&](const char* key) -> const nlohmann::json& {
     return root.contains(key) ? root[key] : null;
   };
-  p->normalizer = make_normalizer(section("normalizer"), p->source);
-  PreTokenizerSpec pre = make_pre_tokenizer(section("pre_tokenizer"), p->source);
-  p->pre_tokenizer = std::move(pre.pre_tokenizer);
-  p->model =
-      make_model(root["model"], std::move(file.vocab), file.merges, pre.byte_level, p->source);
-  p->post_processor = make_post_processor(section("post_processor"), p->source);
-  p->decoder = make_decoder(section("decoder"), p->source);
-  load_added_tokens(root, *p);
+  // The components check the fields they read (json_spec.h); a JSON access none checked still
+  // ends as an Error naming the file, never as the JSON library's exception.
+  try {
+    p->normalizer = make_normalizer(section("normalizer"), p->source);
+    PreTokenizerSpec pre = make_pre_tokenizer(section("pre_tokenizer"), p->source);
+    p->pre_tokenizer = std::move(pre.pre_tokenizer);
+    p->model =
+        make_model(root["model"], std::move(file.vocab), file.merges, pre.byte_level, p->source);
+    p->post_processor = make_post_processor(section("post_processor"), p->source);
+    p->decoder = make_decoder(section("decoder"), p->source);
+    load_added_tokens(root, *p);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(p->source + ": " + e.what());
+  }
   if (!tokenizer_config_json_path.empty()) {
     p->config = load_tokenizer_config(tokenizer_config_json_path);
   }
@@ -97,7 +103,7 @@ TokenizerConfig load_tokenizer_config(const std::string& path) {
       config.chat_template = chat.get<std::string>();
     } else if (chat.is_array()) {  // named templates: transformers uses "default"
       for (const auto& named : chat) {
-        if (named.value("name", std::string()) == "default") {
+        if (text_field(named, "name", "", where) == "default") {
           config.chat_template = string_field(named, "template", where);
         }
       }

@@ -26,7 +26,9 @@ void add_template(const nlohmann::json& spec, const std::string& where, PostProc
                   "' is missing from special_tokens");
     }
     auto& side = after_sequence ? out.suffix : out.prefix;
-    for (const auto& id : specials[name]["ids"]) side.push_back(id.get<int32_t>());
+    for (const auto& id : array_field(specials[name], "ids", where)) {
+      side.push_back(token_id(id, "post_processor special token '" + name + "' id", where));
+    }
   }
 }
 
@@ -36,8 +38,8 @@ void add_pair_tokens(const nlohmann::json& spec, const std::string& where, PostP
       throw Error(where + ": post_processor needs \"" + key + "\": [token, id]");
     }
   }
-  out.prefix.push_back(spec["cls"][1].get<int32_t>());
-  out.suffix.push_back(spec["sep"][1].get<int32_t>());
+  out.prefix.push_back(token_id(spec["cls"][1], "post_processor cls id", where));
+  out.suffix.push_back(token_id(spec["sep"][1], "post_processor sep id", where));
 }
 
 void add_steps(const nlohmann::json& spec, const std::string& where, PostProcessor& out) {

@@ -131,7 +131,7 @@ Metaspace::Prepend metaspace_prepend(const nlohmann::json& spec, const std::stri
     throw Error(where + ": Metaspace prepend_scheme '" + scheme +
                 "' is not one of always, first, never");
   }
-  return spec.value("add_prefix_space", true) ? Metaspace::Prepend::kAlways
+  return flag_field(spec, "add_prefix_space", true, where) ? Metaspace::Prepend::kAlways
                                               : Metaspace::Prepend::kNever;
 }
 
@@ -152,10 +152,10 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
     steps.push_back(std::make_unique<Splitter>(
         regex_matcher(pattern_of(spec, where), where),
         parse_split_behavior(string_field(spec, "behavior", where), where),
-        spec.value("invert", false)));
+        flag_field(spec, "invert", false, where)));
   } else if (type == "ByteLevel") {
-    if (spec.value("add_prefix_space", true)) steps.push_back(std::make_unique<PrefixSpace>());
-    if (spec.value("use_regex", true)) {
+    if (flag_field(spec, "add_prefix_space", true, where)) steps.push_back(std::make_unique<PrefixSpace>());
+    if (flag_field(spec, "use_regex", true, where)) {
       steps.push_back(std::make_unique<Splitter>(regex_matcher(kGpt2Pattern, where),
                                                  SplitBehavior::kIsolated, false));
     }
@@ -168,14 +168,14 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
         std::make_unique<Splitter>(char_matcher(&is_whitespace), SplitBehavior::kRemoved, false));
   } else if (type == "Digits") {
     steps.push_back(std::make_unique<Splitter>(char_matcher(&is_numeric),
-                                               spec.value("individual_digits", false)
+                                               flag_field(spec, "individual_digits", false, where)
                                                    ? SplitBehavior::kIsolated
                                                    : SplitBehavior::kContiguous,
                                                false));
   } else if (type == "Metaspace") {
     steps.push_back(std::make_unique<Metaspace>(string_field(spec, "replacement", where),
                                                 metaspace_prepend(spec, where),
-                                                spec.value("split", true)));
+                                                flag_field(spec, "split", true, where)));
   } else {
     throw unsupported(where, "pre_tokenizer", type,
                       "Sequence, Split, ByteLevel, Whitespace, WhitespaceSplit, Digits, Metaspace");

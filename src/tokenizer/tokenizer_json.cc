@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <cstdint>
+
 #include "io/json_depth.h"
 #include "tfm/error.h"
 
@@ -22,13 +24,18 @@ std::string_view raw(od::value value) {
   }
 }
 
+// The vocabulary is a table by id: ids this far apart from the entries' count would only make the
+// table huge (real vocabularies are dense, the largest about 2^18).
+constexpr int64_t kMaxVocabId = int64_t{1} << 24;
+
 void read_vocab(od::object vocab, const std::string& where, Vocab& out) {
   out.reserve(vocab.count_fields());
   for (auto field : vocab) {
     const std::string_view token = field.unescaped_key();
     const auto id = field.value().get_int64();
-    if (id.error()) {
-      throw Error(where + ": model.vocab['" + std::string(token) + "'] is not an integer id");
+    if (id.error() || id.value_unsafe() >= kMaxVocabId) {
+      throw Error(where + ": model.vocab['" + std::string(token) +
+                  "'] is not an integer id below 2^24 (16777216)");
     }
     if (!out.add(token, static_cast<int32_t>(id.value_unsafe()))) {
       throw Error(where + ": model.vocab has '" + std::string(token) + "' or its id " +
@@ -120,7 +127,7 @@ TokenizerJson read_tokenizer_json(const std::string& path, const std::string& wh
     }
   } catch (const simdjson::simdjson_error& e) {
     throw Error(where + ": invalid JSON: " + e.what());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number out of range
     throw Error(where + ": invalid JSON: " + e.what());
   }
   return out;

@@ -34,7 +34,7 @@ struct LineReader {
     nlohmann::json record;
     try {
       record = nlohmann::json::parse(text, json_depth_limit());
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       fail(std::string("not valid JSON (") + e.what() + ")");
     }
     if (!record.is_object()) fail("expected a JSON object, got " + type_name(record));

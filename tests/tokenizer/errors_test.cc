@@ -59,6 +59,34 @@ TEST(TokenizerErrors, UnknownComponentType) {
   EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("pre_tokenizer type 'Frobnicate'"));
 }
 
+// Fields of the wrong type or out of range, as the tokenizers library refuses them (a fuzzer found
+// the first: nlohmann's own exception escaped, naming neither file nor field).
+TEST(TokenizerErrors, FieldsOfTheWrongTypeAreNamed) {
+  auto spec = gpt2_spec();
+  spec["normalizer"] = {{"type", "Strip"}, {"strip_left", "yes"}};
+  EXPECT_THAT(load_error(spec.dump()),
+              testing::HasSubstr("\"strip_left\" must be true or false, got \"yes\""));
+  spec = gpt2_spec();
+  spec["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1.5}, {"stop", 0}};
+  EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("\"start\" must be an integer, got 1.5"));
+  spec = gpt2_spec();
+  spec["model"]["byte_fallback"] = 1;
+  EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("\"byte_fallback\" must be true or false"));
+  spec = gpt2_spec();
+  spec["added_tokens"] = {{{"id", int64_t{1} << 40}, {"content", "<x>"}}};
+  EXPECT_THAT(load_error(spec.dump()),
+              testing::HasSubstr("added_tokens id must be a token id (an integer from 0 to 2^31 - 1), "
+                                 "got 1099511627776"));
+  spec = gpt2_spec();
+  spec["model"]["vocab"]["zz-new"] = int64_t{1} << 33;
+  EXPECT_THAT(load_error(spec.dump()),
+              testing::HasSubstr("model.vocab['zz-new'] is not an integer id below 2^24"));
+  spec = gpt2_spec();
+  spec["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", "false"}};
+  EXPECT_THAT(load_error(spec.dump()),
+              testing::HasSubstr("\"add_prefix_space\" must be true or false"));
+}
+
 TEST(TokenizerErrors, MergeOfUnknownToken) {
   auto spec = gpt2_spec();
   spec["model"]["merges"].push_back({"zzzq", "qqqz"});

@@ -62,6 +62,10 @@ TEST_F(DatasetErrors, MalformedJsonNamesTheLine) {
       jsonl_error(R"({"text": )" + std::string(100000, '[') + std::string(100000, ']') + "}\n"),
       HasSubstr("data.jsonl:1: not valid JSON ([json.exception.parse_error.101] parse "
                 "error: nested deeper than 1000 levels"));
+  // A number beyond double's range is nlohmann's out_of_range, not a parse_error: still the line.
+  EXPECT_THAT(jsonl_error("{\"text\": \"a\"}\n{\"text\": 1e99999}\n"),
+              HasSubstr("data.jsonl:2: not valid JSON ([json.exception.out_of_range.406] number "
+                        "overflow parsing '1e99999')"));
 }
 
 TEST_F(DatasetErrors, MissingField) {
