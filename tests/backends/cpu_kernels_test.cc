@@ -16,17 +16,8 @@ using testing::random_values;
 
 using testing::expect_close;
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
-  return out;
-}
-
-std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits_to_f32(v[i]);
-  return out;
-}
+using testing::from_bf16;
+using testing::to_bf16;
 
 // The weights' dtype and, for bf16 weights, the path products with many rows take: every path
 // this CPU can run (cpu::cpu_isa), each against the reference on what it reads.

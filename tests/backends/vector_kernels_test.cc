@@ -17,11 +17,7 @@ namespace {
 using testing::expect_close;
 using testing::random_values;
 
-std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
-  return out;
-}
+using testing::to_bf16;
 
 double widen(float v) { return v; }
 double widen(uint16_t v) { return bf16_bits_to_f32(v); }

@@ -34,6 +34,18 @@ inline std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
   return Tensor::from_vector<float>(v, {static_cast<int64_t>(v.size())}).to(dtype).to_f32_vector();
 }
 
+// The bf16 bit patterns of `v` (rounded to nearest even), and back.
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
+  return out;
+}
+inline std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits_to_f32(v[i]);
+  return out;
+}
+
 // Every element within tol relative to (1 + |want|); NaN never passes.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
                          const std::string& what = "") {
