@@ -160,7 +160,7 @@ TrainOutput Trainer::train() {
     if (args_.save_steps > 0 && global_step_ % args_.save_steps == 0) save_checkpoint();
   }
   bar.finish();
-  save_model(args_.output_dir);
+  save_final_model();
   result.global_step = global_step_;
   result.train_runtime_s = seconds();
   const int64_t steps_run = global_step_ - first_step;
@@ -228,6 +228,35 @@ std::string Trainer::optimizer_file() const {
   // Each rank's optimizer state is that of its own shard.
   if (!distributed_.active()) return "optimizer.safetensors";
   return "optimizer-rank" + std::to_string(distributed_.world_rank()) + ".safetensors";
+}
+
+void Trainer::save_final_model() {
+  try {
+    save_model(args_.output_dir);
+    return;
+  } catch (const Error& e) {
+    // The last step is kept where it can be: a checkpoint of it (unless one is there), which a
+    // failure of the final files alone (a folder in the way, a file that cannot be replaced)
+    // leaves room for. Across processes every rank would have to take part: said, not tried.
+    const std::string name = "checkpoint-" + std::to_string(global_step_);
+    std::string kept;
+    if (fs::exists(fs::path(args_.output_dir) / name)) {
+      kept = name + ", saved at this step, holds the run's last state";
+    } else if (distributed_.active()) {
+      kept = "the newest checkpoint in it is the last state kept";
+    } else {
+      try {
+        save_checkpoint();
+        kept = "the run's last state is saved as " + name + " instead";
+      } catch (const Error& again) {
+        kept = "saving the last state as " + name + " failed too (" + again.what() +
+               "): the newest checkpoint in it, if any, is the last state kept";
+      }
+    }
+    throw Error(std::string("the final save into output_dir '") + args_.output_dir +
+                "' failed: " + e.what() + "; " + kept +
+                " (--resume_from_checkpoint last continues from the newest)");
+  }
 }
 
 void Trainer::save_checkpoint() {

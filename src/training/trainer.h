@@ -42,6 +42,9 @@ class Trainer {
   double train_window(int64_t* tokens);  // one optimizer step's micro-batches; returns the loss
   void log(nlohmann::json entry);
   void save_checkpoint();
+  // save_model into output_dir; when that fails, the last step kept as a checkpoint where it can
+  // be, and the error says what is kept.
+  void save_final_model();
   void resume(const std::filesystem::path& checkpoint);
   // A run that does not resume: refuses an earlier run's files in output_dir, or removes them
   // under overwrite_output_dir.

@@ -286,6 +286,32 @@ TEST(Trainer, AnEarlierRunInOutputDirIsRefusedOrOverwritten) {
   EXPECT_EQ(first_step, 1) << "the log starts with this run";
 }
 
+// The final save failing (here a folder where model.safetensors goes) keeps the last step as a
+// checkpoint, which `last` resumes, and says so; a run that saved that step already says that.
+TEST(Trainer, AFailedFinalSaveKeepsTheLastStep) {
+  TrainingArguments args = small_args("final_save_fails");
+  const fs::path dir(args.output_dir);
+  fs::create_directories(dir / "model.safetensors" / "in_the_way");
+  CausalLM model = fixture_model();
+  EXPECT_THAT([&] { Trainer(model, args, random_rows(8, 12, 1)).train(); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                  ::testing::HasSubstr("the final save into output_dir '" + args.output_dir +
+                                       "' failed: "),
+                  ::testing::HasSubstr("model.safetensors"),
+                  ::testing::HasSubstr("the run's last state is saved as checkpoint-4 instead"))));
+  EXPECT_EQ(resolve_checkpoint("last", dir), dir / "checkpoint-4");
+  EXPECT_EQ(read_trainer_state(dir / "checkpoint-4").global_step, 4);
+
+  fs::remove_all(dir / "checkpoint-4");
+  fs::remove(dir / "logs.jsonl");
+  fs::remove(dir / "trainer_state.json");
+  args.save_steps = 2;
+  CausalLM again = fixture_model();
+  EXPECT_THAT([&] { Trainer(again, args, random_rows(8, 12, 1)).train(); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                  "checkpoint-4, saved at this step, holds the run's last state")));
+}
+
 // An output_dir that cannot be a folder (a file is there; under a file) is said before the first
 // step, naming the folder.
 TEST(Trainer, UnusableOutputDirIsSaidFirst) {
