@@ -16,8 +16,8 @@ using testing::random_values;
 
 using testing::expect_close;
 
-using testing::from_bf16;
-using testing::to_bf16;
+using testing::floats_of_bf16;
+using testing::bf16_bits;
 
 // The weights' dtype and, for bf16 weights, the path products with many rows take: every path
 // this CPU can run (cpu::cpu_isa), each against the reference on what it reads.
@@ -38,13 +38,13 @@ TEST_P(LinearTest, MatchesReference) {
   if (weights == Weights::kF32) {
     cpu::linear(x.data(), w.data(), DType::f32, bias.data(), m, n, k, got.data());
   } else {
-    const std::vector<uint16_t> w16 = to_bf16(w);
-    w = from_bf16(w16);  // the reference sees the same rounded weights
+    const std::vector<uint16_t> w16 = bf16_bits(w);
+    w = floats_of_bf16(w16);  // the reference sees the same rounded weights
     const bool products = weights == Weights::kBf16Products;
     cpu::linear_bf16_weights(x.data(), w16.data(), m, n, k, got.data(),
                              products ? cpu::BigProducts::kBf16 : cpu::BigProducts::kWidened);
     // Bf16 products of many rows read x rounded to bf16 too (GEMV rows read it whole).
-    if (products && m > 8) x = from_bf16(to_bf16(x));
+    if (products && m > 8) x = floats_of_bf16(bf16_bits(x));
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) got[static_cast<size_t>(i * n + j)] += bias[j];
   }
@@ -74,19 +74,19 @@ TEST(CpuKernels, Bf16GradientProducts) {
     GTEST_SKIP() << "no native bf16 dot products here: " << cpu::describe(cpu::cpu_isa());
   }
   for (const auto& [m, n, k] : {std::array<int64_t, 3>{9, 5, 17}, {67, 131, 97}, {33, 300, 64}}) {
-    const std::vector<uint16_t> dy = to_bf16(random_values(static_cast<size_t>(m * n), 4));
-    const std::vector<uint16_t> w = to_bf16(random_values(static_cast<size_t>(n * k), 5));
-    const std::vector<uint16_t> x = to_bf16(random_values(static_cast<size_t>(m * k), 6));
+    const std::vector<uint16_t> dy = bf16_bits(random_values(static_cast<size_t>(m * n), 4));
+    const std::vector<uint16_t> w = bf16_bits(random_values(static_cast<size_t>(n * k), 5));
+    const std::vector<uint16_t> x = bf16_bits(random_values(static_cast<size_t>(m * k), 6));
     const std::vector<float> dx0 = random_values(static_cast<size_t>(m * k), 7);
     const std::vector<float> dw0 = random_values(static_cast<size_t>(n * k), 8);
     std::vector<float> dx = dx0, dw = dw0;
     cpu::linear_grad_input_bf16(dy.data(), w.data(), m, n, k, dx.data(), true);
     cpu::linear_grad_weight_bf16(dy.data(), x.data(), m, n, k, dw.data(), true);
     std::vector<float> want_dx(dx.size()), want_dw(dw.size());
-    ops::reference::linear(from_bf16(dy).data(), transposed(from_bf16(w), n, k).data(), nullptr, m,
+    ops::reference::linear(floats_of_bf16(dy).data(), transposed(floats_of_bf16(w), n, k).data(), nullptr, m,
                            k, n, want_dx.data());
-    ops::reference::linear(transposed(from_bf16(dy), m, n).data(),
-                           transposed(from_bf16(x), m, k).data(), nullptr, n, k, m, want_dw.data());
+    ops::reference::linear(transposed(floats_of_bf16(dy), m, n).data(),
+                           transposed(floats_of_bf16(x), m, k).data(), nullptr, n, k, m, want_dw.data());
     for (size_t i = 0; i < dx.size(); ++i) want_dx[i] += dx0[i];
     for (size_t i = 0; i < dw.size(); ++i) want_dw[i] += dw0[i];
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
@@ -203,8 +203,8 @@ TEST(CpuKernels, FusedElementwiseChain) {
 TEST(CpuKernels, EmbeddingBf16AndOutOfRange) {
   const int64_t vocab = 13, hidden = 7;
   const auto table = random_values(vocab * hidden, 14);
-  const std::vector<uint16_t> table16 = to_bf16(table);
-  const std::vector<float> rounded = from_bf16(table16);
+  const std::vector<uint16_t> table16 = bf16_bits(table);
+  const std::vector<float> rounded = floats_of_bf16(table16);
   const std::vector<int32_t> ids{12, 0, 5};
   std::vector<float> got(ids.size() * hidden), want(got.size());
   cpu::embedding(table16.data(), DType::bf16, vocab, hidden, ids.data(), 3, got.data());
@@ -234,7 +234,7 @@ void expect_bf16_cache_attention(const std::vector<float>& q, const std::vector<
   std::vector<float> got(q.size()), want(q.size());
   cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
                  s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f, got.data());
-  const std::vector<float> k_ref = from_bf16(k_cache), v_ref = from_bf16(v_cache);
+  const std::vector<float> k_ref = floats_of_bf16(k_cache), v_ref = floats_of_bf16(v_cache);
   ops::reference::attention(q.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(),
                             s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f,
                             want.data());
@@ -261,8 +261,8 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
 TEST(CpuKernels, Bf16CacheAttentionOfManyQueries) {
   const int64_t batch = 2, seq = 37, len = 50, hq = 4, hkv = 2, d = 16, first = 6;
   const auto q = random_values(batch * seq * hq * d, 18);
-  std::vector<uint16_t> k_cache = to_bf16(random_values(batch * len * hkv * d, 19));
-  std::vector<uint16_t> v_cache = to_bf16(random_values(k_cache.size(), 20));
+  std::vector<uint16_t> k_cache = bf16_bits(random_values(batch * len * hkv * d, 19));
+  std::vector<uint16_t> v_cache = bf16_bits(random_values(k_cache.size(), 20));
   std::vector<int32_t> slots(seq), mask(batch * len, 0);
   for (int64_t i = 0; i < seq; ++i) slots[i] = static_cast<int32_t>(first + i);
   for (int64_t j = 0; j < first + seq; ++j) {

@@ -17,7 +17,7 @@ namespace {
 using testing::expect_close;
 using testing::random_values;
 
-using testing::to_bf16;
+using testing::bf16_bits;
 
 double widen(float v) { return v; }
 double widen(uint16_t v) { return bf16_bits_to_f32(v); }
@@ -59,7 +59,7 @@ TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
       std::vector<float> out(static_cast<size_t>(m * n), NAN);
       kernels.gemv_f32(x.data(), w.data(), m, n, k, out.data());
       expect_close(out, gemv_reference(x, w, m, n, k), 1e-5f, what + " f32");
-      const auto wb = to_bf16(w);
+      const auto wb = bf16_bits(w);
       std::fill(out.begin(), out.end(), NAN);
       kernels.gemv_bf16(x.data(), wb.data(), m, n, k, out.data());
       expect_close(out, gemv_reference(x, wb, m, n, k), 1e-5f, what + " bf16");
@@ -72,7 +72,7 @@ TEST_P(VectorKernelsTest, DotAndAxpy) {
   for (const int64_t n : {1, 7, 15, 16, 33, 67, 128}) {
     const auto a = random_values(static_cast<size_t>(n), 3);
     const auto b = random_values(static_cast<size_t>(n), 4);
-    const auto bb = to_bf16(b);
+    const auto bb = bf16_bits(b);
     double want = 0, want_bf16 = 0;
     for (int64_t i = 0; i < n; ++i) {
       want += static_cast<double>(a[i]) * b[i];

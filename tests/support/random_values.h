@@ -35,12 +35,12 @@ inline std::vector<float> rounded(const std::vector<float>& v, DType dtype) {
 }
 
 // The bf16 bit patterns of `v` (rounded to nearest even), and back.
-inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+inline std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16_bits(v[i]);
   return out;
 }
-inline std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+inline std::vector<float> floats_of_bf16(const std::vector<uint16_t>& v) {
   std::vector<float> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits_to_f32(v[i]);
   return out;
