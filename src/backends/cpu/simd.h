@@ -1,25 +1,29 @@
-// The widest float vector of the ISA the including file is compiled for (AVX-512, AVX2 or
-// scalar), with loads that widen bf16 to f32 in registers. tfm's kernels take it only through
-// vector_kernels_body.h, compiled once per ISA and chosen at run time (vector_kernels.h); the
-// benchmarks' bandwidth probe (bench/read_bandwidth.h) uses the build's baseline.
+// The float vector of the ISA a kernel file is compiled for, with loads that widen bf16 to f32 in
+// registers: AVX-512 where the including file says so (TFM_SIMD_AVX512, inside its AVX-512 target
+// pragma: vector_kernels_avx512.cc), else AVX2+FMA (the build's x86-64-v3 baseline), else scalar.
+// Each ISA's definitions live in an inline namespace of their own, so the two builds' inline
+// functions never meet at link time. tfm's kernels take it only through vector_kernels_body.h,
+// chosen at run time (vector_kernels.h); the benchmarks' bandwidth probe uses the baseline.
 #pragma once
-
-// GCC 12's AVX-512 intrinsics seed their "undefined" operands from themselves (`__Y = __Y`), which
-// -Wuninitialized reports wherever they are inlined (GCC bug 105593): silenced for their text only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
 
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cpu/simd_intrinsics.h"
 #include "tfm/dtype.h"
 
-namespace tfm::cpu::simd {
+#if defined(TFM_SIMD_AVX512)
+#define TFM_SIMD_ABI avx512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define TFM_SIMD_ABI avx2
+#else
+#define TFM_SIMD_ABI scalar
+#endif
 
-#if defined(__AVX512F__)
+namespace tfm::cpu::simd {
+inline namespace TFM_SIMD_ABI {
+
+#if defined(TFM_SIMD_AVX512)
 inline constexpr const char* kIsaName = "AVX-512";
 inline constexpr int kWidth = 16;
 using Vec = __m512;
@@ -66,7 +70,7 @@ inline float sum(Vec v) { return v; }
 
 // e^x for a vector, ~2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial for e^r, 2^n put
 // into the exponent). NaN stays NaN; results below ~1e-38 or above ~3e38 saturate there.
-#if defined(__AVX512F__)
+#if defined(TFM_SIMD_AVX512)
 inline Vec exp(Vec x) {
   x = _mm512_min_ps(_mm512_set1_ps(88.3762626647949f),
                     _mm512_max_ps(_mm512_set1_ps(-87.3365447505531f), x));
@@ -151,4 +155,5 @@ void axpy(float alpha, const X* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += alpha * widen(x[i]);
 }
 
+}  // inline namespace TFM_SIMD_ABI
 }  // namespace tfm::cpu::simd

@@ -98,25 +98,36 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
   }
 }
 
-void exp_shifted(const float* in, float* out, int64_t n, float shift, float scale) {
-  simd::map(in, out, n, [shift, scale](simd::Vec x) {
+// The maps' functions are named structs, not lambdas: a captureless lambda brings a conversion
+// to a function pointer that GCC compiles without the AVX-512 target pragma around it.
+struct ExpShifted {
+  float shift, scale;
+  simd::Vec operator()(simd::Vec x) const {
     return simd::exp(x - simd::broadcast(shift)) * simd::broadcast(scale);
-  });
-}
+  }
+};
 
-void silu(float* x, int64_t n) {
-  simd::map(x, x, n, [](simd::Vec v) {
+struct Silu {
+  simd::Vec operator()(simd::Vec v) const {
     return v / (simd::broadcast(1.f) + simd::exp(simd::zero() - v));
-  });
-}
+  }
+};
 
-void silu_grad(float* x, const float* dy, int64_t n) {
-  simd::map2(x, dy, x, n, [](simd::Vec v, simd::Vec g) {
+struct SiluGrad {
+  simd::Vec operator()(simd::Vec v, simd::Vec g) const {
     const simd::Vec one = simd::broadcast(1.f);
     const simd::Vec sigmoid = one / (one + simd::exp(simd::zero() - v));
     return g * sigmoid * (one + v * (one - sigmoid));
-  });
+  }
+};
+
+void exp_shifted(const float* in, float* out, int64_t n, float shift, float scale) {
+  simd::map(in, out, n, ExpShifted{shift, scale});
 }
+
+void silu(float* x, int64_t n) { simd::map(x, x, n, Silu{}); }
+
+void silu_grad(float* x, const float* dy, int64_t n) { simd::map2(x, dy, x, n, SiluGrad{}); }
 
 }  // namespace
 
