@@ -182,15 +182,17 @@ std::unique_ptr<Decoder> make_decoder(const nlohmann::json& spec, const std::str
   if (type == "ByteLevel") return std::make_unique<ByteLevel>();
   if (type == "Replace") return std::make_unique<Replace>(spec, where);
   if (type == "Strip") {
-    return std::make_unique<Strip>(string_field(spec, "content", where), int_field(spec, "start", 0, where),
+    return std::make_unique<Strip>(string_field(spec, "content", where),
+                                   int_field(spec, "start", 0, where),
                                    int_field(spec, "stop", 0, where));
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
   if (type == "Fuse") return std::make_unique<Fuse>();
   if (type == "Metaspace") {
     const std::string scheme = text_field(spec, "prepend_scheme", "always", where);
-    const bool prefix =
-        spec.contains("prepend_scheme") ? scheme != "never" : flag_field(spec, "add_prefix_space", true, where);
+    const bool prefix = spec.contains("prepend_scheme")
+                            ? scheme != "never"
+                            : flag_field(spec, "add_prefix_space", true, where);
     return std::make_unique<Metaspace>(string_field(spec, "replacement", where), prefix);
   }
   if (type == "Sequence") {

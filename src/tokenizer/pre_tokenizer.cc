@@ -154,7 +154,8 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
         parse_split_behavior(string_field(spec, "behavior", where), where),
         flag_field(spec, "invert", false, where)));
   } else if (type == "ByteLevel") {
-    if (flag_field(spec, "add_prefix_space", true, where)) steps.push_back(std::make_unique<PrefixSpace>());
+    if (flag_field(spec, "add_prefix_space", true, where))
+      steps.push_back(std::make_unique<PrefixSpace>());
     if (flag_field(spec, "use_regex", true, where)) {
       steps.push_back(std::make_unique<Splitter>(regex_matcher(kGpt2Pattern, where),
                                                  SplitBehavior::kIsolated, false));

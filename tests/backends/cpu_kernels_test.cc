@@ -83,10 +83,11 @@ TEST(CpuKernels, Bf16GradientProducts) {
     cpu::linear_grad_input_bf16(dy.data(), w.data(), m, n, k, dx.data(), true);
     cpu::linear_grad_weight_bf16(dy.data(), x.data(), m, n, k, dw.data(), true);
     std::vector<float> want_dx(dx.size()), want_dw(dw.size());
-    ops::reference::linear(floats_of_bf16(dy).data(), transposed(floats_of_bf16(w), n, k).data(), nullptr, m,
-                           k, n, want_dx.data());
+    ops::reference::linear(floats_of_bf16(dy).data(), transposed(floats_of_bf16(w), n, k).data(),
+                           nullptr, m, k, n, want_dx.data());
     ops::reference::linear(transposed(floats_of_bf16(dy), m, n).data(),
-                           transposed(floats_of_bf16(x), m, k).data(), nullptr, n, k, m, want_dw.data());
+                           transposed(floats_of_bf16(x), m, k).data(), nullptr, n, k, m,
+                           want_dw.data());
     for (size_t i = 0; i < dx.size(); ++i) want_dx[i] += dx0[i];
     for (size_t i = 0; i < dw.size(); ++i) want_dw[i] += dw0[i];
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);

@@ -30,7 +30,8 @@ TEST(DeviceTest, Names) {
 TEST(DeviceTest, UnknownTypeIsAnError) {
   EXPECT_THAT([] { device_count("tpu"); },
               ThrowsMessage<Error>(HasSubstr("unknown device type 'tpu'")));
-  EXPECT_THAT([] { resolve_device("tpu"); }, ThrowsMessage<Error>(HasSubstr("known: cpu, cuda, pjrt, auto")));
+  EXPECT_THAT([] { resolve_device("tpu"); },
+              ThrowsMessage<Error>(HasSubstr("known: cpu, cuda, pjrt, auto")));
 }
 
 TEST(DeviceTest, AbsentCudaNamesWhatIsPresent) {

@@ -81,11 +81,12 @@ TEST(NeuronInstall, FoundInTheVirtualEnvironmentWithItsPython) {
 TEST(NeuronInstall, FoundUnderHomeWhenNoVirtualEnvironmentHasIt) {
   TempDir dir;
   make_package(dir.path() / "venv-without", "3.11", "", "");
-  fs::remove(dir.path() / "venv-without/lib/python3.11/site-packages/libneuronxla/libneuronpjrt.so");
+  fs::remove(dir.path() /
+             "venv-without/lib/python3.11/site-packages/libneuronxla/libneuronpjrt.so");
   const fs::path package = make_package(dir.path() / "home/.local", "3.12", "", "");
-  const NeuronInstall install = find_neuron_install(
-      "", env_of({{"VIRTUAL_ENV", (dir.path() / "venv-without").string()},
-                  {"HOME", dir.path().string() + "/home"}}));
+  const NeuronInstall install =
+      find_neuron_install("", env_of({{"VIRTUAL_ENV", (dir.path() / "venv-without").string()},
+                                      {"HOME", dir.path().string() + "/home"}}));
   EXPECT_EQ(install.plugin, (package / "libneuronpjrt.so").string());
   EXPECT_EQ(install.python_version, "3.12");
 }
@@ -165,8 +166,11 @@ TEST(NeuronEnvironment, TheCApiVersionAlwaysAndTheLaunchersRankAndRendezvous) {
                                        {"NEURON_RT_VISIBLE_CORES", "0-1"},
                                        {"NEURON_RT_ROOT_COMM_ID", "host:1"}})),
             Settings{});
-  EXPECT_THAT([] { neuron_environment(env_of({{"MASTER_ADDR", "a"}, {"MASTER_PORT", "x1"}})); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("MASTER_PORT 'x1'")));
+  EXPECT_THAT(
+      [] {
+        neuron_environment(env_of({{"MASTER_ADDR", "a"}, {"MASTER_PORT", "x1"}}));
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("MASTER_PORT 'x1'")));
 }
 
 // The CLI with the stand-in package.
@@ -174,14 +178,16 @@ TEST(NeuronEnvironment, TheCApiVersionAlwaysAndTheLaunchersRankAndRendezvous) {
 // The version of a shared libpython present (the stand-in's Python must be one tfm can load),
 // "" when none is.
 std::string loadable_python_version() {
-  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"}) {
+  for (const char* dir :
+       {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"}) {
     glob_t found{};
     const std::string pattern = std::string(dir) + "/libpython3.*.so.1.0";
     std::string version;
     if (::glob(pattern.c_str(), 0, nullptr, &found) == 0 && found.gl_pathc > 0) {
       const std::string name = fs::path(found.gl_pathv[0]).filename().string();
-      version = name.substr(std::string("libpython").size(),
-                            name.size() - std::string("libpython").size() - std::string(".so.1.0").size());
+      version = name.substr(
+          std::string("libpython").size(),
+          name.size() - std::string("libpython").size() - std::string(".so.1.0").size());
     }
     ::globfree(&found);
     if (!version.empty()) return version;
@@ -287,9 +293,10 @@ TEST_F(NeuronCli, AFailingLibneuronxlaImportIsAnErrorWithPythonsTraceback) {
 TEST_F(NeuronCli, NoPluginAnywhereIsAnErrorNamingWhereItLooked) {
   const auto run = generate({}, {{"VIRTUAL_ENV", (dir_.path() / "venv").string()}});
   EXPECT_EQ(run->status, 1) << run->err;
-  EXPECT_THAT(run->err, AllOf(HasSubstr("AWS Neuron's PJRT plugin (libneuronpjrt.so) was not found"),
-                              HasSubstr(dir_.path().string() + "/venv/lib/python3*"),
-                              HasSubstr("NEURON_LIBRARY_PATH")));
+  EXPECT_THAT(run->err,
+              AllOf(HasSubstr("AWS Neuron's PJRT plugin (libneuronpjrt.so) was not found"),
+                    HasSubstr(dir_.path().string() + "/venv/lib/python3*"),
+                    HasSubstr("NEURON_LIBRARY_PATH")));
   EXPECT_THAT(run->err, Not(HasSubstr("cpu"))) << "never a silent CPU fallback";
 }
 

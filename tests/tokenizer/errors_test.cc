@@ -71,12 +71,14 @@ TEST(TokenizerErrors, FieldsOfTheWrongTypeAreNamed) {
   EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("\"start\" must be an integer, got 1.5"));
   spec = gpt2_spec();
   spec["model"]["byte_fallback"] = 1;
-  EXPECT_THAT(load_error(spec.dump()), testing::HasSubstr("\"byte_fallback\" must be true or false"));
+  EXPECT_THAT(load_error(spec.dump()),
+              testing::HasSubstr("\"byte_fallback\" must be true or false"));
   spec = gpt2_spec();
   spec["added_tokens"] = {{{"id", int64_t{1} << 40}, {"content", "<x>"}}};
-  EXPECT_THAT(load_error(spec.dump()),
-              testing::HasSubstr("added_tokens id must be a token id (an integer from 0 to 2^31 - 1), "
-                                 "got 1099511627776"));
+  EXPECT_THAT(
+      load_error(spec.dump()),
+      testing::HasSubstr("added_tokens id must be a token id (an integer from 0 to 2^31 - 1), "
+                         "got 1099511627776"));
   spec = gpt2_spec();
   spec["model"]["vocab"]["zz-new"] = int64_t{1} << 33;
   EXPECT_THAT(load_error(spec.dump()),

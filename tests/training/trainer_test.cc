@@ -244,8 +244,9 @@ TEST(Trainer, RotationKeepsTheCheckpointJustSaved) {
   CausalLM model = fixture_model();
   Trainer(model, args, random_rows(12, 12, 1)).train();
   const fs::path dir(args.output_dir);
-  ASSERT_EQ(list_checkpoints(dir), (std::vector<fs::path>{dir / "checkpoint-2", dir / "checkpoint-4",
-                                                          dir / "checkpoint-6"}));
+  ASSERT_EQ(
+      list_checkpoints(dir),
+      (std::vector<fs::path>{dir / "checkpoint-2", dir / "checkpoint-4", dir / "checkpoint-6"}));
   args.resume_from_checkpoint = (dir / "checkpoint-2").string();
   args.max_steps = 4;
   args.save_total_limit = 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/attention_gemm.h"
@@ -13,21 +14,24 @@
 namespace tfm::cpu {
 namespace {
 
-float dot(const float* a, const float* b, int64_t n) { return vector_kernels().dot_f32(a, b, n); }
-float dot(const float* a, const uint16_t* b, int64_t n) {
-  return vector_kernels().dot_bf16(a, b, n);
-}
-void axpy(float alpha, const float* x, float* y, int64_t n) {
-  vector_kernels().axpy_f32(alpha, x, y, n);
-}
-void axpy(float alpha, const uint16_t* x, float* y, int64_t n) {
-  vector_kernels().axpy_bf16(alpha, x, y, n);
-}
-
 template <typename KV>
 void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
             int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads, int64_t kv_heads,
             int64_t head_dim, float scale, float* out) {
+  // The CPU's kernels for this cache dtype, looked up once rather than for every key.
+  const VectorKernels& kernels = vector_kernels();
+  const auto dot = [&] {
+    if constexpr (std::is_same_v<KV, float>)
+      return kernels.dot_f32;
+    else
+      return kernels.dot_bf16;
+  }();
+  const auto axpy = [&] {
+    if constexpr (std::is_same_v<KV, float>)
+      return kernels.axpy_f32;
+    else
+      return kernels.axpy_bf16;
+  }();
   const int64_t group = q_heads / kv_heads;
   const int64_t work = batch * seq * q_heads * slots[seq - 1] * head_dim;
 #pragma omp parallel if (work > kParallelMinElements)

@@ -1,7 +1,7 @@
 // The CPU kernels written against simd.h's vectors, compiled once for each x86 vector ISA tfm has
-// a path for (vector_kernels_avx2.cc, vector_kernels_avx512.cc: the same body built with each
-// ISA's flags) and chosen at run time from what the CPU has (cpu_isa()), never from the machine
-// that built tfm.
+// a path for (vector_kernels_avx2.cc at the build's baseline, vector_kernels_avx512.cc under an
+// AVX-512 target pragma: the same body) and chosen at run time from what the CPU has (cpu_isa()),
+// never from the machine that built tfm. Callers in loops look the set up once.
 #pragma once
 
 #include <cstdint>

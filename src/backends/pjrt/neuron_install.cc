@@ -38,9 +38,10 @@ std::vector<std::string> package_folder_patterns(const GetEnv& getenv) {
   if (const char* home = getenv("HOME"); home != nullptr && *home != '\0') {
     patterns.push_back(std::string(home) + "/.local/lib/python3*/site-packages");
   }
-  for (const char* p : {"/opt/aws_neuronx_venv_*/lib/python3*/site-packages",
-                        "/usr/local/lib/python3*/dist-packages",
-                        "/usr/local/lib/python3*/site-packages", "/usr/lib/python3/dist-packages"}) {
+  for (const char* p :
+       {"/opt/aws_neuronx_venv_*/lib/python3*/site-packages",
+        "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+        "/usr/lib/python3/dist-packages"}) {
     patterns.emplace_back(p);
   }
   return patterns;
