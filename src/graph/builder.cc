@@ -299,9 +299,11 @@ ValueId Builder::sum_over_replicas(ValueId x, int64_t ranks_per_replica,
 }
 
 ValueId Builder::cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
+                                     int64_t vocab_size,
                                      std::shared_ptr<const CollectiveGroup> group) {
   Node like;
   like.start = first_id;
+  like.vocab_size = vocab_size;
   like.group = std::move(group);
   return as_vocab_shard(cross_entropy(logits, targets), like);
 }
@@ -310,6 +312,7 @@ ValueId Builder::as_vocab_shard(ValueId id, const Node& like) {
   Node& n = graph_.nodes[static_cast<size_t>(id)];
   n.shard = true;
   n.start = like.start;
+  n.vocab_size = like.vocab_size;
   n.group = like.group;
   return id;
 }

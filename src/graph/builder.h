@@ -61,10 +61,11 @@ class Builder {
   ValueId reduce_scatter(ValueId x, std::shared_ptr<const CollectiveGroup> group);
   ValueId sum_over_replicas(ValueId x, int64_t ranks_per_replica,
                             std::shared_ptr<const CollectiveGroup> group);
-  // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary split over
-  // `group`: every rank gets the whole loss.
+  // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary of
+  // `vocab_size` ids split over `group` (columns past vocab_size are padding): every rank gets the
+  // whole loss.
   ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
-                              std::shared_ptr<const CollectiveGroup> group);
+                              int64_t vocab_size, std::shared_ptr<const CollectiveGroup> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   // One AdamW step of `param` in place (the moments too); `scalars` the step's [kAdamWScalars].
@@ -106,7 +107,7 @@ class Builder {
   // A node computing what `like` computes, from `inputs` (values equal to like's own inputs): a
   // forward value computed again in the backward pass.
   ValueId recompute(const Node& like, std::vector<ValueId> inputs);
-  // Marks a just-made node as working on `like`'s vocabulary shard (start, group).
+  // Marks a just-made node as working on `like`'s vocabulary shard (start, vocab_size, group).
   ValueId as_vocab_shard(ValueId id, const Node& like);
 
   const Node& node(ValueId id) const;

@@ -59,7 +59,8 @@ enum class Op : uint8_t {
   kReduceRows,    // (x [..., N]) -> [N]: the sum over every leading axis
   kCrossEntropy,  // (logits [..., V], targets [...] i32) -> [1]: the sum over targets other than
                   //   kIgnoreIndex of -log softmax(logits)[target]; with `shard`, the logits are
-                  //   columns [start, start + V) of a vocabulary split over `group`; with
+                  //   columns [start, start + V) of a vocabulary split over `group` (those
+                  //   from `vocab_size` on padding, left out); with
                   //   in_place, (logits, targets, d_loss [1]) -> the loss, and kCrossEntropyGrad's
                   //   gradient written over the logits (graph::fold_losses_into_gradients)
   kCast,          // (x) -> the same values in the node's dtype (rounded to nearest even)
@@ -169,6 +170,9 @@ struct Node {
                                   // with the last input as the norm's weight
   bool shard = false;             // kEmbedding, kCrossEntropy and their gradients: one rank's slice
                                   // of the vocabulary, starting at id `start`
+  int64_t vocab_size = 0;         // kCrossEntropy(Grad) of a shard: the whole vocabulary, whose
+                                  // size the ranks need not divide: columns of ids past it are
+                                  // padding, out of the softmax
   bool decays = false;            // kAdamW: weight decay applies
   std::shared_ptr<const CollectiveGroup> group;  // collectives, and the ranks a vocabulary is
                                                  // split over

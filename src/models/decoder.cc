@@ -123,17 +123,32 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
   return copy(b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps));
 }
 
+// The whole vocabulary's logits from each rank's slice of them, the padding of the last slices
+// dropped.
+ValueId gather_vocabulary(Builder& b, ValueId logits, int64_t vocab_size, const Parallelism& tp) {
+  const ValueId gathered = b.all_gather(logits, tp.group);
+  Shape shape = b.shape(gathered);
+  if (shape.back() == vocab_size) return gathered;
+  const int64_t padded = shape.back();
+  shape.back() = vocab_size;
+  // Rows of the padded width, cut as a sequence of one-element positions.
+  const ValueId rows = b.reshape(gathered, {shape_numel(shape) / vocab_size, padded});
+  return b.reshape(b.slice_seq(rows, 0, vocab_size), shape);
+}
+
 // A tied lm_head is the embedding's own node, so its two uses add up in one gradient.
 ValueId lm_head(Builder& b, const DecoderWeights& w, ValueId embed) {
   return w.lm_head.defined() ? b.weight("lm_head.weight", w.lm_head) : embed;
 }
 
 // Summed cross-entropy of `logits` against `targets`; under tensor parallelism each rank holds a
-// slice of the vocabulary's logits and the loss combines them.
-ValueId loss_of(Builder& b, ValueId logits, ValueId targets, const Parallelism& tp) {
-  return tp.size > 1
-             ? b.cross_entropy_shard(logits, targets, tp.rank * b.shape(logits).back(), tp.group)
-             : b.cross_entropy(logits, targets);
+// slice of the vocabulary's logits (of `vocab_size` ids, the last slices padded) and the loss
+// combines them.
+ValueId loss_of(Builder& b, ValueId logits, ValueId targets, int64_t vocab_size,
+                const Parallelism& tp) {
+  return tp.size > 1 ? b.cross_entropy_shard(logits, targets, tp.rank * b.shape(logits).back(),
+                                             vocab_size, tp.group)
+                     : b.cross_entropy(logits, targets);
 }
 
 // The output layer and the loss, with their gradients, in chunks of rows: the logits (tokens x
@@ -145,7 +160,7 @@ struct LossHead {
 };
 
 LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets, ValueId loss_scale,
-                           int64_t chunk_rows, const Parallelism& tp) {
+                           int64_t chunk_rows, int64_t vocab_size, const Parallelism& tp) {
   const Shape shape = b.shape(x);
   const int64_t hidden = shape.back(), rows = shape_numel(shape) / hidden;
   const ValueId flat_x = b.reshape(x, {rows, hidden});
@@ -156,7 +171,8 @@ LossHead chunked_loss_head(Builder& b, ValueId x, ValueId head, ValueId targets,
     const int64_t count = std::min(chunk_rows, rows - first);
     // Under autocast the logits come out in bf16, as torch's do; the loss widens them.
     const ValueId logits = b.autocast_linear(b.view(flat_x, first * hidden, {count, hidden}), head);
-    const ValueId chunk_loss = loss_of(b, logits, b.view(flat_targets, first, {count}), tp);
+    const ValueId chunk_loss =
+        loss_of(b, logits, b.view(flat_targets, first, {count}), vocab_size, tp);
     // What autodiff does for these two nodes, done while this chunk's logits exist.
     const ops::InputGrads d_logits = ops::backward(b, b.node(chunk_loss), loss_scale);
     const ops::InputGrads d_inputs = ops::backward(b, b.node(logits), d_logits[0]);
@@ -207,7 +223,7 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits, tp);
   ValueId logits = b.linear(x, lm_head(b, w, embed));
-  if (tp.size > 1) logits = b.all_gather(logits, tp.group);  // each rank has a vocabulary slice
+  if (tp.size > 1) logits = gather_vocabulary(b, logits, c.vocab_size, tp);
   b.output(sig.argmax ? b.argmax(logits) : logits);
   return b.finish();
 }
@@ -229,7 +245,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
   const ValueId head = lm_head(b, w, embed);
   if (!with_grads) {
-    b.output(loss_of(b, b.autocast_linear(x, head), targets, tp));
+    b.output(loss_of(b, b.autocast_linear(x, head), targets, c.vocab_size, tp));
     return b.finish();
   }
   const int64_t vocab = b.shape(head)[0];
@@ -239,7 +255,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
       b, x, head, targets, loss_scale,
       loss_chunk_rows > 0 ? loss_chunk_rows
                           : automatic_loss_chunk_rows(batch * seq, vocab * logit_bytes),
-      tp);
+      c.vocab_size, tp);
   b.output(loss.loss);
 
   std::map<std::string, ValueId> by_name;

@@ -28,6 +28,10 @@ Split split_of(const std::string& name) {
   return Split::kReplicated;
 }
 
+bool is_vocabulary(const std::string& name) {
+  return name == "model.embed_tokens.weight" || name == "lm_head.weight";
+}
+
 bool is_kv(const std::string& name) {
   return name.find("k_proj.") != std::string::npos || name.find("v_proj.") != std::string::npos;
 }
@@ -54,6 +58,21 @@ Tensor columns(const Tensor& full, int64_t begin, int64_t end) {
   return out;
 }
 
+// Rows [first, first + count) of `full`, those past its end zero rows: a view where all exist.
+Tensor padded_rows(const Tensor& full, int64_t first, int64_t count) {
+  const int64_t rows = full.dim(0);
+  const int64_t begin = std::min(rows, first), end = std::min(rows, first + count);
+  if (end - begin == count) return full.slice(begin, end);
+  Shape shape = full.shape();
+  shape[0] = count;
+  Tensor padded = Tensor::zeros(shape, full.dtype());
+  if (end > begin) {
+    const Tensor mine = full.slice(begin, end);
+    std::memcpy(padded.data(), mine.data(), mine.nbytes());
+  }
+  return padded;
+}
+
 }  // namespace
 
 void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp, const std::string& source) {
@@ -65,7 +84,10 @@ void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp, const st
                 ": one must divide the other (KV heads are split, or replicated when fewer)");
   }
   check_split(c.intermediate_size, "intermediate_size", tp, source);
-  check_split(c.vocab_size, "vocab_size", tp, source);
+}
+
+int64_t vocabulary_shard_rows(int64_t vocab_size, const Parallelism& tp) {
+  return (vocab_size + tp.size - 1) / tp.size;
 }
 
 Parallelism with_kv_replicas(Parallelism tp, const ModelConfig& config) {
@@ -101,7 +123,8 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
     for (int64_t p = 0; p < parts; ++p) {
       std::memcpy(static_cast<char*>(out.data()) + p * bytes, shard(p * step).data(), bytes);
     }
-    return out;
+    // The last shards' padding rows go (tensor_parallel_shard).
+    return is_vocabulary(name) ? out.slice(0, c.vocab_size).clone() : out;
   }
   const int64_t rows = shard_shape[0], width = shard_shape[1];
   Tensor out = Tensor::empty({rows, width * tp.size}, gathered.dtype());
@@ -120,18 +143,8 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
 Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelism& p) {
   if (p.fsdp_size == 1) return slice;
   TFM_CHECK(slice.ndim() >= 1, "fsdp_shard: '" + name + "' has no rows");
-  const int64_t rows = slice.dim(0), block = (rows + p.fsdp_size - 1) / p.fsdp_size;
-  const int64_t first = std::min(rows, p.fsdp_rank * block),
-                end = std::min(rows, (p.fsdp_rank + 1) * block);
-  if (end - first == block) return slice.slice(first, end);
-  Shape shape = slice.shape();
-  shape[0] = block;
-  Tensor padded = Tensor::zeros(shape, slice.dtype());
-  if (end > first) {
-    const Tensor mine = slice.slice(first, end);
-    std::memcpy(padded.data(), mine.data(), mine.nbytes());
-  }
-  return padded;
+  const int64_t block = (slice.dim(0) + p.fsdp_size - 1) / p.fsdp_size;
+  return padded_rows(slice, p.fsdp_rank * block, block);
 }
 
 Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
@@ -175,6 +188,7 @@ int64_t tensor_parallel_rows(const std::string& name, const Shape& full, const M
                              const Parallelism& tp) {
   if (tp.size == 1 || split_of(name) != Split::kRows) return full.at(0);
   if (is_kv(name) && c.num_key_value_heads < tp.size) return c.head_dim;
+  if (is_vocabulary(name)) return vocabulary_shard_rows(full.at(0), tp);
   return full.at(0) / tp.size;
 }
 
@@ -197,6 +211,10 @@ Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const 
     const int64_t ranks_per_head = tp.size / c.num_key_value_heads;
     const int64_t head = tp.rank / ranks_per_head;
     return full.slice(head * c.head_dim, (head + 1) * c.head_dim);
+  }
+  if (is_vocabulary(name)) {
+    const int64_t rows = vocabulary_shard_rows(full.dim(0), tp);
+    return padded_rows(full, tp.rank * rows, rows);
   }
   const int64_t rows = full.dim(0) / tp.size;
   return full.slice(tp.rank * rows, (tp.rank + 1) * rows);

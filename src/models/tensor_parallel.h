@@ -1,7 +1,9 @@
 // Tensor parallelism as Megatron-LM lays it out: q/k/v/gate/up split by output rows (column
 // parallel), o/down by input columns (row parallel, an all_reduce after them), the embedding and
 // lm_head by vocabulary rows (an all_reduce after the embedding, an all_gather of the logits).
-// Each rank holds only its slices.
+// Each rank holds only its slices. A vocabulary the ranks do not divide is padded as Megatron-LM
+// pads it: each rank holds ceil(V / size) rows, the last ones zero rows past id V, which the loss
+// leaves out and the gathered logits drop.
 #pragma once
 
 #include <map>
@@ -37,11 +39,13 @@ struct Parallelism {
 // LOCAL_RANK so); empty without a job.
 graph::Mesh device_mesh(const Parallelism& p, const Device& device);
 
-// Throws, naming `source` (config.json), when the heads, KV heads, MLP width or vocabulary do not
-// split evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
+// Throws, naming `source` (config.json), when the heads, KV heads or MLP width do not split
+// evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
 // the KV head its query heads use.
 void check_tensor_parallel(const ModelConfig& config, const Parallelism& tp,
                            const std::string& source);
+// The rows of each rank's shard of the embedding and lm_head: ceil(vocab_size / tp.size).
+int64_t vocabulary_shard_rows(int64_t vocab_size, const Parallelism& tp);
 // The config as one rank sees it: its share of the attention and KV heads.
 ModelConfig local_config(const ModelConfig& config, const Parallelism& tp);
 // `tp` with kv_replicas set for `config`.

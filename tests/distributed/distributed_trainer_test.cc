@@ -23,22 +23,24 @@ namespace fs = std::filesystem;
 
 std::string port(int offset) { return testing::test_port(offset); }
 
-// Ten rows of 12 token ids: the fixture's two and rotations of them.
-fs::path write_rows(const fs::path& dir) {
+// Ten rows of 12 token ids: the fixture's two and rotations of them, each id taken modulo `vocab`.
+fs::path write_rows(const fs::path& dir, int64_t vocab = 1024) {
   const nlohmann::json& ids = testing::reference("qwen3")["input_ids"];
   std::ofstream out(dir / "rows.jsonl");
   for (int shift = 0; shift < 5; ++shift) {
     for (const auto& row : ids) {
       std::vector<int64_t> r = row.get<std::vector<int64_t>>();
       std::rotate(r.begin(), r.begin() + shift, r.end());
+      for (int64_t& id : r) id %= vocab;
       out << nlohmann::json{{"input_ids", r}}.dump() << "\n";
     }
   }
   return dir / "rows.jsonl";
 }
 
-std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int per_device) {
-  return {"train", "--model", testing::fixture_dir("qwen3"), "--data", data.string(),
+std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int per_device,
+                                    const std::string& model = testing::fixture_dir("qwen3")) {
+  return {"train", "--model", model, "--data", data.string(),
           "--max_length", "12", "--per_device_train_batch_size", std::to_string(per_device),
           "--max_steps", "5", "--logging_steps", "1", "--learning_rate", "1e-2",
           "--max_grad_norm", "1.0", "--save_steps", "0", "--output_dir", out.string(),
@@ -167,6 +169,68 @@ TEST(DistributedTrainerResume, ContinuesTheLossCurve) {
   EXPECT_THAT(refused->out + refused->err,
               ::testing::HasSubstr("saved with tp_size=2 fsdp_size=2 and this run has "
                                    "tp_size=4 fsdp_size=1"));
+  fs::remove_all(dir);
+}
+
+// The largest difference between two nested JSON arrays of numbers of the same shape.
+double max_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_array()) return std::fabs(a.get<double>() - b.get<double>());
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_difference(a[i], b[i]));
+  return worst;
+}
+
+// A vocabulary of 777 ids, which tp_size=2 does not divide: each rank holds 389 rows, the last
+// one a zero row (as Megatron-LM pads), and FSDP splits those 389 rows into padded blocks again.
+// Training gives the one process's losses and gradient norms and saves the whole 777-row
+// embedding; that checkpoint's logits (ids on both sides of the split and the last one) and
+// greedy ids under tp_size=2 are the one process's.
+TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
+  const char* tfm = std::getenv("TFM_BIN");
+  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const fs::path dir = fresh_dir("vocab777");
+  testing::write_fixture_with_vocabulary("qwen3", 777, (dir / "model").string());
+  const fs::path data = write_rows(dir, 777);
+  const auto one = testing::run_binary("tfm", train_args(data, dir / "one", 4, dir / "model"));
+  ASSERT_EQ(one->status, 0) << one->err;
+  const auto four = run_split(train_args(data, dir / "four", 2, dir / "model"), 2, 2, 8);
+  ASSERT_EQ(four->status, 0) << four->out << four->err;
+  const auto want = log_lines(dir / "one"), got = log_lines(dir / "four");
+  ASSERT_EQ(want.size(), 5u);
+  ASSERT_EQ(got.size(), want.size()) << four->out;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double loss = want[i]["loss"], norm = want[i]["grad_norm"];
+    EXPECT_NEAR(got[i]["loss"].get<double>(), loss, 1e-5 * loss) << "step " << i + 1;
+    EXPECT_NEAR(got[i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
+  }
+  const Tensor embedding = Checkpoint::open(dir / "four").tensor("model.embed_tokens.weight");
+  EXPECT_EQ(embedding.shape(), (Shape{777, 64}));
+
+  const std::vector<std::string> logits{"logits", (dir / "one").string(), "--ids",
+                                        "5,17,388,389,700,776", "--all", "--device", "cpu"};
+  const std::vector<std::string> greedy{"generate", (dir / "one").string(), "--ids", "5,388,776",
+                                        "--print-ids", "--max-new-tokens", "12", "--device", "cpu",
+                                        "--quiet"};
+  for (const std::vector<std::string>& command : {logits, greedy}) {
+    SCOPED_TRACE(command[0]);
+    const auto whole = testing::run_binary("tfm", command);
+    ASSERT_EQ(whole->status, 0) << whole->err;
+    std::vector<std::string> args{"--nproc_per_node", "2", "--master_port", port(9), tfm};
+    args.insert(args.end(), command.begin(), command.end());
+    args.insert(args.end(), {"--tp-size", "2"});
+    const auto split = testing::run_binary("tfmrun", args);
+    ASSERT_EQ(split->status, 0) << split->out << split->err;
+    const std::string prefix = "[rank0]: ";
+    ASSERT_EQ(split->out.rfind(prefix, 0), 0u) << split->out;
+    const auto a = nlohmann::json::parse(whole->out), b = nlohmann::json::parse(
+                                                         split->out.substr(prefix.size()));
+    if (command == logits) {
+      EXPECT_LT(max_difference(a["logits"], b["logits"]), 1e-5);
+    } else {
+      EXPECT_EQ(a, b);
+    }
+  }
   fs::remove_all(dir);
 }
 

@@ -1,7 +1,11 @@
 #include "support/fixtures.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
+
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 
 namespace tfm::testing {
 
@@ -17,6 +21,22 @@ const nlohmann::json& reference(const std::string& arch) {
     it = cache.emplace(arch, nlohmann::json::parse(in)).first;
   }
   return it->second;
+}
+
+void write_fixture_with_vocabulary(const std::string& arch, int64_t vocab_size,
+                                   const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(fixture_dir(arch) + "/config.json"));
+  config["vocab_size"] = vocab_size;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  const Checkpoint checkpoint = Checkpoint::open(fixture_dir(arch));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : checkpoint.names()) {
+    const Tensor t = checkpoint.tensor(name);
+    const bool vocabulary = name == "model.embed_tokens.weight" || name == "lm_head.weight";
+    tensors.emplace_back(name, vocabulary ? t.slice(0, vocab_size).clone() : t.clone());
+  }
+  save_safetensors(dir + "/model.safetensors", tensors);
 }
 
 Tensor int_matrix(const nlohmann::json& rows) {

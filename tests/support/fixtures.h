@@ -11,6 +11,10 @@ namespace tfm::testing {
 
 std::string fixture_dir(const std::string& arch);  // "qwen3" -> tests/data/fixtures/qwen3
 const nlohmann::json& reference(const std::string& arch);
+// A copy of the fixture `arch` in `dir` with its vocabulary cut to the first `vocab_size` ids
+// (the embedding's and lm_head's first rows): a vocabulary tensor parallelism need not divide.
+void write_fixture_with_vocabulary(const std::string& arch, int64_t vocab_size,
+                                   const std::string& dir);
 // A [rows, cols] integer matrix from reference.json as an i64 tensor.
 Tensor int_matrix(const nlohmann::json& rows);
 

@@ -66,9 +66,11 @@ void add_into(float* acc, const float* x, int64_t count);
 // `second`: where a paired program's second result goes (graph::pair_elementwise_siblings).
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out, float* second = nullptr);
-// A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab).
+// A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab), of
+// which those from vocab_size on (the whole vocabulary's size, for the loss) are padding.
 struct VocabShard {
   int64_t first_id = 0;
+  int64_t vocab_size = 0;
   graph::Communicator* group = nullptr;
 };
 

@@ -1,5 +1,6 @@
 // Causal-LM cross-entropy over logits rows; the label shift happens on the host, so row r's
 // target is the token that follows position r (or kIgnoreIndex).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -38,14 +39,30 @@ SoftmaxStats softmax_stats(const float* row, int64_t vocab) {
   return {max_logit, sum};
 }
 
+// This rank's column of `target`, or -1 where another rank holds it.
+int64_t local_column(int32_t target, int64_t vocab, const VocabShard* shard) {
+  const int64_t column = target - (shard ? shard->first_id : 0);
+  return column >= 0 && column < vocab ? column : -1;
+}
+
+int64_t full_vocab(int64_t vocab, const VocabShard* shard) {
+  return shard ? shard->vocab_size : vocab;
+}
+
+// The columns of a row of `vocab` that are ids of the vocabulary; the rest are padding.
+int64_t real_columns(int64_t vocab, const VocabShard* shard) {
+  return shard ? std::clamp<int64_t>(shard->vocab_size - shard->first_id, 0, vocab) : vocab;
+}
+
 // log(sum(exp(row))) of each row, over every rank's columns when the vocabulary is split: each
 // rank's (max, sum) are gathered and rescaled to the largest max.
 std::vector<float> log_sum_exp(const Logits& logits, int64_t rows, const VocabShard* shard) {
   std::vector<SoftmaxStats> stats(static_cast<size_t>(rows));
+  const int64_t columns = real_columns(logits.vocab, shard);
 #pragma omp parallel for schedule(static) if (rows * logits.vocab > kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     thread_local std::vector<float> wide;
-    stats[static_cast<size_t>(r)] = softmax_stats(logits.row(r, wide), logits.vocab);
+    stats[static_cast<size_t>(r)] = softmax_stats(logits.row(r, wide), columns);
   }
   std::vector<float> lse(static_cast<size_t>(rows));
   if (!shard) {
@@ -75,15 +92,6 @@ std::vector<float> log_sum_exp(const Logits& logits, int64_t rows, const VocabSh
   return lse;
 }
 
-// This rank's column of `target`, or -1 where another rank holds it.
-int64_t local_column(int32_t target, int64_t vocab, const VocabShard* shard) {
-  const int64_t column = target - (shard ? shard->first_id : 0);
-  return column >= 0 && column < vocab ? column : -1;
-}
-
-int64_t full_vocab(int64_t vocab, const VocabShard* shard) {
-  return shard ? vocab * shard->group->size() : vocab;
-}
 
 }  // namespace
 
@@ -113,7 +121,7 @@ double loss_total(const Logits& logits, const int32_t* targets, const std::vecto
   double total = 0;  // in row order, so the sum does not depend on the thread count
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == graph::kIgnoreIndex) continue;
-    const int64_t column = local_column(targets[r], logits.vocab, shard);
+    const int64_t column = local_column(targets[r], real_columns(logits.vocab, shard), shard);
     if (column >= 0) total += double{lse[static_cast<size_t>(r)]} - logits.at(r, column);
   }
   return total;
@@ -127,7 +135,7 @@ void write_loss(double total, float* loss_sum, const VocabShard* shard) {
 void write_gradient(const Logits& logits, const int32_t* targets, float scale,
                     const std::vector<float>& lse, int64_t rows, void* d_logits, DType out_dtype,
                     const VocabShard* shard) {
-  const int64_t vocab = logits.vocab;
+  const int64_t vocab = logits.vocab, columns = real_columns(vocab, shard);
   const bool narrowed = out_dtype != DType::f32;
   const size_t out_row_bytes = static_cast<size_t>(vocab) * dtype_size(out_dtype);
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelMinElements)
@@ -143,8 +151,9 @@ void write_gradient(const Logits& logits, const int32_t* targets, float scale,
       std::fill(out, out + vocab, 0.f);
     } else {
       const float row_lse = lse[static_cast<size_t>(r)];
-      vector_kernels().exp_shifted(row, out, vocab, row_lse, scale);
-      const int64_t column = local_column(targets[r], vocab, shard);
+      vector_kernels().exp_shifted(row, out, columns, row_lse, scale);
+      std::fill(out + columns, out + vocab, 0.f);  // padding: not in the softmax
+      const int64_t column = local_column(targets[r], columns, shard);
       if (column >= 0) out[column] -= scale;
     }
     if (narrowed) cast(out, DType::f32, dst, out_dtype, static_cast<size_t>(vocab));

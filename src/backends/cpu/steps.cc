@@ -133,7 +133,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
       n.shard ? std::make_shared<const VocabShard>(
-                    VocabShard{n.start, n.group ? n.group->communicator.get() : nullptr})
+                    VocabShard{n.start, n.vocab_size,
+                               n.group ? n.group->communicator.get() : nullptr})
               : nullptr;
 
   switch (n.op) {
