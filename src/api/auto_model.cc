@@ -1,21 +1,40 @@
 // AutoModelForCausalLM: a DistributedConfig needs its process groups (src/distributed) made before
-// the weights are sliced as they load.
+// the weights are sliced as they load, or, on a device whose backend partitions programs, none:
+// the model loads whole and its graphs are partitioned over the devices of this one process.
+#include <cstdlib>
+
 #include "distributed/parallel_groups.h"
 #include "models/causal_lm.h"
+#include "tfm/error.h"
 #include "tfm/model.h"
 
 namespace tfm {
+namespace {
+
+models::Parallelism parallelism_for(const LoadOptions& options) {
+  const DistributedConfig& d = options.distributed;
+  if (d.tp_size < 1 || d.fsdp_size < 1 || d.tp_size * d.fsdp_size == 1 ||
+      !partitions_programs(resolve_device(options.device_map))) {
+    return distributed::parallelism(d);
+  }
+  if (std::getenv("WORLD_SIZE") != nullptr) {
+    throw Error("[distributed] device '" + options.device_map +
+                "' runs tp_size x fsdp_size as one program over its devices from one process: "
+                "start it without tfmrun");
+  }
+  return {};
+}
+
+}  // namespace
 
 CausalLM AutoModelForCausalLM::from_config(const std::string& config_json,
                                            const LoadOptions& options, uint64_t seed) {
-  return CausalLM(
-      init_causal_lm(config_json, options, seed, distributed::parallelism(options.distributed)));
+  return CausalLM(init_causal_lm(config_json, options, seed, parallelism_for(options)));
 }
 
 CausalLM AutoModelForCausalLM::from_pretrained(const std::string& id_or_path,
                                                const LoadOptions& options) {
-  return CausalLM(
-      load_causal_lm(id_or_path, options, distributed::parallelism(options.distributed)));
+  return CausalLM(load_causal_lm(id_or_path, options, parallelism_for(options)));
 }
 
 }  // namespace tfm

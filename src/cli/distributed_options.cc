@@ -9,7 +9,8 @@ namespace tfm::cli {
 
 void add_distributed_options(CLI::App* cmd, DistributedConfig& config) {
   cmd->add_option("--tp-size", config.tp_size,
-                  "Tensor-parallel ranks (start with tfmrun; WORLD_SIZE = tp x fsdp)")
+                  "Tensor-parallel ranks (start with tfmrun; WORLD_SIZE = tp x fsdp; on the pjrt "
+                  "device, one process partitions its programs over tp x fsdp devices)")
       ->check(at_least(1));
   cmd->add_option("--fsdp-size", config.fsdp_size, "Data-parallel (FSDP) ranks")
       ->check(at_least(1));

@@ -25,6 +25,9 @@ struct DeviceKind {
   // The most device memory this process's allocations held at once (what benchmarks compare with
   // torch.cuda.max_memory_allocated).
   std::function<size_t(int index)> peak_allocated;
+  // A compiler backend's kind: a DistributedConfig runs as one program of this process,
+  // partitioned over the kind's devices (graph::Partitioning), not as a process per rank.
+  bool partitions_programs = false;
   // Kinds whose devices come from a plugin: opens it (tfm::use_device_plugin); null for others.
   std::function<void(const std::string& path, const PluginOptions& options)> use_plugin;
   // Platforms whose plugin the kind finds itself ("neuron" for pjrt): use_platform finds it where

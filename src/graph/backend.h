@@ -20,6 +20,8 @@ struct CompileOptions {
   // The device each rank of a job computes on, for graphs with collectives (empty: one device).
   Mesh mesh = {};
   KernelOptions kernels = {};
+  // A compiler backend: the one process's graph partitioned over this many devices (none: one).
+  Partitioning partitioning = {};
 };
 
 struct RunResult {

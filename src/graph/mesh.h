@@ -3,6 +3,7 @@
 // in, XLA's replica groups), and the compile gets the device each rank computes on.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,29 @@ struct Mesh {
 // Throws unless every collective of the graph runs in groups of ranks the mesh has, and this
 // rank's group among them is the one its communicator joins.
 struct Graph;
+struct Node;
 void check_mesh(const Graph& graph, const Mesh& mesh);
+
+// One graph of one process run as a program partitioned over several devices by a compiler
+// backend (XLA's SPMD partitioner): the alternative to one process per rank. The devices form a
+// mesh of named axes; the graph's inputs, state and weights are split over some of them, and the
+// compiler places the computation and its collectives. How values are split changes where they
+// lie, never what the program computes.
+struct MeshAxis {
+  std::string name;  // "fsdp", "tp"
+  int size = 1;
+  bool operator==(const MeshAxis&) const = default;
+};
+struct Partitioning {
+  std::vector<MeshAxis> axes;  // major first: device d has the row-major coordinates of d
+  // For a graph input or weight: the mesh axes each of its axes is split over, major first.
+  std::function<std::vector<std::vector<std::string>>(const Node&)> split;
+
+  int devices() const {
+    int n = 1;
+    for (const MeshAxis& a : axes) n *= a.size;
+    return n;
+  }
+};
 
 }  // namespace tfm::graph

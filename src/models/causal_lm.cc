@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "core/device_registry.h"
 #include "graph/backend.h"
 #include "io/checkpoint.h"
 #include "io/hub.h"
@@ -169,6 +170,17 @@ Setup setup(const std::filesystem::path& config_path, const LoadOptions& options
   return {std::move(config), features, device};
 }
 
+// The graphs' compile options; on a device whose backend partitions programs, a DistributedConfig
+// is the partitioning of this process's graphs (the model loads whole).
+graph::CompileOptions compile_options(const LoadOptions& options, const Device& device) {
+  graph::CompileOptions compile{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels};
+  const DistributedConfig& d = options.distributed;
+  if (d.tp_size * d.fsdp_size > 1 && partitions_programs(device)) {
+    compile.partitioning = models::partitioning(d.tp_size, d.fsdp_size);
+  }
+  return compile;
+}
+
 void check_dtype(DType dtype, const std::filesystem::path& source) {
   if (dtype != DType::f32 && dtype != DType::bf16) {
     throw Error("dtype " + std::string(dtype_name(dtype)) + " is not supported for " +
@@ -177,6 +189,11 @@ void check_dtype(DType dtype, const std::filesystem::path& source) {
 }
 
 }  // namespace
+
+bool partitions_programs(const Device& device) {
+  const DeviceKind* kind = find_device_kind(device.type);
+  return kind != nullptr && kind->partitions_programs;
+}
 
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options,
@@ -206,8 +223,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(
       std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
-      options.distributed,
-      graph::CompileOptions{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels});
+      options.distributed, compile_options(options, s.device));
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
@@ -228,8 +244,7 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
   std::string name = s.config.model_type;
   return std::make_unique<CausalLMImpl>(
       std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
-      options.distributed,
-      graph::CompileOptions{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels});
+      options.distributed, compile_options(options, s.device));
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {

@@ -220,6 +220,32 @@ Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const 
   return full.slice(tp.rank * rows, (tp.rank + 1) * rows);
 }
 
+graph::Partitioning partitioning(int tp_size, int fsdp_size) {
+  graph::Partitioning p;
+  p.axes = {{"fsdp", fsdp_size}, {"tp", tp_size}};
+  p.split = [](const graph::Node& n) -> std::vector<std::vector<std::string>> {
+    const bool matrix = n.shape.size() == 2;
+    if (n.op == graph::Op::kWeight) {
+      switch (split_of(n.name)) {
+        case Split::kRows:
+          return matrix ? std::vector<std::vector<std::string>>{{"tp"}, {"fsdp"}}
+                        : std::vector<std::vector<std::string>>{{"tp"}};
+        case Split::kColumns:
+          return {{"fsdp"}, {"tp"}};
+        default:
+          return {};  // norms, a row-parallel layer's bias, RoPE's frequencies: small, whole
+      }
+    }
+    if (n.is_state && ends_with(n.name, "_cache")) return {{"fsdp"}, {}, {"tp"}};  // [B, L, H, D]
+    if (n.name == "input_ids" || n.name == "position_ids" || n.name == "attention_mask" ||
+        n.name == "targets") {
+      return {{"fsdp"}};
+    }
+    return {};
+  };
+  return p;
+}
+
 graph::Mesh device_mesh(const Parallelism& p, const Device& device) {
   graph::Mesh mesh;
   const int world = p.size * p.fsdp_size;

@@ -34,6 +34,12 @@ struct Parallelism {
   std::map<std::string, int64_t> unpadded_rows;
 };
 
+// A DistributedConfig as one program partitioned over tp x fsdp devices of a compiler backend
+// (graph::Partitioning, mesh axes fsdp then tp): the weights split as the ranks of a job hold
+// them (the tensor-parallel axis of each over "tp", the other over "fsdp"), the batch over
+// "fsdp", the KV cache's heads over "tp".
+graph::Partitioning partitioning(int tp_size, int fsdp_size);
+
 // The device assignment of the job (graph::Mesh): rank r = fsdp_rank x size + rank computes on
 // this process's kind of device, accelerator r % local_world_size on its node (tfmrun places
 // LOCAL_RANK so); empty without a job.

@@ -57,7 +57,8 @@ TEST(PjrtPlugin, RunsAModuleOnTheCpuPlugin) {
     ASSERT_EQ(client.output_count(exe), 2u);
     const pjrt::Buffer da = client.upload(a, DType::f32, {4}, 0);
     const pjrt::Buffer db = client.upload(b, DType::f32, {4}, 0);
-    std::vector<pjrt::Buffer> out = client.execute(exe, {da.get(), db.get()}, {0, 1}, 2);
+    std::vector<pjrt::Buffer> out =
+        std::move(client.execute(exe, {{da.get(), db.get()}}, {0, 1}, 2).front());
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(client.dimensions(out[0].get()), Shape({4}));
     float product[4], sum = 0;
@@ -76,7 +77,7 @@ TEST(PjrtPlugin, ErrorsNameTheCallAndTheCompilersMessage) {
   const pjrt::LoadedExecutable exe = client.compile(kModule, pjrt::serialize({}));
   const float a[4] = {};
   const pjrt::Buffer da = client.upload(a, DType::f32, {4}, 0);
-  EXPECT_THAT(error_of([&] { client.execute(exe.get(), {da.get()}, {0}, 2); }),
+  EXPECT_THAT(error_of([&] { client.execute(exe.get(), {{da.get()}}, {0}, 2); }),
               AllOf(HasSubstr("PJRT_LoadedExecutable_Execute"), HasSubstr("buffers")));
   EXPECT_THAT(error_of([&] { client.device(5); }), HasSubstr("5"));
   EXPECT_THAT(error_of([&] { client.deserialize("not an executable"); }),

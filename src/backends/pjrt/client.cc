@@ -88,6 +88,16 @@ std::string Client::describe(int index) const {
   return platform_name_ + " " + std::string(str.to_string, str.to_string_size);
 }
 
+int64_t Client::device_id(int index) const {
+  PJRT_Device_GetDescription_Args get = TFM_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  get.device = device(index);
+  TFM_PJRT_CALL(plugin_, PJRT_Device_GetDescription, &get);
+  PJRT_DeviceDescription_Id_Args id = TFM_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
+  id.device_description = get.device_description;
+  TFM_PJRT_CALL(plugin_, PJRT_DeviceDescription_Id, &id);
+  return id.id;
+}
+
 void Client::await(PJRT_Event* event, const char* what) const {
   if (event == nullptr) return;
   PJRT_Event_Await_Args wait = TFM_PJRT_ARGS(PJRT_Event_Await_Args);
@@ -212,29 +222,38 @@ std::string Client::identity() const {
   return id;
 }
 
-std::vector<Buffer> Client::execute(PJRT_LoadedExecutable* executable,
-                                    const std::vector<PJRT_Buffer*>& arguments,
-                                    const std::vector<int64_t>& non_donatable,
-                                    size_t output_count) const {
+std::vector<std::vector<Buffer>> Client::execute(
+    PJRT_LoadedExecutable* executable, const std::vector<std::vector<PJRT_Buffer*>>& arguments,
+    const std::vector<int64_t>& non_donatable, size_t output_count) const {
+  TFM_CHECK(!arguments.empty(), "PJRT execute: no device's arguments");
   PJRT_ExecuteOptions options = TFM_PJRT_ARGS(PJRT_ExecuteOptions);
   options.non_donatable_input_indices = non_donatable.data();
   options.num_non_donatable_input_indices = non_donatable.size();
-  std::vector<PJRT_Buffer*> outputs(output_count, nullptr);
-  PJRT_Buffer* const* argument_list = arguments.data();
-  PJRT_Buffer** output_list = outputs.data();
-  PJRT_Event* done = nullptr;
+  const size_t devices = arguments.size();
+  std::vector<std::vector<PJRT_Buffer*>> outputs(devices,
+                                                 std::vector<PJRT_Buffer*>(output_count, nullptr));
+  std::vector<PJRT_Buffer* const*> argument_lists;
+  std::vector<PJRT_Buffer**> output_lists;
+  for (size_t d = 0; d < devices; ++d) {
+    TFM_CHECK(arguments[d].size() == arguments[0].size(), "PJRT execute: argument counts differ");
+    argument_lists.push_back(arguments[d].data());
+    output_lists.push_back(outputs[d].data());
+  }
+  std::vector<PJRT_Event*> done(devices, nullptr);
   PJRT_LoadedExecutable_Execute_Args args = TFM_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args);
   args.executable = executable;
   args.options = &options;
-  args.argument_lists = &argument_list;
-  args.num_devices = 1;
-  args.num_args = arguments.size();
-  args.output_lists = &output_list;
-  args.device_complete_events = &done;
+  args.argument_lists = argument_lists.data();
+  args.num_devices = devices;
+  args.num_args = arguments[0].size();
+  args.output_lists = output_lists.data();
+  args.device_complete_events = done.data();
   TFM_PJRT_CALL(plugin_, PJRT_LoadedExecutable_Execute, &args);
-  std::vector<Buffer> results;
-  for (PJRT_Buffer* b : outputs) results.emplace_back(b, BufferDeleter{&plugin_});
-  await(done, "PJRT_LoadedExecutable_Execute (completion)");
+  std::vector<std::vector<Buffer>> results(devices);
+  for (size_t d = 0; d < devices; ++d) {
+    for (PJRT_Buffer* b : outputs[d]) results[d].emplace_back(b, BufferDeleter{&plugin_});
+  }
+  for (PJRT_Event* event : done) await(event, "PJRT_LoadedExecutable_Execute (completion)");
   return results;
 }
 

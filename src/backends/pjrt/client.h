@@ -45,6 +45,7 @@ class Client {
   int device_count() const { return static_cast<int>(devices_.size()); }
   PJRT_Device* device(int index) const;
   std::string describe(int index) const;  // the device's kind and description
+  int64_t device_id(int index) const;     // its id, as a compile's device assignment names it
 
   Buffer upload(const void* data, DType dtype, const Shape& shape, int device) const;
   void download(PJRT_Buffer* buffer, void* dst, size_t bytes) const;
@@ -56,10 +57,12 @@ class Client {
   std::string serialize(PJRT_LoadedExecutable* executable) const;
   LoadedExecutable deserialize(const std::string& bytes) const;
   size_t output_count(PJRT_LoadedExecutable* executable) const;
-  // Runs on one device: the arguments in the module's order; returns its `outputs` results.
-  std::vector<Buffer> execute(PJRT_LoadedExecutable* executable,
-                              const std::vector<PJRT_Buffer*>& arguments,
-                              const std::vector<int64_t>& non_donatable, size_t outputs) const;
+  // Runs on the executable's devices: each device's arguments in the module's order (one list
+  // for a program of one device, one a partition of an SPMD program); returns each device's
+  // `outputs` results.
+  std::vector<std::vector<Buffer>> execute(
+      PJRT_LoadedExecutable* executable, const std::vector<std::vector<PJRT_Buffer*>>& arguments,
+      const std::vector<int64_t>& non_donatable, size_t outputs) const;
   // What an executable compiled by this client depends on besides its module and options: the
   // plugin, its C API and platform versions, its attributes and the devices (the compile cache's
   // key includes it).

@@ -23,14 +23,16 @@ void message_field(std::string& out, int field, const std::string& bytes) {
 }
 
 // xla.DeviceAssignmentProto: replica_count 1, computation_count 2, computation_devices 3 (each a
-// ComputationDevice: replica_device_ids 1), one computation.
-std::string device_assignment(const std::vector<int64_t>& replica_devices) {
-  std::string computation;
-  for (int64_t id : replica_devices) int_field(computation, 1, id);
+// ComputationDevice: replica_device_ids 1); one replica, a computation per partition.
+std::string device_assignment(const std::vector<int64_t>& partition_devices) {
   std::string out;
-  int_field(out, 1, static_cast<int64_t>(replica_devices.size()));
-  int_field(out, 2, 1);
-  message_field(out, 3, computation);
+  int_field(out, 1, 1);
+  int_field(out, 2, static_cast<int64_t>(partition_devices.size()));
+  for (int64_t id : partition_devices) {
+    std::string computation;
+    int_field(computation, 1, id);
+    message_field(out, 3, computation);
+  }
   return out;
 }
 
@@ -43,8 +45,8 @@ std::string serialize(const CompileOptions& options) {
   int_field(build, 4, options.num_replicas);
   int_field(build, 5, options.num_partitions);
   if (options.use_spmd_partitioning) int_field(build, 6, 1);
-  if (!options.replica_devices.empty()) {
-    message_field(build, 9, device_assignment(options.replica_devices));
+  if (!options.partition_devices.empty()) {
+    message_field(build, 9, device_assignment(options.partition_devices));
   }
   // xla.CompileOptionsProto: executable_build_options 3.
   std::string out;

@@ -12,8 +12,9 @@ struct CompileOptions {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
   bool use_spmd_partitioning = false;
-  // The devices (ids of the client's devices) each replica runs on; empty: the plugin's default.
-  std::vector<int64_t> replica_devices;
+  // The device (an id of the client's devices) each partition runs on, one replica; empty: the
+  // plugin's default.
+  std::vector<int64_t> partition_devices;
 };
 
 // The proto's bytes: the key of the persistent compile cache includes them.

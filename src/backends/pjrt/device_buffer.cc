@@ -31,6 +31,7 @@ size_t reserved_length(size_t bytes) {
 }  // namespace
 
 PJRT_Buffer* DeviceBuffer::buffer(const Shape& shape, DType dtype, const std::string& what) {
+  if (!blocks_.empty()) bring_to_host();  // a partitioned program's blocks, used whole now
   if (buffer_ == nullptr) {
     if (waiting_.empty()) waiting_.resize(bytes_);
     buffer_ = client_->upload(waiting_.data(), dtype, shape, device_);
@@ -45,32 +46,86 @@ PJRT_Buffer* DeviceBuffer::buffer(const Shape& shape, DType dtype, const std::st
   return buffer_.get();
 }
 
+std::vector<PJRT_Buffer*> DeviceBuffer::blocks(const Sharding& sharding, DType dtype,
+                                               const std::string& what) {
+  if (static_cast<size_t>(shape_numel(sharding.shape())) * dtype_size(dtype) != bytes_) {
+    throw Error(what + ": a pjrt buffer of " + std::to_string(bytes_) + " bytes taken as " +
+                shape_str(sharding.shape()) + " " + std::string(dtype_name(dtype)));
+  }
+  if (blocks_.empty() || sharding_ != sharding || dtype_ != dtype) {
+    bring_to_host();
+    if (waiting_.empty()) waiting_.resize(bytes_);
+    const Shape block = sharding.block_shape();
+    std::vector<std::byte> part(static_cast<size_t>(shape_numel(block)) * dtype_size(dtype));
+    for (int d = 0; d < sharding.devices(); ++d) {
+      sharding.cut(waiting_.data(), dtype_size(dtype), d, part.data());
+      blocks_.push_back(client_->upload(part.data(), dtype, block, d));
+    }
+    sharding_ = sharding;
+    shape_ = sharding.shape();
+    dtype_ = dtype;
+    waiting_ = {};
+  }
+  std::vector<PJRT_Buffer*> out;
+  for (const Buffer& b : blocks_) out.push_back(b.get());
+  return out;
+}
+
 void DeviceBuffer::replace(Buffer buffer, Shape shape, DType dtype) {
+  drop_device_copies();
   buffer_ = std::move(buffer);
   shape_ = std::move(shape);
   dtype_ = dtype;
+}
+
+void DeviceBuffer::replace_blocks(std::vector<Buffer> blocks, const Sharding& sharding,
+                                  DType dtype) {
+  drop_device_copies();
+  blocks_ = std::move(blocks);
+  sharding_ = sharding;
+  shape_ = sharding.shape();
+  dtype_ = dtype;
+}
+
+void DeviceBuffer::drop_device_copies() {
+  buffer_.reset();
+  blocks_.clear();
+  sharding_.reset();
   downloaded_ = {};
 }
 
+const std::vector<std::byte>& DeviceBuffer::downloaded() {
+  if (!downloaded_.empty()) return downloaded_;
+  downloaded_.resize(bytes_);
+  if (buffer_ != nullptr) {
+    client_->download(buffer_.get(), downloaded_.data(), bytes_);
+    return downloaded_;
+  }
+  const size_t block_bytes = bytes_ / blocks_.size();
+  std::vector<std::vector<std::byte>> parts(blocks_.size());
+  std::vector<const void*> views;
+  for (size_t d = 0; d < blocks_.size(); ++d) {
+    parts[d].resize(block_bytes);
+    client_->download(blocks_[d].get(), parts[d].data(), block_bytes);
+    views.push_back(parts[d].data());
+  }
+  sharding_->join(views, dtype_size(dtype_), downloaded_.data());
+  return downloaded_;
+}
+
 void DeviceBuffer::bring_to_host() {
-  if (buffer_ == nullptr) {
+  if (!on_device()) {
     if (waiting_.empty()) waiting_.resize(bytes_);
     return;
   }
-  waiting_.resize(bytes_);
-  if (downloaded_.empty()) {
-    client_->download(buffer_.get(), waiting_.data(), bytes_);
-  } else {
-    waiting_ = std::move(downloaded_);
-  }
-  buffer_.reset();
-  downloaded_ = {};
+  downloaded();
+  waiting_ = std::move(downloaded_);
+  drop_device_copies();
 }
 
 void DeviceBuffer::write(size_t offset, const void* src, size_t bytes) {
   if (offset == 0 && bytes == bytes_) {
-    buffer_.reset();
-    downloaded_ = {};
+    drop_device_copies();
     waiting_.resize(bytes);
   } else {
     bring_to_host();
@@ -79,27 +134,22 @@ void DeviceBuffer::write(size_t offset, const void* src, size_t bytes) {
 }
 
 void DeviceBuffer::read(size_t offset, void* dst, size_t bytes) {
-  if (buffer_ == nullptr) {
+  if (!on_device()) {
     if (waiting_.empty()) {
       std::memset(dst, 0, bytes);
     } else {
       std::memcpy(dst, waiting_.data() + offset, bytes);
     }
-  } else if (offset == 0 && bytes == bytes_) {
+  } else if (buffer_ != nullptr && offset == 0 && bytes == bytes_) {
     client_->download(buffer_.get(), dst, bytes);
   } else {
-    if (downloaded_.empty()) {
-      downloaded_.resize(bytes_);
-      client_->download(buffer_.get(), downloaded_.data(), bytes_);
-    }
-    std::memcpy(dst, downloaded_.data() + offset, bytes);
+    std::memcpy(dst, downloaded().data() + offset, bytes);
   }
 }
 
 void DeviceBuffer::zero(size_t offset, size_t bytes) {
   if (offset == 0 && bytes == bytes_) {
-    buffer_.reset();
-    downloaded_ = {};
+    drop_device_copies();
     waiting_ = {};  // empty: zeros when the buffer is made
     return;
   }

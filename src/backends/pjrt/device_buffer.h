@@ -1,5 +1,6 @@
-// What a Tensor on a PJRT device holds: a PJRT buffer, or, until an executable first takes it,
-// the bytes it will be made of. The device's memory interface (allocate, copy, fill_zero) knows
+// What a Tensor on a PJRT device holds: a PJRT buffer, one block of it on each device of a
+// partitioned program (sharding.h), or, until an executable first takes it, the bytes it will be
+// made of. The device's memory interface (allocate, copy, fill_zero) knows
 // only bytes, a PJRT buffer is made with its shape and element type: so a buffer is made where
 // both are known (prepare_weight, or a run taking the tensor).
 //
@@ -12,10 +13,12 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/pjrt/client.h"
+#include "backends/pjrt/sharding.h"
 #include "tfm/tensor.h"
 
 namespace tfm::pjrt {
@@ -33,6 +36,11 @@ class DeviceBuffer {
   PJRT_Buffer* buffer(const Shape& shape, DType dtype, const std::string& what);
   // A run's result (a donated state's update) in place of the buffer.
   void replace(Buffer buffer, Shape shape, DType dtype);
+  // Each device's block of the tensor as `sharding` cuts it (device d's at d), made from what is
+  // held now where it is held otherwise (the whole buffer then goes).
+  std::vector<PJRT_Buffer*> blocks(const Sharding& sharding, DType dtype, const std::string& what);
+  // A partitioned run's results in place of the blocks.
+  void replace_blocks(std::vector<Buffer> blocks, const Sharding& sharding, DType dtype);
 
   // Host bytes in and out of [offset, offset + bytes).
   void write(size_t offset, const void* src, size_t bytes);
@@ -40,18 +48,24 @@ class DeviceBuffer {
   void zero(size_t offset, size_t bytes);
 
  private:
-  // The bytes on the host, the buffer dropped: before part of them changes.
+  // The bytes on the host, the buffer (or blocks) dropped: before part of them changes.
   void bring_to_host();
+  // The device's bytes, downloaded once (and joined from the blocks) until they change.
+  const std::vector<std::byte>& downloaded();
+  bool on_device() const { return buffer_ != nullptr || !blocks_.empty(); }
+  void drop_device_copies();
 
   const Client* client_;
   int device_;
   size_t bytes_;
-  Buffer buffer_;  // null while the bytes wait
+  Buffer buffer_;  // null while the bytes wait or lie in blocks
+  std::vector<Buffer> blocks_;        // a partitioned program's, device d's at d
+  std::optional<Sharding> sharding_;  // how blocks_ cut the tensor
   Shape shape_;    // the buffer's (kept, so no call asks the plugin)
   DType dtype_ = DType::f32;
   std::vector<std::byte> waiting_;  // while buffer_ is null: the bytes (empty: zeros)
-  // A copy of buffer_'s bytes, made by the first read of a part of it (saving a model reads its
-  // flat parameters weight by weight) and dropped when the buffer changes.
+  // A copy of the device's bytes, made by the first read of a part of them (saving a model reads
+  // its flat parameters weight by weight) and dropped when they change.
   std::vector<std::byte> downloaded_;
 };
 

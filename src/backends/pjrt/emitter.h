@@ -25,8 +25,11 @@ inline std::vector<int64_t> leading_dims(int64_t count) {
 
 class Emitter {
  public:
-  Emitter(const graph::Graph& graph, const Placements& placements)
-      : graph_(graph), placements_(placements), values_(graph.nodes.size()) {}
+  Emitter(const graph::Graph& graph, const Placements& placements, const Partitions& partitions)
+      : graph_(graph),
+        placements_(placements),
+        partitions_(partitions),
+        values_(graph.nodes.size()) {}
 
   Module emit();
 
@@ -89,6 +92,10 @@ class Emitter {
   // gets which); `aliased` gets, for each of them, the index of the result that replaces it.
   std::vector<Value> updated_arguments(const std::vector<Value>& arguments, Module& module,
                                        std::map<size_t, size_t>& aliased);
+  // The function's signature: its arguments and results with their attributes.
+  std::string signature(const Module& module, const std::vector<Value>& arguments,
+                        const std::vector<Value>& results,
+                        const std::map<size_t, size_t>& aliased) const;
   // `parts` (element offset, values) written over `base` flat, in order.
   Value written_over(const Value& base, const std::vector<std::pair<int64_t, Value>>& parts);
 
@@ -104,6 +111,7 @@ class Emitter {
 
   const graph::Graph& graph_;
   const Placements& placements_;
+  const Partitions& partitions_;
   std::vector<Value> values_;
   std::map<graph::ValueId, std::vector<std::pair<int64_t, Value>>> writes_;  // state -> parts
   MlirWriter w_;

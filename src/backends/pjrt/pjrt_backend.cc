@@ -17,6 +17,7 @@
 #include "backends/pjrt/device_buffer.h"
 #include "backends/pjrt/embedded_python.h"
 #include "backends/pjrt/neuron_install.h"
+#include "backends/pjrt/sharding.h"
 #include "backends/pjrt/stablehlo.h"
 #include "core/device_registry.h"
 #include "graph/backend.h"
@@ -143,8 +144,18 @@ std::optional<std::pair<DeviceBuffer*, Placement>> placement_of(const Tensor& t,
 
 class PjrtExecutable : public graph::Executable {
  public:
-  PjrtExecutable(Graph graph, const Client& client, int device)
-      : graph_(std::move(graph)), client_(client), device_(device) {
+  PjrtExecutable(Graph graph, const Client& client, int device,
+                 graph::Partitioning partitioning)
+      : graph_(std::move(graph)),
+        client_(client),
+        device_(device),
+        partitioning_(std::move(partitioning)) {
+    if (partitioned() && client_.device_count() < partitioning_.devices()) {
+      throw Error("a program partitioned over " + std::to_string(partitioning_.devices()) +
+                  " devices, but the PJRT plugin '" + client_.plugin().path() + "' has " +
+                  std::to_string(client_.device_count()) +
+                  " (XLA's CPU plugin makes as many as --pjrt-devices asks)");
+    }
     input_ids_ = graph_.inputs();
     std::vector<Tensor> bound;  // what the state inputs were built bound to (Node::constant)
     for (const ValueId id : input_ids_)
@@ -173,8 +184,9 @@ class PjrtExecutable : public graph::Executable {
       check_input(graph_.nodes[static_cast<size_t>(input_ids_[i])], inputs[i]);
     }
     const Variant& v = variant_for(inputs);
+    const auto devices = static_cast<size_t>(partitioning_.devices());
     std::vector<Buffer> uploaded;  // this run's host inputs, alive until it ends
-    std::vector<PJRT_Buffer*> buffers;
+    std::vector<std::vector<PJRT_Buffer*>> buffers(devices);  // each device's arguments
     std::vector<DeviceBuffer*> holders;  // each argument's, null for a host input
     std::vector<int64_t> kept;           // arguments not donated: all but the updated state
     for (size_t k = 0; k < v.arguments.size(); ++k) {
@@ -183,25 +195,35 @@ class PjrtExecutable : public graph::Executable {
       if (a.input && !a.state) {
         const Tensor& t = inputs[*a.input];
         const Tensor host = t.is_contiguous() ? t : t.clone();
-        uploaded.push_back(client_.upload(host.data(), a.dtype, a.shape, device_));
-        buffers.push_back(uploaded.back().get());
+        for (size_t d = 0; d < devices; ++d) {
+          uploaded.push_back(upload_block(host, a, static_cast<int>(d)));
+          buffers[d].push_back(uploaded.back().get());
+        }
         holders.push_back(nullptr);
         continue;
       }
       const Tensor& held = a.input ? inputs[*a.input] : a.weight;
       DeviceBuffer* holder = place_of(held.data(), a.name).holder;
-      buffers.push_back(holder->buffer(a.shape, a.dtype, a.name));
+      if (partitioned()) {
+        const std::vector<PJRT_Buffer*> blocks = holder->blocks(*a.sharding, a.dtype, a.name);
+        for (size_t d = 0; d < devices; ++d) buffers[d].push_back(blocks[d]);
+      } else {
+        buffers[0].push_back(holder->buffer(a.shape, a.dtype, a.name));
+      }
       holders.push_back(holder);
     }
-    std::vector<Buffer> results =
+    std::vector<std::vector<Buffer>> results =
         client_.execute(v.executable.get(), buffers, kept, v.output_count);
-    TFM_CHECK(results.size() == v.module.outputs + v.module.updated_arguments.size(),
-              "PJRT executable's result count");
+    for (const std::vector<Buffer>& device_results : results) {
+      TFM_CHECK(device_results.size() == v.module.outputs + v.module.updated_arguments.size(),
+                "PJRT executable's result count");
+    }
     graph::RunResult out;
     for (size_t r = 0; r < v.module.outputs; ++r) {
       const Node& n = graph_.nodes[static_cast<size_t>(graph_.outputs[r])];
       Tensor t = Tensor::empty(n.shape, n.dtype);
-      client_.download(results[r].get(), t.data(), t.nbytes());
+      // Whole on every device of a partitioned program: the first's.
+      client_.download(results[0][r].get(), t.data(), t.nbytes());
       out.outputs.push_back(std::move(t));
     }
     // The donated state's new buffers go into the holders the caller's tensors are in: to the
@@ -209,8 +231,16 @@ class PjrtExecutable : public graph::Executable {
     // state, rely on it).
     for (size_t u = 0; u < v.module.updated_arguments.size(); ++u) {
       const size_t k = v.module.updated_arguments[u];
-      holders[k]->replace(std::move(results[v.module.outputs + u]), v.arguments[k].shape,
-                          v.arguments[k].dtype);
+      const Argument& a = v.arguments[k];
+      if (!partitioned()) {
+        holders[k]->replace(std::move(results[0][v.module.outputs + u]), a.shape, a.dtype);
+        continue;
+      }
+      std::vector<Buffer> blocks;
+      for (size_t d = 0; d < devices; ++d) {
+        blocks.push_back(std::move(results[d][v.module.outputs + u]));
+      }
+      holders[k]->replace_blocks(std::move(blocks), *a.sharding, a.dtype);
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (graph_.nodes[static_cast<size_t>(input_ids_[i])].is_state) out.state.push_back(inputs[i]);
@@ -232,6 +262,7 @@ class PjrtExecutable : public graph::Executable {
     bool state = false;
     Tensor weight;         // a weight among its members (when no input is)
     bool updated = false;  // donated: the run writes its new value
+    std::optional<Sharding> sharding;  // a partitioned program's
   };
   // The graph compiled for one layout of its weights and state in device buffers.
   struct Variant {
@@ -278,10 +309,12 @@ class PjrtExecutable : public graph::Executable {
     v.state = std::move(state);
     v.placements = weights_;
     v.placements.insert(v.state.begin(), v.state.end());
-    v.module = emit_stablehlo(graph_, v.placements);
+    const std::map<ValueId, Sharding> shardings = argument_shardings(v.placements);
+    v.module = emit_stablehlo(graph_, v.placements,
+                              partitions_of(shardings, partitioning_.devices()));
     const std::optional<CompileCache>& cache = cache_slot();
     Compiled compiled = compile_cached(client_, cache ? &*cache : nullptr, v.module.text,
-                                       serialize(CompileOptions{}));
+                                       serialize(compile_options()));
     v.executable = std::move(compiled.executable);
     v.from_cache = compiled.from_cache;
     v.output_count = client_.output_count(v.executable.get());
@@ -296,6 +329,7 @@ class PjrtExecutable : public graph::Executable {
       a.name = members.size() == 1 ? "'" + first.name + "'"
                                    : "the buffer of '" + first.name + "' and " +
                                          std::to_string(members.size() - 1) + " more";
+      if (partitioned()) a.sharding = shardings.at(members[0]);
       for (const ValueId id : members) {
         const Node& n = graph_.nodes[static_cast<size_t>(id)];
         if (n.op == Op::kWeight) {
@@ -325,6 +359,39 @@ class PjrtExecutable : public graph::Executable {
     return variants_.back();
   }
 
+  bool partitioned() const { return partitioning_.devices() > 1; }
+
+  // How a partitioned program splits each graph input and weight (none for one device).
+  std::map<ValueId, Sharding> argument_shardings(const Placements& placements) const {
+    if (!partitioned()) return {};
+    if (!placements.empty()) {
+      const ValueId part = placements.begin()->first;
+      throw Error("the PJRT backend partitions no program whose weights or state are parts of "
+                  "larger buffers yet ('" + graph_.nodes[static_cast<size_t>(part)].name +
+                  "', e.g. the Trainer's flat parameters)");
+    }
+    return pjrt::argument_shardings(graph_, partitioning_);
+  }
+
+  CompileOptions compile_options() const {
+    CompileOptions options;
+    if (!partitioned()) return options;
+    options.num_partitions = partitioning_.devices();
+    options.use_spmd_partitioning = true;
+    for (int d = 0; d < partitioning_.devices(); ++d) {
+      options.partition_devices.push_back(client_.device_id(d));
+    }
+    return options;
+  }
+
+  // Device `device`'s block of the host input `host` (the whole of it on one device).
+  Buffer upload_block(const Tensor& host, const Argument& a, int device) const {
+    if (!partitioned()) return client_.upload(host.data(), a.dtype, a.shape, device_);
+    Tensor block = Tensor::empty(a.sharding->block_shape(), a.dtype);
+    a.sharding->cut(host.data(), dtype_size(a.dtype), device, block.data());
+    return client_.upload(block.data(), a.dtype, block.shape(), device);
+  }
+
   static void check_input(const Node& n, const Tensor& t) {
     if (t.shape() != n.shape || t.dtype() != n.dtype) {
       throw Error("graph input '" + n.name + "' expects " + shape_str(n.shape) + " " +
@@ -346,6 +413,7 @@ class PjrtExecutable : public graph::Executable {
   Graph graph_;
   const Client& client_;
   int device_;
+  graph::Partitioning partitioning_;
   std::vector<ValueId> input_ids_;
   Placements weights_;  // where the weights lie in larger buffers, fixed for the executable
   size_t weight_buffers_ = 0;
@@ -362,7 +430,7 @@ class PjrtBackend : public graph::Backend {
     // The plugin's compiler fuses: the graph goes as the model built it (options.fuse is a
     // kernel backend's switch).
     return std::make_unique<PjrtExecutable>(std::move(graph), client(),
-                                            process_accelerator_index());
+                                            process_accelerator_index(), options.partitioning);
   }
 
   std::vector<Tensor> run_eager(const Graph& graph, const std::vector<Tensor>& inputs) override {
@@ -395,6 +463,7 @@ PjrtBackend& backend() {
                         .copy = copy,
                         .fill_zero = fill_zero,
                         .peak_allocated = [](int) { return size_t{0}; },
+                        .partitions_programs = true,
                         .use_plugin = use_plugin,
                         .platforms = {"neuron"},
                         .use_platform = use_platform});

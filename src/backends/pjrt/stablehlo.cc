@@ -379,28 +379,53 @@ Module Emitter::emit() {
   std::map<size_t, size_t> aliased;  // argument -> the result that replaces it
   for (Value& v : updated_arguments(arguments, module, aliased)) results.push_back(v);
   module.outputs = graph_.outputs.size();
-  std::string signature, names, types;
-  for (size_t a = 0; a < arguments.size(); ++a) {
-    signature += (a ? ", " : "") + arguments[a].name + ": " + tensor_type(arguments[a]);
-    auto it = aliased.find(a);
-    if (it != aliased.end()) {
-      signature += " {tf.aliasing_output = " + std::to_string(it->second) + " : i32}";
-    }
-  }
+  std::string names, types;
   for (size_t i = 0; i < results.size(); ++i) {
     names += (i ? ", " : "") + results[i].name;
     types += (i ? ", " : "") + tensor_type(results[i]);
   }
-  module.text =
-      "module @tfm attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : "
-      "i32} {\n  func.func public @main(" +
-      signature + ") -> (" + types + ") {\n" + w_.body() + "    \"func.return\"(" + names +
-      ") : (" + types + ") -> ()\n  }\n}\n";
+  module.text = "module @tfm attributes {mhlo.num_partitions = " +
+                std::to_string(partitions_.devices) +
+                " : i32, mhlo.num_replicas = 1 : i32} {\n  func.func public @main" +
+                signature(module, arguments, results, aliased) + " {\n" + w_.body() +
+                "    \"func.return\"(" + names + ") : (" + types + ") -> ()\n  }\n}\n";
   return module;
 }
 
-Module emit_stablehlo(const Graph& graph, const Placements& placements) {
-  return Emitter(graph, placements).emit();
+std::string Emitter::signature(const Module& module, const std::vector<Value>& arguments,
+                               const std::vector<Value>& results,
+                               const std::map<size_t, size_t>& aliased) const {
+  const bool partitioned = partitions_.devices > 1;
+  const auto sharding_of = [&](size_t argument) -> std::string {
+    auto it = partitions_.arguments.find(module.arguments[argument][0]);
+    return it == partitions_.arguments.end() ? "{replicated}" : it->second;
+  };
+  std::vector<std::string> result_sharding(results.size(), "{replicated}");
+  std::string text = "(";
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    std::vector<std::string> attributes;
+    if (partitioned) attributes.push_back("mhlo.sharding = \"" + sharding_of(a) + "\"");
+    auto it = aliased.find(a);
+    if (it != aliased.end()) {
+      attributes.push_back("tf.aliasing_output = " + std::to_string(it->second) + " : i32");
+      result_sharding[it->second] = sharding_of(a);
+    }
+    text += (a ? ", " : "") + arguments[a].name + ": " + tensor_type(arguments[a]);
+    for (size_t i = 0; i < attributes.size(); ++i) {
+      text += (i ? ", " : " {") + attributes[i] + (i + 1 == attributes.size() ? "}" : "");
+    }
+  }
+  text += ") -> (";
+  for (size_t i = 0; i < results.size(); ++i) {
+    text += (i ? ", " : "") + tensor_type(results[i]);
+    if (partitioned) text += " {mhlo.sharding = \"" + result_sharding[i] + "\"}";
+  }
+  return text + ")";
+}
+
+Module emit_stablehlo(const Graph& graph, const Placements& placements,
+                      const Partitions& partitions) {
+  return Emitter(graph, placements, partitions).emit();
 }
 
 std::set<std::string> op_names(const std::string& text) {

@@ -37,7 +37,16 @@ struct Module {
   std::vector<size_t> updated_arguments;
 };
 
-Module emit_stablehlo(const graph::Graph& graph, const Placements& placements = {});
+// A program partitioned over `devices` devices (XLA's SPMD): each argument's mhlo.sharding, by
+// its first node (absent: whole on every device). The outputs come whole on every device; an
+// updated argument's new value is split as the argument is.
+struct Partitions {
+  int devices = 1;
+  std::map<graph::ValueId, std::string> arguments;
+};
+
+Module emit_stablehlo(const graph::Graph& graph, const Placements& placements = {},
+                      const Partitions& partitions = {});
 
 // The ops a module's text uses ("stablehlo.add", "func.return", ...).
 std::set<std::string> op_names(const std::string& module_text);
