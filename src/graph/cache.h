@@ -41,6 +41,7 @@ class GraphCache {
   Executable& get(const Signature& signature, const std::function<Graph()>& build);
 
   const GraphCacheStats& stats() const { return stats_; }
+  const CompileOptions& options() const { return options_; }
   void set_warn_after(int compiles) { warn_after_ = compiles; }
 
  private:

@@ -87,6 +87,8 @@ class CausalLMImpl {
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
   const models::Parallelism& parallelism() const { return tp_; }
   const DistributedConfig& distributed() const { return distributed_; }
+  // How the graphs are partitioned over the devices (none: one device or one process per rank).
+  const graph::Partitioning& partitioning() const { return graphs_.options().partitioning; }
   size_t weight_bytes() const { return weight_bytes_; }
 
  private:

@@ -46,7 +46,21 @@ graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total) 
   return b.finish();
 }
 
-AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options, Device device)
+graph::Partitioning flat_partitioning(const graph::Partitioning& step, int64_t total) {
+  graph::Partitioning flat;
+  if (step.devices() == 1) return flat;
+  flat.axes = step.axes;
+  std::vector<std::string> every_axis;
+  for (const graph::MeshAxis& a : step.axes) every_axis.push_back(a.name);
+  flat.split = [every_axis, total](const graph::Node& n) -> std::vector<std::vector<std::string>> {
+    if (n.shape == Shape{total}) return {every_axis};
+    return {};
+  };
+  return flat;
+}
+
+AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options, Device device,
+             const graph::Partitioning& partitioning)
     : segments_(std::move(segments)), total_(total), options_(options), device_(device) {
   check_options(options_);
   if (total_ < 0) fail("negative parameter count " + std::to_string(total_));
@@ -70,7 +84,8 @@ AdamW::AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions opt
   }
   exp_avg_ = Tensor::zeros({total_}, DType::f32, device_);
   exp_avg_sq_ = Tensor::zeros({total_}, DType::f32, device_);
-  update_ = graph::backend_for(device_).compile(update_graph(runs_, total_));
+  update_ = graph::backend_for(device_).compile(
+      update_graph(runs_, total_), {.partitioning = flat_partitioning(partitioning, total_)});
 }
 
 void AdamW::step(Tensor& params, const Tensor& grads, double lr, float grad_scale) {

@@ -37,11 +37,18 @@ struct AdamWOptions {
 // update is itself after every run. Frozen elements, outside every run, are read by no step.
 graph::Graph update_graph(const std::vector<ParamSegment>& runs, int64_t total);
 
+// A training step's partitioning (graph::Partitioning) as the graphs over its flat buffers of
+// `total` elements (the optimizer's, the gradient norm's) take it: each such buffer split in
+// equal runs over every device, as a compiler backend splits the buffer the step's weights are
+// parts of, so the buffers stay where the step leaves them; anything else whole.
+graph::Partitioning flat_partitioning(const graph::Partitioning& step, int64_t total);
+
 class AdamW {
  public:
   // `segments` may leave gaps: elements outside every segment are frozen (never updated).
+  // `partitioning`: that of the training step, whose flat buffers the update partitions alike.
   AdamW(std::vector<ParamSegment> segments, int64_t total, AdamWOptions options = {},
-        Device device = kCpu);
+        Device device = kCpu, const graph::Partitioning& partitioning = {});
 
   // One update of `params` from `grads` (f32 [total] each, on the optimizer's device) at learning
   // rate `lr`, which is options().lr times the schedule's multiplier for steps_taken(). Each

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "distributed/parallel_groups.h"
+#include "models/causal_lm.h"
 #include "models/tensor_parallel.h"
 
 namespace tfm::training {
@@ -20,10 +21,15 @@ Tensor rows_padded(const Tensor& t, int64_t first, int64_t count, int64_t rows, 
 
 DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params) {
   const DistributedConfig& config = model.distributed();
-  const distributed::ParallelGroups& groups = distributed::parallel_groups(config);
-  if (config.tp_size > 1) tp_ = groups.tp;
-  if (config.fsdp_size > 1) fsdp_ = groups.fsdp;
-  world_rank_ = groups.world ? groups.world->rank() : 0;
+  if (partitions_programs(model.device())) {
+    // One process runs the partitioned program: its global batch holds every FSDP rank's rows.
+    partitioned_data_ranks_ = config.fsdp_size;
+  } else {
+    const distributed::ParallelGroups& groups = distributed::parallel_groups(config);
+    if (config.tp_size > 1) tp_ = groups.tp;
+    if (config.fsdp_size > 1) fsdp_ = groups.fsdp;
+    world_rank_ = groups.world ? groups.world->rank() : 0;
+  }
   writes_files_ = world_rank_ == 0;
   std::vector<ParamSegment> counted;
   for (const FlatParameters::Entry& e : params.entries()) {
@@ -35,7 +41,8 @@ DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatPa
       counted.push_back({e.offset, shape_numel(e.shape), true});
     }
   }
-  squares_ = std::make_unique<GradSquares>(std::move(counted), params.size(), params.device());
+  squares_ = std::make_unique<GradSquares>(std::move(counted), params.size(), params.device(),
+                                           model.partitioning());
 }
 
 Batch DistributedTraining::local_rows(const Batch& global, int64_t per_rank) const {

@@ -3,7 +3,8 @@
 // DistributedSampler deals them), tensor-parallel ranks on the same rows; losses are summed over
 // the FSDP ranks (the gradients already are: the step's graph reduce-scatters them onto each
 // rank's shard); the gradient norm is the whole model's; rank 0 alone writes the shared files.
-// Without a DistributedConfig every call is the single-process answer.
+// Without a DistributedConfig every call is the single-process answer; so it is on a device that
+// runs the config as one partitioned program, whose global batch holds every FSDP rank's rows.
 #pragma once
 
 #include <memory>
@@ -22,7 +23,7 @@ class DistributedTraining {
  public:
   DistributedTraining(const CausalLMImpl& model, const FlatParameters& params);
 
-  int data_ranks() const { return fsdp_ ? fsdp_->size() : 1; }
+  int data_ranks() const { return fsdp_ ? fsdp_->size() : partitioned_data_ranks_; }
   bool writes_files() const { return writes_files_; }
   bool active() const { return tp_ != nullptr || fsdp_ != nullptr; }
   int tp_rank() const { return tp_ ? tp_->rank() : 0; }
@@ -43,6 +44,7 @@ class DistributedTraining {
 
  private:
   std::shared_ptr<distributed::ProcessGroup> tp_, fsdp_;  // null where that dimension is 1
+  int partitioned_data_ranks_ = 1;  // the FSDP size of a partitioned program
   bool writes_files_ = true;
   int world_rank_ = 0;
   std::unique_ptr<GradSquares> squares_;  // over the gradient ranges this rank's norm counts

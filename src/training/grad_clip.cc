@@ -18,8 +18,12 @@ graph::Graph squares_graph(const std::vector<ParamSegment>& counted, int64_t tot
   return b.finish();
 }
 
-GradSquares::GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device) {
-  if (!counted.empty()) sum_ = graph::backend_for(device).compile(squares_graph(counted, total));
+GradSquares::GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device,
+                         const graph::Partitioning& partitioning) {
+  if (!counted.empty()) {
+    sum_ = graph::backend_for(device).compile(
+        squares_graph(counted, total), {.partitioning = flat_partitioning(partitioning, total)});
+  }
 }
 
 float GradSquares::operator()(const Tensor& grads) const {

@@ -22,7 +22,8 @@ graph::Graph squares_graph(const std::vector<ParamSegment>& counted, int64_t tot
 
 class GradSquares {
  public:
-  GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device);
+  GradSquares(std::vector<ParamSegment> counted, int64_t total, Device device,
+              const graph::Partitioning& partitioning = {});
   float operator()(const Tensor& grads) const;
 
  private:

@@ -71,7 +71,7 @@ Trainer::Trainer(CausalLM& model, TrainingArguments args, TokenRows train,
                   .beta2 = args_.adam_beta2,
                   .eps = args_.adam_epsilon,
                   .weight_decay = args_.weight_decay},
-                 params_.device()) {
+                 params_.device(), CausalLMAccess::impl(model).partitioning()) {
   check_vocabulary(train_.rows(), "training", model.config().vocab_size);
   if (eval_) check_vocabulary(*eval_, "evaluation", model.config().vocab_size);
   // transformers' Trainer refuses an evaluation schedule without evaluation data.

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -108,7 +109,9 @@ TEST(PjrtCli, PluginMisuseIsNamed) {
 
 // `tfm train --device pjrt`: the Trainer's steps (forward, loss and backward, clipping's norm
 // and AdamW, each a compiled graph over the flat buffers) through the plugin log the CPU run's
-// losses, and the model saved is the one the CPU run saves.
+// losses and gradient norms, and the model saved is the one the CPU run saves; so they are with
+// tp_size=2 x fsdp_size=2 as one program partitioned over 4 devices, each FSDP rank's share one
+// row of every global batch of 2.
 TEST(PjrtCli, TrainsAsTheCpuDoes) {
   if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
   namespace fs = std::filesystem;
@@ -121,52 +124,91 @@ TEST(PjrtCli, TrainsAsTheCpuDoes) {
       rows << nlohmann::json{{"input_ids", {5 + i, 6, 7, 8, 9, 10 - i, 11, 12}}}.dump() << "\n";
     }
   }
-  std::vector<std::vector<double>> losses;
+  struct Run {
+    std::string name, device, per_device;
+    std::vector<std::string> extra;
+  };
+  const std::vector<Run> runs{
+      {"cpu", "cpu", "2", {}},
+      {"pjrt", "pjrt", "2", {}},
+      {"pjrt-tp2-fsdp2", "pjrt", "1", {"--pjrt-devices", "4", "--tp-size", "2", "--fsdp-size", "2"}}};
+  std::vector<std::vector<nlohmann::json>> logs;
   std::vector<std::vector<float>> saved;
-  for (const std::string device : {"cpu", "pjrt"}) {
-    std::vector<std::string> args{"train",
-                                  "--model",
-                                  testing::fixture_dir("qwen3"),
-                                  "--data",
-                                  (dir / "rows.jsonl").string(),
-                                  "--max_length",
-                                  "8",
-                                  "--per_device_train_batch_size",
-                                  "2",
-                                  "--max_steps",
-                                  "3",
-                                  "--learning_rate",
-                                  "1e-2",
-                                  "--max_grad_norm",
-                                  "1.0",
-                                  "--logging_steps",
-                                  "1",
-                                  "--output_dir",
-                                  (dir / device).string(),
-                                  "--device",
-                                  device};
-    if (device == "pjrt") {
+  for (const Run& r : runs) {
+    SCOPED_TRACE(r.name);
+    std::vector<std::string> args{"train", "--model", testing::fixture_dir("qwen3"), "--data",
+                                  (dir / "rows.jsonl").string(), "--max_length", "8",
+                                  "--per_device_train_batch_size", r.per_device, "--max_steps", "3",
+                                  "--learning_rate", "1e-2", "--max_grad_norm", "1.0",
+                                  "--logging_steps", "1", "--output_dir", (dir / r.name).string(),
+                                  "--device", r.device};
+    if (r.device == "pjrt") {
       args.insert(args.end(), {"--pjrt-plugin", TFM_TEST_PJRT_PLUGIN, "--no-pjrt-cache"});
     }
+    args.insert(args.end(), r.extra.begin(), r.extra.end());
     const auto run = run_tfm(args);
     if (!run) GTEST_SKIP() << kNoBinary;
     ASSERT_EQ(run->status, 0) << run->err;
-    losses.emplace_back();
-    std::ifstream log(dir / device / "logs.jsonl");
+    logs.emplace_back();
+    std::ifstream log(dir / r.name / "logs.jsonl");
     for (std::string line; std::getline(log, line);) {
       const auto entry = nlohmann::json::parse(line);
-      if (entry.contains("loss")) losses.back().push_back(entry["loss"].get<double>());
+      if (entry.contains("loss")) logs.back().push_back(entry);
     }
-    saved.push_back(Checkpoint::open(dir / device)
+    saved.push_back(Checkpoint::open(dir / r.name)
                         .tensor("model.layers.0.self_attn.q_proj.weight")
                         .to_f32_vector());
   }
-  ASSERT_EQ(losses[0].size(), 3u);
-  ASSERT_EQ(losses[1].size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4 * losses[0][i]);
-  ASSERT_EQ(saved[1].size(), saved[0].size());
-  for (size_t i = 0; i < saved[0].size(); ++i) ASSERT_NEAR(saved[1][i], saved[0][i], 1e-4) << i;
+  ASSERT_EQ(logs[0].size(), 3u);
+  for (size_t run = 1; run < runs.size(); ++run) {
+    SCOPED_TRACE(runs[run].name);
+    ASSERT_EQ(logs[run].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      const double loss = logs[0][i]["loss"], norm = logs[0][i]["grad_norm"];
+      EXPECT_NEAR(logs[run][i]["loss"].get<double>(), loss, 1e-4 * loss) << "step " << i + 1;
+      EXPECT_NEAR(logs[run][i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
+    }
+    ASSERT_EQ(saved[run].size(), saved[0].size());
+    for (size_t i = 0; i < saved[0].size(); ++i) ASSERT_NEAR(saved[run][i], saved[0][i], 1e-4) << i;
+  }
   fs::remove_all(dir);
+}
+
+// `tfm logits --tp-size 2 --fsdp-size 2` on the pjrt device: one process, one program over the
+// plugin's 4 devices, the one-device logits; asking for more devices than the plugin has is named.
+TEST(PjrtCli, PartitionedLogitsAreOneDevices) {
+  if (!have_plugin()) GTEST_SKIP() << "XLA's CPU plugin is not installed (tools/test_env.sh)";
+  const std::vector<std::string> args{"logits",   testing::fixture_dir("qwen3"),
+                                      "--ids",    "5,17,300,999",
+                                      "--all",    "--device",
+                                      "pjrt",     "--pjrt-plugin",
+                                      TFM_TEST_PJRT_PLUGIN, "--no-pjrt-cache"};
+  const auto one = run_tfm(args);
+  if (!one) GTEST_SKIP() << kNoBinary;
+  ASSERT_EQ(one->status, 0) << one->err;
+  std::vector<std::string> split = args;
+  split.insert(split.end(), {"--pjrt-devices", "4", "--tp-size", "2", "--fsdp-size", "2"});
+  const auto four = run_tfm(split);
+  ASSERT_EQ(four->status, 0) << four->err;
+  const auto want = nlohmann::json::parse(one->out)["logits"];
+  const auto got = nlohmann::json::parse(four->out)["logits"];
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t s = 0; s < want.size(); ++s) {
+    ASSERT_EQ(got[s].size(), want[s].size());
+    for (size_t v = 0; v < want[s].size(); ++v) {
+      worst = std::max(worst, std::fabs(got[s][v].get<double>() - want[s][v].get<double>()));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+
+  std::vector<std::string> two_devices = args;
+  two_devices.insert(two_devices.end(),
+                     {"--pjrt-devices", "2", "--tp-size", "2", "--fsdp-size", "2"});
+  const auto short_of_devices = run_tfm(two_devices);
+  EXPECT_EQ(short_of_devices->status, 1);
+  EXPECT_THAT(short_of_devices->err,
+              AllOf(HasSubstr("partitioned over 4 devices"), HasSubstr("--pjrt-devices")));
 }
 
 }  // namespace

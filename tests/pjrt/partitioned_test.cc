@@ -162,8 +162,16 @@ TEST(Sharding, BlocksJoinBackIntoTheWhole) {
   EXPECT_EQ(joined, whole);
 }
 
+void expect_neuron_ops(const std::string& text) {
+  for (const std::string& op : pjrt::op_names(text)) {
+    EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
+  }
+  EXPECT_THAT(text, HasSubstr("mhlo.num_partitions = 4"));
+}
+
 // A partitioned decode step emits the ops of an unpartitioned one (the compiler adds the
-// collectives), with each split argument's sharding and the partition count.
+// collectives), with each split argument's sharding and the partition count; so does a training
+// step, its weights and gradients parts of flat buffers (the Trainer's), each split in 4 runs.
 TEST(PartitionedModules, UseOnlyNeuronOpsAndCarryTheirShardings) {
   const std::string dir = testing::fixture_dir("qwen3");
   const ModelConfig c = load_model_config(dir + "/config.json");
@@ -175,14 +183,35 @@ TEST(PartitionedModules, UseOnlyNeuronOpsAndCarryTheirShardings) {
   const graph::Partitioning p = models::partitioning(2, 2);
   const std::string text =
       pjrt::emit_stablehlo(g, {}, pjrt::partitions_of(pjrt::argument_shardings(g, p), 4)).text;
-  for (const std::string& op : pjrt::op_names(text)) {
-    EXPECT_TRUE(pjrt::neuron_ops().count(op)) << op << " is outside Neuron's subset";
-  }
-  EXPECT_THAT(text, HasSubstr("mhlo.num_partitions = 4"));
+  expect_neuron_ops(text);
   // q_proj [64 x 64]: rows over tp, columns over fsdp; a KV cache [2, 8, 2, 16]: batch over fsdp,
   // heads over tp, and its update split as it is.
   EXPECT_THAT(text, HasSubstr("{devices=[2,2]0,2,1,3}"));
   EXPECT_THAT(text, HasSubstr("{devices=[2,1,2,1]0,1,2,3}"));
+
+  const graph::Graph train =
+      models::build_decoder_training_graph(c, f, w, models::rope_tables(c, 6), 2, 6);
+  pjrt::Placements flat;
+  int64_t weights = 0, grads = 0;
+  for (size_t i = 0; i < train.nodes.size(); ++i) {
+    const graph::Node& n = train.nodes[i];
+    if (n.op == graph::Op::kWeight && n.shape.size() > 1) {
+      flat[static_cast<graph::ValueId>(i)] = {0, weights, 0};
+      weights += shape_numel(n.shape);
+    } else if (n.is_state) {
+      flat[static_cast<graph::ValueId>(i)] = {1, grads, 0};
+      grads += shape_numel(n.shape);
+    }
+  }
+  for (auto& [id, placed] : flat) placed.size = placed.buffer == 0 ? weights : grads;
+  ASSERT_EQ(weights % 4, 0);
+  const std::string step =
+      pjrt::emit_stablehlo(train, flat,
+                           pjrt::partitions_of(pjrt::argument_shardings(train, p, flat), 4))
+          .text;
+  expect_neuron_ops(step);
+  EXPECT_THAT(step, HasSubstr("tensor<" + std::to_string(weights) +
+                              "xf32> {mhlo.sharding = \"{devices=[4]0,1,2,3}\"}"));
 }
 
 }  // namespace

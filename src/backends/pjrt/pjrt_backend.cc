@@ -364,13 +364,7 @@ class PjrtExecutable : public graph::Executable {
   // How a partitioned program splits each graph input and weight (none for one device).
   std::map<ValueId, Sharding> argument_shardings(const Placements& placements) const {
     if (!partitioned()) return {};
-    if (!placements.empty()) {
-      const ValueId part = placements.begin()->first;
-      throw Error("the PJRT backend partitions no program whose weights or state are parts of "
-                  "larger buffers yet ('" + graph_.nodes[static_cast<size_t>(part)].name +
-                  "', e.g. the Trainer's flat parameters)");
-    }
-    return pjrt::argument_shardings(graph_, partitioning_);
+    return pjrt::argument_shardings(graph_, partitioning_, placements);
   }
 
   CompileOptions compile_options() const {

@@ -146,13 +146,19 @@ void Sharding::join(const std::vector<const void*>& blocks, size_t element_bytes
 }
 
 std::map<graph::ValueId, Sharding> argument_shardings(const graph::Graph& graph,
-                                                      const graph::Partitioning& partitioning) {
+                                                      const graph::Partitioning& partitioning,
+                                                      const Placements& placements) {
+  std::vector<std::string> every_axis;
+  for (const graph::MeshAxis& a : partitioning.axes) every_axis.push_back(a.name);
   std::map<graph::ValueId, Sharding> out;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const graph::Node& n = graph.nodes[i];
     if (n.op != graph::Op::kInput && n.op != graph::Op::kWeight) continue;
-    out.emplace(static_cast<graph::ValueId>(i),
-                Sharding(n.shape, partitioning.axes, partitioning.split(n)));
+    const auto id = static_cast<graph::ValueId>(i);
+    auto placed = placements.find(id);
+    out.emplace(id, placed == placements.end()
+                        ? Sharding(n.shape, partitioning.axes, partitioning.split(n))
+                        : Sharding({placed->second.size}, partitioning.axes, {every_axis}));
   }
   return out;
 }

@@ -52,9 +52,12 @@ class Sharding {
   std::vector<int64_t> replica_of_;         // per device: which of its block's replicas it is
 };
 
-// How `partitioning` splits each graph input and weight of `graph`.
+// How `partitioning` splits each graph input and weight of `graph`; a node placed in a larger
+// buffer (the Trainer's flat parameters and gradients) gets that buffer's, split in equal runs
+// over every device where they divide it, as each FSDP rank holds its block of the parameters.
 std::map<graph::ValueId, Sharding> argument_shardings(const graph::Graph& graph,
-                                                      const graph::Partitioning& partitioning);
+                                                      const graph::Partitioning& partitioning,
+                                                      const Placements& placements = {});
 // The module's partitions: the shardings of the values that are not whole on every device.
 Partitions partitions_of(const std::map<graph::ValueId, Sharding>& shardings, int devices);
 
