@@ -57,10 +57,17 @@ Executable& GraphCache::get(const Signature& signature, const std::function<Grap
   ++(loaded ? stats_.loads : stats_.compiles);
   stats_.compile_ms += ms;
   stats_.arena_bytes = std::max(stats_.arena_bytes, arena);
-  char line[256];
+  std::string where = device_.str();
+  if (options_.partitioning.devices() > 1) {
+    where += " partitioned over";
+    for (const MeshAxis& a : options_.partitioning.axes) {
+      where += " " + a.name + "=" + std::to_string(a.size);
+    }
+  }
+  char line[320];
   std::snprintf(line, sizeof line, "%s %s graph [%s] on %s in %.1f ms, arena %.2f MiB",
                 loaded ? "loaded (compile cache hit)" : "compiled", owner_.c_str(),
-                signature.str().c_str(), device_.str().c_str(), ms,
+                signature.str().c_str(), where.c_str(), ms,
                 static_cast<double>(arena) / (1 << 20));
   log_info(line);
   Executable& made = *executables_.emplace(signature, std::move(exe)).first->second;
