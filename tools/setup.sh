@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages tfm builds with, only those missing. Safe to run again.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libdnnl-dev libpcre2-dev libutf8proc-dev
-          nlohmann-json3-dev libsimdjson-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev)
+          nlohmann-json3-dev libsimdjson-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
+          python3-dev pybind11-dev)
 [ "${TFM_SETUP_CLANG:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

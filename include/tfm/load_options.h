@@ -10,7 +10,8 @@
 namespace tfm {
 
 // How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
-// must equal tp_size x fsdp_size. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
+// must equal tp_size x fsdp_size. On a device whose compiler partitions programs (pjrt, neuron)
+// it is instead one process whose graphs are each partitioned over tp_size x fsdp_size devices. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
 // tensor-parallel group; the fsdp_size groups are data-parallel replicas of it, each holding a
 // block of rows of every weight, gradient and optimizer moment (gathered where used).
 struct DistributedConfig {

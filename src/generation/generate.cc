@@ -88,9 +88,11 @@ std::string python_float(float value) {
   return out;
 }
 
-// What transformers' generate() refuses, with its words: GenerationConfig.validate and the logits
-// processors it builds (a sampling setting only when sampling, each only when it is not off).
-void check_config(const GenerationConfig& gc) {
+}  // namespace
+
+// A sampling setting is checked only when sampling, each only when it is not off, as the logits
+// processors transformers builds are.
+void generation::check_config(const GenerationConfig& gc) {
   if (gc.max_new_tokens <= 0) {
     throw Error("`max_new_tokens` must be greater than 0, but is " +
                 std::to_string(gc.max_new_tokens) + ".");
@@ -125,6 +127,8 @@ void check_config(const GenerationConfig& gc) {
                 "' is not supported: tfm keeps a static KV cache (\"static\")");
   }
 }
+
+namespace {
 
 // The KV cache of `batch` x `cache_len` slots; a cache that cannot be made is said naming the
 // prompt and max_new_tokens it was sized for.

@@ -8,6 +8,10 @@
 
 namespace tfm::generation {
 
+// What transformers' generate() refuses (GenerationConfig.validate and its logits processors),
+// with its words: throws tfm::Error. generate() checks it first.
+void check_config(const GenerationConfig& config);
+
 // input_ids [batch, seq] (left-padded where attention_mask says so), returns the prompt followed
 // by the new tokens, i64 [batch, seq + new] on the host.
 Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* attention_mask,

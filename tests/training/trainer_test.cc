@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "io/checkpoint.h"
@@ -344,6 +345,12 @@ TEST(Trainer, RejectsBadArguments) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
                   "overwrite_output_dir (start over) and resume_from_checkpoint (continue) "
                   "contradict")));
+  // A learning rate of inf trains to NaN and saves it.
+  a = small_args("bad");
+  a.learning_rate = std::numeric_limits<double>::infinity();
+  EXPECT_THAT([&] { Trainer(model, a, random_rows(4, 12, 5)); },
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::HasSubstr("learning_rate must be a finite number >= 0, got inf")));
   // As transformers' Trainer: an evaluation schedule needs evaluation data.
   a = small_args("bad");
   a.eval_steps = 2;
