@@ -5,7 +5,7 @@ from . import _tfm
 from .modeling import AutoModelForCausalLM, CausalLMOutput, DistributedConfig, PreTrainedModel
 from .streamers import TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, PreTrainedTokenizer
-from .trainer import Trainer, TrainingArguments, TrainOutput
+from .trainer import DataCollatorForLanguageModeling, Trainer, TrainingArguments, TrainOutput
 
 use_device_plugin = _tfm.use_device_plugin
 set_verbosity = _tfm.set_verbosity
@@ -13,6 +13,7 @@ set_verbosity("warning")  # as transformers' logging: compile lines only when as
 
 __all__ = [
     "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "CausalLMOutput",
+    "DataCollatorForLanguageModeling",
     "DistributedConfig", "PreTrainedModel", "PreTrainedTokenizer", "TextIteratorStreamer",
     "TextStreamer", "Trainer", "TrainingArguments", "TrainOutput", "set_verbosity",
     "use_device_plugin",

@@ -39,17 +39,39 @@ class TrainingArguments:
         return getattr(self.__dict__["_native"], name)
 
 
+class DataCollatorForLanguageModeling:
+    """transformers' collator for causal language modeling (mlm=False): labels are the input ids,
+    padding left out of the loss. It is how tfm's Trainer always collates; mlm=True (masked
+    language modeling) is not a causal LM's objective."""
+
+    def __init__(self, tokenizer=None, mlm=True, **kwargs):
+        if mlm:
+            raise ValueError("tfm trains causal language models: use "
+                             "DataCollatorForLanguageModeling(tokenizer, mlm=False)")
+        if kwargs:
+            raise TypeError(f"DataCollatorForLanguageModeling: unsupported arguments "
+                            f"{sorted(kwargs)}")
+        self.tokenizer = tokenizer
+        self.mlm = mlm
+
+
 class Trainer:
     """Trains `model` on `train_dataset`: a list of texts (or of token id lists), a .txt/.jsonl
     path, or a `datasets.Dataset` with a "text" or "input_ids" column. Texts are tokenized with
-    `processing_class` (or `tokenizer`) and packed into rows of `max_length` tokens, as run_clm.py
-    groups them (padded rows with padding=True)."""
+    `processing_class` (or `tokenizer`) and packed into rows of `max_length` tokens (1024 unless
+    given), as run_clm.py groups them (padded rows with padding=True); rows of token ids are the
+    rows, as transformers' Trainer takes a tokenized dataset (padded to the longest; packed to
+    `max_length` where it is given)."""
 
-    def __init__(self, model=None, args=None, train_dataset=None, eval_dataset=None,
-                 processing_class=None, tokenizer=None, data_collator=None, max_length=1024,
+    def __init__(self, model=None, args=None, data_collator=None, train_dataset=None,
+                 eval_dataset=None, processing_class=None, tokenizer=None, max_length=None,
                  padding=False):
         if model is None or train_dataset is None:
             raise ValueError("Trainer needs a model and a train_dataset")
+        if data_collator is not None and not isinstance(data_collator,
+                                                        DataCollatorForLanguageModeling):
+            raise TypeError("tfm's Trainer collates as DataCollatorForLanguageModeling(mlm=False) "
+                            f"does; got {type(data_collator).__name__}")
         self.model = model
         self.args = args if args is not None else TrainingArguments()
         self.tokenizer = processing_class if processing_class is not None else tokenizer
@@ -81,10 +103,17 @@ class Trainer:
 
 def _rows(data, name, tokenizer, max_length, padding):
     if isinstance(data, (str, os.PathLike)):
-        return _tfm.TokenRows.from_file(str(data), tokenizer, max_length, padding)
+        return _tfm.TokenRows.from_file(str(data), tokenizer, max_length or 1024, padding)
     if hasattr(data, "column_names"):  # a datasets.Dataset
         column = "input_ids" if "input_ids" in data.column_names else "text"
         if column not in data.column_names:
             raise ValueError(f"{name} has no 'text' or 'input_ids' column: {data.column_names}")
         data = list(data[column])
-    return _tfm.TokenRows.from_examples(list(data), tokenizer, max_length, padding, name)
+    data = list(data)
+    if data and not isinstance(data[0], str) and max_length is None:
+        # Token id rows as they are: padded to the longest (padding carries no loss).
+        longest = max(len(row) for row in data)
+        pad = tokenizer.pad_token_id if tokenizer is not None else None
+        return _tfm.TokenRows.from_examples(data, tokenizer, longest, True, name,
+                                            pad if pad is not None else 0)
+    return _tfm.TokenRows.from_examples(data, tokenizer, max_length or 1024, padding, name)

@@ -74,17 +74,18 @@ void bind_trainer(py::module_& m) {
       .def_static(
           "from_examples",
           [](const py::list& items, const Tokenizer* tokenizer, int64_t max_length, bool padded,
-             const std::string& source) {
+             const std::string& source, std::optional<int32_t> pad_token_id) {
             training::DatasetOptions options;
             options.max_length = max_length;
             options.shaping = padded ? training::RowShaping::kPadded : training::RowShaping::kPacked;
+            options.pad_token_id = pad_token_id;
             training::Examples examples = examples_of(items, source);
             return raising(PyExc_ValueError, [&] {
               return training::make_rows(std::move(examples), tokenizer, options);
             });
           },
           py::arg("items"), py::arg("tokenizer"), py::arg("max_length"), py::arg("padded"),
-          py::arg("source"))
+          py::arg("source"), py::arg("pad_token_id") = py::none())
       .def_static(
           "from_file",
           [](const std::string& path, const Tokenizer* tokenizer, int64_t max_length,
