@@ -74,6 +74,9 @@ class PreTrainedModel:
     def __init__(self, native, name_or_path):
         self._native = native
         self.name_or_path = name_or_path
+        # The last generate()'s counters (tfm's, not transformers'): prompt and new tokens, time
+        # to the first token and for the rest, graphs compiled or loaded.
+        self.last_generation_stats = None
         values = json.loads(native.config)
         self.config = types.SimpleNamespace(**values)
         self.config.to_dict = lambda: dict(values)
@@ -121,7 +124,8 @@ class PreTrainedModel:
         else:
             on_token = None
         try:
-            out = self._native.generate(prompt, to_numpy(attention_mask), config, on_token)
+            out, self.last_generation_stats = self._native.generate(
+                prompt, to_numpy(attention_mask), config, on_token)
         finally:
             if streamer is not None:
                 streamer.end()

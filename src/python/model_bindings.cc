@@ -121,11 +121,19 @@ void bind_model(py::module_& m) {
             if (!attention_mask.is_none()) mask = id_matrix(attention_mask, "attention_mask");
             config.streamer = per_token(streamer);
             Tensor out;
+            GenerationStats stats;
             {
               py::gil_scoped_release release;
-              out = model.generate(ids, mask ? &*mask : nullptr, config);
+              out = model.generate(ids, mask ? &*mask : nullptr, config, &stats);
             }
-            return to_numpy(out);
+            py::dict counters;
+            counters["prompt_tokens"] = stats.prompt_tokens;
+            counters["new_tokens"] = stats.new_tokens;
+            counters["prefill_ms"] = stats.prefill_ms;
+            counters["decode_ms"] = stats.decode_ms;
+            counters["graphs_compiled"] = stats.graphs_compiled;
+            counters["graphs_loaded"] = stats.graphs_loaded;
+            return py::make_tuple(to_numpy(out), counters);
           },
           py::arg("input_ids"), py::arg("attention_mask"), py::arg("config"),
           py::arg("streamer"))
