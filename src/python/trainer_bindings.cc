@@ -114,6 +114,11 @@ void bind_trainer(py::module_& m) {
       .def(
           "train",
           [](training::Trainer& trainer) {
+            // Ctrl-C ends the run after the step it comes in (KeyboardInterrupt).
+            trainer.set_step_callback([](int64_t) {
+              py::gil_scoped_acquire gil;
+              if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+            });
             training::TrainOutput out;
             {
               py::gil_scoped_release release;

@@ -158,6 +158,7 @@ TrainOutput Trainer::train() {
       log({{"eval_loss", *result.eval_loss}});
     }
     if (args_.save_steps > 0 && global_step_ % args_.save_steps == 0) save_checkpoint();
+    if (on_step_) on_step_(global_step_);
   }
   bar.finish();
   save_final_model();

@@ -5,6 +5,7 @@
 // trains on its share of every batch and each tensor-parallel rank updates its own slices.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,12 @@ class Trainer {
           std::optional<TokenRows> eval = std::nullopt, std::string tokenizer_dir = {});
 
   TrainOutput train();
+  // Called after each optimizer step (its logging, evaluation and checkpoint done) with the step
+  // number, as transformers' TrainerCallback.on_step_end; an exception it throws ends the run
+  // there, the checkpoints already written whole (the Python package stops on Ctrl-C so).
+  void set_step_callback(std::function<void(int64_t step)> on_step) {
+    on_step_ = std::move(on_step);
+  }
   // Mean loss per target over the eval rows.
   double evaluate();
 
@@ -66,6 +73,7 @@ class Trainer {
   LrSchedule schedule_;
   AdamW optimizer_;
   int64_t global_step_ = 0;
+  std::function<void(int64_t)> on_step_;
   nlohmann::json log_history_ = nlohmann::json::array();
 };
 

@@ -3,8 +3,11 @@ fixture batch, and a run from a JSONL path, from texts and from a datasets.Datas
 `tfm train` logs with the same arguments."""
 import json
 import os
+import signal
 import subprocess
+import threading
 
+import numpy as np
 import pytest
 
 import tfm
@@ -88,3 +91,20 @@ def test_texts_train_with_the_tokenizer(tmp_path, demo_model):
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
     assert trainer.evaluate()["eval_loss"] > 0
     assert os.path.exists(tmp_path / "out" / "tokenizer.json")
+
+
+def test_ctrl_c_ends_a_run_after_its_step(tmp_path, demo_model):
+    model = tfm.AutoModelForCausalLM.from_pretrained(demo_model, device_map="cpu")
+    args = tfm.TrainingArguments(output_dir=tmp_path / "out", per_device_train_batch_size=8,
+                                 max_steps=10000, logging_steps=1, save_steps=0,
+                                 disable_tqdm=True)
+    rows = [[5 + i % 50] * 64 for i in range(64)]
+    trainer = tfm.Trainer(model=model, args=args, train_dataset=rows)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    timer.join()
+    steps = [entry["step"] for entry in logged(tmp_path / "out")]
+    assert 0 < len(steps) < 10000 and steps == list(range(1, len(steps) + 1))
+    assert model(np.array([[5, 6, 7]])).logits.shape == (1, 3, model.config.vocab_size)
