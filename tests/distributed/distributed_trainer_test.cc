@@ -58,6 +58,19 @@ std::vector<nlohmann::json> log_lines(const fs::path& dir, const std::string& ke
   return lines;
 }
 
+// The split run's five logged steps are the one process's: losses within 1e-5, gradient norms
+// within 1e-4, relative.
+void expect_same_steps(const std::vector<nlohmann::json>& want,
+                       const std::vector<nlohmann::json>& got, const std::string& output) {
+  ASSERT_EQ(want.size(), 5u);
+  ASSERT_EQ(got.size(), want.size()) << output;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double loss = want[i]["loss"], norm = want[i]["grad_norm"];
+    EXPECT_NEAR(got[i]["loss"].get<double>(), loss, 1e-5 * loss) << "step " << i + 1;
+    EXPECT_NEAR(got[i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
+  }
+}
+
 // `tfm train ARGS` under tfmrun with tp x fsdp processes.
 std::optional<testing::Run> run_split(const std::vector<std::string>& train, int tp, int fsdp,
                                       int port_offset) {
@@ -106,13 +119,7 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   ASSERT_EQ(four->status, 0) << four->out << four->err;
 
   const auto want = log_lines(dir / "one"), got = log_lines(dir / "four");
-  ASSERT_EQ(want.size(), 5u);
-  ASSERT_EQ(got.size(), want.size()) << four->out;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double loss = want[i]["loss"], norm = want[i]["grad_norm"];
-    EXPECT_NEAR(got[i]["loss"].get<double>(), loss, 1e-5 * loss) << "step " << i + 1;
-    EXPECT_NEAR(got[i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
-  }
+  expect_same_steps(want, got, four->out);
   EXPECT_GT(want[0]["grad_norm"].get<double>(), 1.0) << "clipping was not exercised";
   const auto want_eval = log_lines(dir / "one", "eval_loss"),
              got_eval = log_lines(dir / "four", "eval_loss");
@@ -197,13 +204,7 @@ TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
   const auto four = run_split(train_args(data, dir / "four", 2, dir / "model"), 2, 2, 8);
   ASSERT_EQ(four->status, 0) << four->out << four->err;
   const auto want = log_lines(dir / "one"), got = log_lines(dir / "four");
-  ASSERT_EQ(want.size(), 5u);
-  ASSERT_EQ(got.size(), want.size()) << four->out;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double loss = want[i]["loss"], norm = want[i]["grad_norm"];
-    EXPECT_NEAR(got[i]["loss"].get<double>(), loss, 1e-5 * loss) << "step " << i + 1;
-    EXPECT_NEAR(got[i]["grad_norm"].get<double>(), norm, 1e-4 * norm) << "step " << i + 1;
-  }
+  expect_same_steps(want, got, four->out);
   const Tensor embedding = Checkpoint::open(dir / "four").tensor("model.embed_tokens.weight");
   EXPECT_EQ(embedding.shape(), (Shape{777, 64}));
 

@@ -16,6 +16,7 @@
 #include "models/decoder.h"
 #include "models/init_weights.h"
 #include "models/tensor_parallel.h"
+#include "pjrt/flat_placements.h"
 #include "support/fixtures.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
@@ -191,19 +192,9 @@ TEST(PartitionedModules, UseOnlyNeuronOpsAndCarryTheirShardings) {
 
   const graph::Graph train =
       models::build_decoder_training_graph(c, f, w, models::rope_tables(c, 6), 2, 6);
-  pjrt::Placements flat;
-  int64_t weights = 0, grads = 0;
-  for (size_t i = 0; i < train.nodes.size(); ++i) {
-    const graph::Node& n = train.nodes[i];
-    if (n.op == graph::Op::kWeight && n.shape.size() > 1) {
-      flat[static_cast<graph::ValueId>(i)] = {0, weights, 0};
-      weights += shape_numel(n.shape);
-    } else if (n.is_state) {
-      flat[static_cast<graph::ValueId>(i)] = {1, grads, 0};
-      grads += shape_numel(n.shape);
-    }
-  }
-  for (auto& [id, placed] : flat) placed.size = placed.buffer == 0 ? weights : grads;
+  const pjrt::Placements flat = testing::flat_placements(train, /*matrices_only=*/true);
+  int64_t weights = 0;
+  for (const auto& [id, placed] : flat) weights = placed.buffer == 0 ? placed.size : weights;
   ASSERT_EQ(weights % 4, 0);
   const std::string step =
       pjrt::emit_stablehlo(train, flat,

@@ -9,6 +9,7 @@
 #include "models/architectures.h"
 #include "models/decoder.h"
 #include "models/init_weights.h"
+#include "pjrt/flat_placements.h"
 #include "support/fixtures.h"
 #include "training/adamw.h"
 #include "training/grad_clip.h"
@@ -70,19 +71,7 @@ TEST_P(StableHloOpsTest, DecoderGraphsUseOnlyNeuronOps) {
       << "each gradient accumulated where it lives";
 
   SCOPED_TRACE("train step over flat buffers");
-  pjrt::Placements flat;
-  int64_t weights = 0, grads = 0;
-  for (size_t i = 0; i < train.nodes.size(); ++i) {
-    const graph::Node& n = train.nodes[i];
-    if (n.op == graph::Op::kWeight) {
-      flat[static_cast<graph::ValueId>(i)] = {0, weights, 0};
-      weights += shape_numel(n.shape);
-    } else if (n.is_state) {
-      flat[static_cast<graph::ValueId>(i)] = {1, grads, 0};
-      grads += shape_numel(n.shape);
-    }
-  }
-  for (auto& [id, p] : flat) p.size = p.buffer == 0 ? weights : grads;
+  const pjrt::Placements flat = testing::flat_placements(train);
   expect_neuron_ops(train, flat);
   EXPECT_EQ(aliased_arguments(pjrt::emit_stablehlo(train, flat).text), 1u)
       << "the gradients' one buffer, donated";

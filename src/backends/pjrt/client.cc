@@ -78,22 +78,23 @@ PJRT_Device* Client::device(int index) const {
   return devices_[static_cast<size_t>(index)];
 }
 
-std::string Client::describe(int index) const {
+PJRT_DeviceDescription* Client::description(int index) const {
   PJRT_Device_GetDescription_Args get = TFM_PJRT_ARGS(PJRT_Device_GetDescription_Args);
   get.device = device(index);
   TFM_PJRT_CALL(plugin_, PJRT_Device_GetDescription, &get);
+  return get.device_description;
+}
+
+std::string Client::describe(int index) const {
   PJRT_DeviceDescription_ToString_Args str = TFM_PJRT_ARGS(PJRT_DeviceDescription_ToString_Args);
-  str.device_description = get.device_description;
+  str.device_description = description(index);
   TFM_PJRT_CALL(plugin_, PJRT_DeviceDescription_ToString, &str);
   return platform_name_ + " " + std::string(str.to_string, str.to_string_size);
 }
 
 int64_t Client::device_id(int index) const {
-  PJRT_Device_GetDescription_Args get = TFM_PJRT_ARGS(PJRT_Device_GetDescription_Args);
-  get.device = device(index);
-  TFM_PJRT_CALL(plugin_, PJRT_Device_GetDescription, &get);
   PJRT_DeviceDescription_Id_Args id = TFM_PJRT_ARGS(PJRT_DeviceDescription_Id_Args);
-  id.device_description = get.device_description;
+  id.device_description = description(index);
   TFM_PJRT_CALL(plugin_, PJRT_DeviceDescription_Id, &id);
   return id.id;
 }

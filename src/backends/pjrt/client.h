@@ -70,6 +70,7 @@ class Client {
 
  private:
   void await(PJRT_Event* event, const char* what) const;
+  PJRT_DeviceDescription* description(int index) const;
 
   const Plugin& plugin_;
   PJRT_Client* client_ = nullptr;
