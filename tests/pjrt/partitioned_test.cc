@@ -101,6 +101,23 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PartitionedTest,
                                   "_fsdp" + std::to_string(info.param.fsdp);
                          });
 
+// After a partitioned run each weight lies in blocks, whole norms held by every device: saving
+// joins them back into the checkpoint one device loads.
+TEST(PartitionedWeights, SaveAsTheyLoaded) {
+  if (!four_devices()) GTEST_SKIP() << "XLA's CPU plugin with 4 devices is not available here";
+  set_log_level(LogLevel::kWarn);
+  const std::string dir = testing::fixture_dir("qwen2");
+  CausalLM parts = AutoModelForCausalLM::from_pretrained(
+      dir, {.dtype = DType::f32, .device_map = "pjrt", .distributed = {2, 2}});
+  const Tensor ids = testing::int_matrix(testing::reference("qwen2")["input_ids"]);
+  const Tensor logits = parts.forward(ids);
+  const std::string saved = ::testing::TempDir() + "tfm-partitioned-saved";
+  parts.save_pretrained(saved);
+  CausalLM whole =
+      AutoModelForCausalLM::from_pretrained(saved, {.dtype = DType::f32, .device_map = "pjrt"});
+  EXPECT_LT(max_abs_diff(whole.forward(ids), logits), 1e-5f);
+}
+
 TEST(PartitionedErrors, MoreDevicesThanThePluginHasAreNamed) {
   if (!four_devices()) GTEST_SKIP() << "XLA's CPU plugin with 4 devices is not available here";
   CausalLM model = AutoModelForCausalLM::from_pretrained(

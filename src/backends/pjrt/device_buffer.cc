@@ -101,7 +101,8 @@ const std::vector<std::byte>& DeviceBuffer::downloaded() {
     client_->download(buffer_.get(), downloaded_.data(), bytes_);
     return downloaded_;
   }
-  const size_t block_bytes = bytes_ / blocks_.size();
+  const size_t block_bytes =
+      static_cast<size_t>(shape_numel(sharding_->block_shape())) * dtype_size(dtype_);
   std::vector<std::vector<std::byte>> parts(blocks_.size());
   std::vector<const void*> views;
   for (size_t d = 0; d < blocks_.size(); ++d) {
