@@ -2,7 +2,8 @@
 interface: AutoTokenizer, AutoModelForCausalLM, generate() with streamers, TrainingArguments and
 Trainer. Arrays are NumPy arrays, or torch tensors (through DLPack) where torch tensors went in."""
 from . import _tfm
-from .modeling import AutoModelForCausalLM, CausalLMOutput, DistributedConfig, PreTrainedModel
+from .modeling import (AutoModelForCausalLM, CausalLMOutput, DistributedConfig, GenerationConfig,
+                       PreTrainedModel)
 from .streamers import TextIteratorStreamer, TextStreamer
 from .tokenization import AutoTokenizer, BatchEncoding, PreTrainedTokenizer
 from .trainer import DataCollatorForLanguageModeling, Trainer, TrainingArguments, TrainOutput
@@ -14,7 +15,7 @@ set_verbosity("warning")  # as transformers' logging: compile lines only when as
 __all__ = [
     "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "CausalLMOutput",
     "DataCollatorForLanguageModeling",
-    "DistributedConfig", "PreTrainedModel", "PreTrainedTokenizer", "TextIteratorStreamer",
+    "DistributedConfig", "GenerationConfig", "PreTrainedModel", "PreTrainedTokenizer", "TextIteratorStreamer",
     "TextStreamer", "Trainer", "TrainingArguments", "TrainOutput", "set_verbosity",
     "use_device_plugin",
 ]

@@ -42,15 +42,33 @@ class CausalLMOutput:
         raise KeyError(key)
 
 
+_GENERATION_FIELDS = ("max_new_tokens", "min_new_tokens", "do_sample", "temperature", "top_k",
+                      "top_p", "repetition_penalty", "eos_token_id", "pad_token_id",
+                      "cache_implementation", "seed", "max_length")
+
+
+class GenerationConfig:
+    """transformers' GenerationConfig for the settings tfm's generate() has (and `seed`, tfm's
+    own); another setting is refused rather than ignored."""
+
+    def __init__(self, **kwargs):
+        unknown = sorted(set(kwargs) - set(_GENERATION_FIELDS))
+        if unknown:
+            raise ValueError(f"GenerationConfig: tfm's generate() has no {unknown}")
+        self.__dict__.update(kwargs)
+
+    def to_dict(self):
+        return dict(self.__dict__)
+
+
 class GenerationKwargs:
     """generate()'s settings, named as transformers' GenerationConfig."""
 
-    FIELDS = ("max_new_tokens", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p",
-              "repetition_penalty", "eos_token_id", "pad_token_id", "cache_implementation", "seed")
+    FIELDS = _GENERATION_FIELDS[:-1]
 
     @classmethod
     def native(cls, generation_config, kwargs):
-        settings = dict(vars(generation_config)) if generation_config is not None else {}
+        settings = generation_config.to_dict() if generation_config is not None else {}
         settings.update(kwargs)
         unused = sorted(set(settings) - set(cls.FIELDS) - {"max_length"})
         if unused:
@@ -65,7 +83,9 @@ class GenerationKwargs:
             if name == "eos_token_id":
                 value = [value] if isinstance(value, int) else list(value)
             setattr(config, name, value)
-        return config, settings.get("max_length")
+        # max_new_tokens, where given, takes precedence over max_length, as in transformers.
+        max_length = None if "max_new_tokens" in settings else settings.get("max_length")
+        return config, max_length
 
 
 class PreTrainedModel:
@@ -114,7 +134,7 @@ class PreTrainedModel:
             raise ValueError("generate() needs input_ids")
         config, max_length = GenerationKwargs.native(generation_config, kwargs)
         prompt = to_numpy(ids)
-        if max_length is not None and "max_new_tokens" not in kwargs:
+        if max_length is not None:  # the whole sequence's length, prompt included
             config.max_new_tokens = max(0, int(max_length) - prompt.shape[-1])
         if streamer is not None:
             if prompt.shape[0] != 1:

@@ -56,3 +56,13 @@ def test_ctrl_c_stops_generate_and_the_model_runs_on(demo_model):
         model.generate(ids, max_new_tokens=200)
     timer.join()
     assert model.generate(ids[:1], max_new_tokens=3).shape == (1, 7)
+
+
+def test_a_generation_config_and_max_length(demo_model):
+    model = tfm.AutoModelForCausalLM.from_pretrained(demo_model, device_map="cpu")
+    ids = np.array([[5, 6, 7, 8]])
+    config = tfm.GenerationConfig(max_new_tokens=3, min_new_tokens=3)
+    assert model.generate(ids, generation_config=config).shape == (1, 7)
+    assert model.generate(ids, max_length=10, min_new_tokens=6).shape == (1, 10)
+    with pytest.raises(ValueError, match="num_beams"):
+        tfm.GenerationConfig(num_beams=4)
