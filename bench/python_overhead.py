@@ -1,6 +1,7 @@
 """What `import tfm` costs per decode token: the same greedy generation through the Python package
 and through the `tfm generate` CLI, alternating, each run a fresh process, both timed by tfm's own
-counters (decode tokens/s after the first token). Prints JSON with the CPU's ISA. Usage (from the repo root, after `make`):
+counters (decode tokens/s after the first token). Prints JSON with the CPU's ISA. Usage (from
+the repo root, after `make`):
 
   PYTHONPATH=build/python .venv-test/bin/python bench/python_overhead.py [MODEL] [--runs 5]
 """

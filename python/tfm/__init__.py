@@ -15,7 +15,8 @@ set_verbosity("warning")  # as transformers' logging: compile lines only when as
 __all__ = [
     "AutoModelForCausalLM", "AutoTokenizer", "BatchEncoding", "CausalLMOutput",
     "DataCollatorForLanguageModeling",
-    "DistributedConfig", "GenerationConfig", "PreTrainedModel", "PreTrainedTokenizer", "TextIteratorStreamer",
+    "DistributedConfig", "GenerationConfig", "PreTrainedModel", "PreTrainedTokenizer",
+    "TextIteratorStreamer",
     "TextStreamer", "Trainer", "TrainingArguments", "TrainOutput", "set_verbosity",
     "use_device_plugin",
 ]

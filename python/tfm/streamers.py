@@ -6,7 +6,8 @@ from . import _tfm
 
 class TextStreamer:
     """Prints the text as the tokens come (only complete UTF-8 characters), the prompt too unless
-    skip_prompt. generate() calls put() with the prompt's ids, then with each new token, then end()."""
+    skip_prompt. generate() calls put() with the prompt's ids, then with each new token, then
+    end()."""
 
     def __init__(self, tokenizer, skip_prompt=False, **decode_kwargs):
         self.tokenizer = tokenizer

@@ -156,13 +156,13 @@ class AutoTokenizer:
             raise TypeError(f"AutoTokenizer.from_pretrained: unsupported arguments "
                             f"{sorted(unsupported)}")
         native = _tfm.Tokenizer.from_pretrained(str(pretrained_model_name_or_path))
-        tokenizer = PreTrainedTokenizer(native, _tfm_source(str(pretrained_model_name_or_path)))
+        tokenizer = PreTrainedTokenizer(native, _source_dir(str(pretrained_model_name_or_path)))
         if "padding_side" in kwargs:
             tokenizer.padding_side = kwargs["padding_side"]
         return tokenizer
 
 
-def _tfm_source(name):
+def _source_dir(name):
     """The folder the tokenizer came from (a Hub id resolved in the local cache)."""
     if os.path.exists(name):
         return name

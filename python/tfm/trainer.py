@@ -76,9 +76,10 @@ class Trainer:
         self.args = args if args is not None else TrainingArguments()
         self.tokenizer = processing_class if processing_class is not None else tokenizer
         native_tokenizer = self.tokenizer._native if self.tokenizer is not None else None
-        rows = lambda data, name: _rows(data, name, native_tokenizer, max_length, padding)  # noqa: E731
-        train = rows(train_dataset, "train_dataset")
-        evaluation = rows(eval_dataset, "eval_dataset") if eval_dataset is not None else None
+        train = _rows(train_dataset, "train_dataset", native_tokenizer, max_length, padding)
+        evaluation = None
+        if eval_dataset is not None:
+            evaluation = _rows(eval_dataset, "eval_dataset", native_tokenizer, max_length, padding)
         tokenizer_dir = ""
         if self.tokenizer is not None and os.path.isdir(self.tokenizer.name_or_path):
             tokenizer_dir = self.tokenizer.name_or_path

@@ -43,7 +43,8 @@ void bind_errors(py::module_& m) {
       "use_device_plugin",
       [](const std::string& kind, const std::string& path, int device_count,
          std::optional<std::string> compile_cache) {
-        use_device_plugin(kind, path, {.device_count = device_count, .compile_cache = compile_cache});
+        use_device_plugin(kind, path,
+                          {.device_count = device_count, .compile_cache = compile_cache});
       },
       py::arg("kind"), py::arg("path"), py::arg("device_count") = 0,
       py::arg("compile_cache") = py::none());

@@ -31,6 +31,16 @@ training::Examples examples_of(const py::list& items, const std::string& source)
   return examples;
 }
 
+// Rows of `max_length` tokens, packed as run_clm.py groups texts or each example padded.
+training::DatasetOptions row_options(int64_t max_length, bool padded,
+                                     std::optional<int32_t> pad_token_id = std::nullopt) {
+  training::DatasetOptions options;
+  options.max_length = max_length;
+  options.shaping = padded ? training::RowShaping::kPadded : training::RowShaping::kPacked;
+  options.pad_token_id = pad_token_id;
+  return options;
+}
+
 }  // namespace
 
 void bind_trainer(py::module_& m) {
@@ -75,10 +85,7 @@ void bind_trainer(py::module_& m) {
           "from_examples",
           [](const py::list& items, const Tokenizer* tokenizer, int64_t max_length, bool padded,
              const std::string& source, std::optional<int32_t> pad_token_id) {
-            training::DatasetOptions options;
-            options.max_length = max_length;
-            options.shaping = padded ? training::RowShaping::kPadded : training::RowShaping::kPacked;
-            options.pad_token_id = pad_token_id;
+            const training::DatasetOptions options = row_options(max_length, padded, pad_token_id);
             training::Examples examples = examples_of(items, source);
             return raising(PyExc_ValueError, [&] {
               return training::make_rows(std::move(examples), tokenizer, options);
@@ -90,10 +97,7 @@ void bind_trainer(py::module_& m) {
           "from_file",
           [](const std::string& path, const Tokenizer* tokenizer, int64_t max_length,
              bool padded) {
-            training::DatasetOptions options;
-            options.max_length = max_length;
-            options.shaping = padded ? training::RowShaping::kPadded : training::RowShaping::kPacked;
-            return training::load_rows(path, tokenizer, options);
+            return training::load_rows(path, tokenizer, row_options(max_length, padded));
           },
           py::arg("path"), py::arg("tokenizer"), py::arg("max_length"), py::arg("padded"))
       .def_property_readonly("num_rows", &training::TokenRows::num_rows);

@@ -13,7 +13,8 @@ def model():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(do_sample=True, temperature=0.0), "`temperature` \\(=0.0\\) has to be a strictly positive"),
+    (dict(do_sample=True, temperature=0.0),
+     "`temperature` \\(=0.0\\) has to be a strictly positive"),
     (dict(do_sample=True, top_k=-3), "`top_k` has to be a strictly positive integer"),
     (dict(do_sample=True, top_p=-0.5), "`top_p` has to be a float > 0 and < 1"),
     (dict(repetition_penalty=0.0), "`penalty` has to be a strictly positive float"),
