@@ -64,22 +64,19 @@ class GenerationConfig:
 class GenerationKwargs:
     """generate()'s settings, named as transformers' GenerationConfig."""
 
-    FIELDS = _GENERATION_FIELDS[:-1]
-
     @classmethod
     def native(cls, generation_config, kwargs):
         settings = generation_config.to_dict() if generation_config is not None else {}
         settings.update(kwargs)
-        unused = sorted(set(settings) - set(cls.FIELDS) - {"max_length"})
+        unused = sorted(set(settings) - set(_GENERATION_FIELDS))
         if unused:
             raise ValueError(f"The following `model_kwargs` are not used by the model: {unused} "
                              "(note: typos in the generate arguments will also show up in this "
                              "list)")
         config = _tfm.GenerationConfig()
-        for name in cls.FIELDS:
-            value = settings.get(name)
-            if value is None:
-                continue
+        for name, value in settings.items():
+            if name == "max_length" or value is None:
+                continue  # max_length is read below, against the prompt's length
             if name == "eos_token_id":
                 value = [value] if isinstance(value, int) else list(value)
             setattr(config, name, value)

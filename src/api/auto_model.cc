@@ -13,8 +13,7 @@ namespace {
 
 models::Parallelism parallelism_for(const LoadOptions& options) {
   const DistributedConfig& d = options.distributed;
-  if (d.tp_size < 1 || d.fsdp_size < 1 || d.tp_size * d.fsdp_size == 1 ||
-      !partitions_programs(resolve_device(options.device_map))) {
+  if (!partitions_programs(resolve_device(options.device_map), d)) {
     return distributed::parallelism(d);
   }
   if (std::getenv("WORLD_SIZE") != nullptr) {

@@ -61,6 +61,13 @@ struct Partitioning {
     for (const MeshAxis& a : axes) n *= a.size;
     return n;
   }
+  // Every axis, major first: a value split over all of them is cut in equal runs over every
+  // device in device order (how a buffer of parts, the Trainer's flat parameters, is split).
+  std::vector<std::string> every_axis() const {
+    std::vector<std::string> names;
+    for (const MeshAxis& a : axes) names.push_back(a.name);
+    return names;
+  }
 };
 
 }  // namespace tfm::graph

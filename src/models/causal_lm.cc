@@ -175,7 +175,7 @@ Setup setup(const std::filesystem::path& config_path, const LoadOptions& options
 graph::CompileOptions compile_options(const LoadOptions& options, const Device& device) {
   graph::CompileOptions compile{.fuse = options.fuse, .mesh = {}, .kernels = options.kernels};
   const DistributedConfig& d = options.distributed;
-  if (d.tp_size * d.fsdp_size > 1 && partitions_programs(device)) {
+  if (partitions_programs(device, d)) {
     compile.partitioning = models::partitioning(d.tp_size, d.fsdp_size);
   }
   return compile;
@@ -190,7 +190,8 @@ void check_dtype(DType dtype, const std::filesystem::path& source) {
 
 }  // namespace
 
-bool partitions_programs(const Device& device) {
+bool partitions_programs(const Device& device, const DistributedConfig& d) {
+  if (d.tp_size < 1 || d.fsdp_size < 1 || d.tp_size * d.fsdp_size == 1) return false;
   const DeviceKind* kind = find_device_kind(device.type);
   return kind != nullptr && kind->partitions_programs;
 }

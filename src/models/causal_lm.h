@@ -116,9 +116,9 @@ class CausalLMImpl {
   KvCache cache_;
 };
 
-// Does `device`'s backend run a DistributedConfig as one program of this process partitioned
-// over its devices (a compiler backend), rather than as a process per rank?
-bool partitions_programs(const Device& device);
+// Does `device`'s backend run `distributed` (more than one rank) as one program of this process
+// partitioned over its devices (a compiler backend), rather than as a process per rank?
+bool partitions_programs(const Device& device, const DistributedConfig& distributed);
 // Loads weights named by the one weight listing, checking each shape, prepared for `device`.
 std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options,

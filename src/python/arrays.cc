@@ -22,6 +22,11 @@ Tensor id_matrix(const py::handle& values, const char* what) {
   return Tensor::from_vector(ids, {rows, cols});
 }
 
+std::optional<Tensor> optional_id_matrix(const py::handle& values, const char* what) {
+  if (values.is_none()) return std::nullopt;
+  return id_matrix(values, what);
+}
+
 py::array to_numpy(const Tensor& t) {
   const Tensor host = t.device() == kCpu && t.is_contiguous() ? t : t.to(kCpu).clone();
   std::vector<py::ssize_t> shape(host.shape().begin(), host.shape().end());

@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <string>
 
 #include "tfm/tensor.h"
@@ -14,6 +15,8 @@ namespace tfm::python {
 // A 2-D integer array (or nested lists) as an i64 tensor [rows, cols]; `what` names the argument
 // in the ValueError for anything else.
 Tensor id_matrix(const pybind11::handle& values, const char* what);
+// The same, or nullopt for None.
+std::optional<Tensor> optional_id_matrix(const pybind11::handle& values, const char* what);
 // The tensor's values as an array of its shape (f32, i32 or i64), sharing its storage.
 pybind11::array to_numpy(const Tensor& t);
 

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 namespace tfm::python {
 
 // tfm::Error as RuntimeError, and the classes tfm raises where transformers raises others.
@@ -23,5 +25,9 @@ auto raising(PyObject* type, Call call) {
     throw pybind11::error_already_set();
   }
 }
+
+// FileNotFoundError, with the Hugging Face cache's places looked at, for an `id_or_path` that is
+// neither a path nor a model in the cache.
+void check_findable(const std::string& id_or_path);
 
 }  // namespace tfm::python

@@ -5,10 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <filesystem>
-
 #include "generation/generate.h"
-#include "io/hub.h"
 #include "io/model_config.h"
 #include "python/arrays.h"
 #include "python/bindings.h"
@@ -63,10 +60,7 @@ void bind_model(py::module_& m) {
       .def_readwrite("pad_token_id", &GenerationConfig::pad_token_id)
       .def_readwrite("cache_implementation", &GenerationConfig::cache_implementation)
       .def("validate", [](const GenerationConfig& c) {
-        raising(PyExc_ValueError, [&] {
-          generation::check_config(c);
-          return 0;
-        });
+        raising(PyExc_ValueError, [&] { generation::check_config(c); });
       });
 
   py::class_<CausalLM>(m, "CausalLM")
@@ -74,9 +68,7 @@ void bind_model(py::module_& m) {
           "from_pretrained",
           [](const std::string& id_or_path, const std::optional<std::string>& dtype,
              const std::string& device_map, int tp_size, int fsdp_size) {
-            if (!std::filesystem::exists(id_or_path)) {
-              raising(PyExc_FileNotFoundError, [&] { return resolve_pretrained(id_or_path); });
-            }
+            check_findable(id_or_path);
             const LoadOptions options = load_options(dtype, device_map, tp_size, fsdp_size);
             py::gil_scoped_release release;
             return AutoModelForCausalLM::from_pretrained(id_or_path, options);
@@ -98,8 +90,7 @@ void bind_model(py::module_& m) {
           [](CausalLM& model, const py::handle& input_ids, const py::handle& attention_mask,
              bool all_positions) {
             const Tensor ids = id_matrix(input_ids, "input_ids");
-            std::optional<Tensor> mask;
-            if (!attention_mask.is_none()) mask = id_matrix(attention_mask, "attention_mask");
+            const std::optional<Tensor> mask = optional_id_matrix(attention_mask, "attention_mask");
             Tensor logits;
             {
               py::gil_scoped_release release;
@@ -112,13 +103,9 @@ void bind_model(py::module_& m) {
           "generate",
           [](CausalLM& model, const py::handle& input_ids, const py::handle& attention_mask,
              GenerationConfig config, py::object streamer) {
-            raising(PyExc_ValueError, [&] {
-              generation::check_config(config);
-              return 0;
-            });
+            raising(PyExc_ValueError, [&] { generation::check_config(config); });
             const Tensor ids = id_matrix(input_ids, "input_ids");
-            std::optional<Tensor> mask;
-            if (!attention_mask.is_none()) mask = id_matrix(attention_mask, "attention_mask");
+            const std::optional<Tensor> mask = optional_id_matrix(attention_mask, "attention_mask");
             config.streamer = per_token(streamer);
             Tensor out;
             GenerationStats stats;

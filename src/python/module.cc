@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <filesystem>
+
 #include "io/hub.h"
 #include "python/bindings.h"
 #include "tfm/device.h"
@@ -48,6 +50,11 @@ void bind_errors(py::module_& m) {
       },
       py::arg("kind"), py::arg("path"), py::arg("device_count") = 0,
       py::arg("compile_cache") = py::none());
+}
+
+void check_findable(const std::string& id_or_path) {
+  if (std::filesystem::exists(id_or_path)) return;
+  raising(PyExc_FileNotFoundError, [&] { resolve_pretrained(id_or_path); });
 }
 
 }  // namespace tfm::python

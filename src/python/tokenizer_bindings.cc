@@ -3,9 +3,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <filesystem>
-
-#include "io/hub.h"
 #include "python/bindings.h"
 #include "tfm/tokenizer.h"
 
@@ -25,9 +22,7 @@ void bind_tokenizer(py::module_& m) {
       .def_static(
           "from_pretrained",
           [](const std::string& id_or_path) {
-            if (!std::filesystem::exists(id_or_path)) {
-              raising(PyExc_FileNotFoundError, [&] { return resolve_pretrained(id_or_path); });
-            }
+            check_findable(id_or_path);
             return AutoTokenizer::from_pretrained(id_or_path);
           },
           py::arg("id_or_path"))

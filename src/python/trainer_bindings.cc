@@ -74,10 +74,7 @@ void bind_trainer(py::module_& m) {
       .def_readwrite("overwrite_output_dir", &TrainingArguments::overwrite_output_dir)
       .def_readwrite("disable_tqdm", &TrainingArguments::disable_tqdm)
       .def("validate", [](const TrainingArguments& a) {
-        raising(PyExc_ValueError, [&] {
-          a.validate();
-          return 0;
-        });
+        raising(PyExc_ValueError, [&] { a.validate(); });
       });
 
   py::class_<training::TokenRows>(m, "TokenRows")
@@ -107,10 +104,7 @@ void bind_trainer(py::module_& m) {
                        const training::TokenRows& train,
                        const std::optional<training::TokenRows>& eval,
                        const std::string& tokenizer_dir) {
-             raising(PyExc_ValueError, [&] {
-               args.validate();
-               return 0;
-             });
+             raising(PyExc_ValueError, [&] { args.validate(); });
              return std::make_unique<training::Trainer>(model, args, train, eval, tokenizer_dir);
            }),
            py::arg("model"), py::arg("args"), py::arg("train"), py::arg("eval"),

@@ -50,9 +50,8 @@ graph::Partitioning flat_partitioning(const graph::Partitioning& step, int64_t t
   graph::Partitioning flat;
   if (step.devices() == 1) return flat;
   flat.axes = step.axes;
-  std::vector<std::string> every_axis;
-  for (const graph::MeshAxis& a : step.axes) every_axis.push_back(a.name);
-  flat.split = [every_axis, total](const graph::Node& n) -> std::vector<std::vector<std::string>> {
+  flat.split = [every_axis = step.every_axis(),
+                total](const graph::Node& n) -> std::vector<std::vector<std::string>> {
     if (n.shape == Shape{total}) return {every_axis};
     return {};
   };

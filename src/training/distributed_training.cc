@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "distributed/parallel_groups.h"
-#include "models/causal_lm.h"
 #include "models/tensor_parallel.h"
 
 namespace tfm::training {
@@ -21,7 +20,7 @@ Tensor rows_padded(const Tensor& t, int64_t first, int64_t count, int64_t rows, 
 
 DistributedTraining::DistributedTraining(const CausalLMImpl& model, const FlatParameters& params) {
   const DistributedConfig& config = model.distributed();
-  if (partitions_programs(model.device())) {
+  if (model.partitioning().devices() > 1) {
     // One process runs the partitioned program: its global batch holds every FSDP rank's rows.
     partitioned_data_ranks_ = config.fsdp_size;
   } else {

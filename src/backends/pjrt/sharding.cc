@@ -148,8 +148,7 @@ void Sharding::join(const std::vector<const void*>& blocks, size_t element_bytes
 std::map<graph::ValueId, Sharding> argument_shardings(const graph::Graph& graph,
                                                       const graph::Partitioning& partitioning,
                                                       const Placements& placements) {
-  std::vector<std::string> every_axis;
-  for (const graph::MeshAxis& a : partitioning.axes) every_axis.push_back(a.name);
+  const std::vector<std::string> every_axis = partitioning.every_axis();
   std::map<graph::ValueId, Sharding> out;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const graph::Node& n = graph.nodes[i];
