@@ -39,6 +39,9 @@ struct ModelConfig {
   std::string hidden_act;
   std::optional<int64_t> bos_token_id, pad_token_id;
   std::vector<int64_t> eos_token_ids;  // eos_token_id may be an int or a list
+  // generation_config.json's eos_token_id beside config.json, which generate() prefers, as
+  // transformers' GenerationConfig does (Llama 3 instruct checkpoints list several there).
+  std::optional<std::vector<int64_t>> generation_eos_token_ids;
   std::optional<DType> dtype;          // "dtype" (transformers 5) or "torch_dtype" (4.x)
   // qwen2/qwen3: as in transformers, sliding_window is nullopt unless use_sliding_window; layers
   // from max_window_layers on then use it.

@@ -2,8 +2,6 @@
 // step hands the model only that step's inputs, so the compiled graphs never change shape.
 #include "generation/generate.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -66,9 +64,14 @@ Tensor columns(const Tensor& t, int64_t start, int64_t count) {
   return out;
 }
 
-std::vector<int64_t> resolve_eos(const GenerationConfig& gc, const ModelConfig& config) {
-  return gc.eos_token_id.empty() ? config.eos_token_ids : gc.eos_token_id;
+}  // namespace
+
+std::vector<int64_t> generation::stop_ids(const GenerationConfig& gc, const ModelConfig& config) {
+  if (!gc.eos_token_id.empty()) return gc.eos_token_id;
+  return config.generation_eos_token_ids.value_or(config.eos_token_ids);
 }
+
+namespace {
 
 int32_t resolve_pad(const GenerationConfig& gc, const ModelConfig& config,
                     const std::vector<int64_t>& eos) {
@@ -134,31 +137,12 @@ namespace {
 // prompt and max_new_tokens it was sized for.
 KvCache& kv_cache(CausalLMImpl& model, int64_t batch, int64_t cache_len, int64_t seq,
                   int max_new_tokens) {
-  const auto problem = [&](const std::string& what) {
-    return Error("the KV cache for " + std::to_string(batch) + " x " + std::to_string(cache_len) +
-                 " slots (a prompt of " + std::to_string(seq) + " tokens and max_new_tokens " +
-                 std::to_string(max_new_tokens) + ") " + what);
-  };
-  if (model.device() == kCpu) {
-    // Past the machine's memory the allocation may still be granted (overcommit) and fail only
-    // as it is filled: refused before.
-    const ModelConfig& c = model.config();
-    const double bytes = 2.0 * static_cast<double>(c.num_hidden_layers) *
-                         static_cast<double>(batch) * static_cast<double>(cache_len) *
-                         static_cast<double>(c.num_key_value_heads * c.head_dim) *
-                         static_cast<double>(dtype_size(model.dtype()));
-    const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                          static_cast<double>(::sysconf(_SC_PAGESIZE));
-    if (bytes > memory) {
-      throw problem("needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 30))) +
-                    " GiB, more than this machine's " +
-                    std::to_string(static_cast<int64_t>(memory / (1 << 30))) + " GiB");
-    }
-  }
   try {
     return model.cache_for(batch, cache_len);
   } catch (const Error& e) {
-    throw problem(std::string("cannot be made: ") + e.what());
+    throw Error("the KV cache for " + std::to_string(batch) + " x " + std::to_string(cache_len) +
+                " slots (a prompt of " + std::to_string(seq) + " tokens and max_new_tokens " +
+                std::to_string(max_new_tokens) + ") cannot be made: " + e.what());
   }
 }
 
@@ -174,7 +158,7 @@ Tensor generate(CausalLMImpl& model, const Tensor& input_ids, const Tensor* atte
   const Tensor mask =
       attention_mask ? ids_as_i32(*attention_mask, "attention_mask") : filled_i32({batch, seq}, 1);
   if (mask.shape() != ids.shape()) throw Error("attention_mask does not match input_ids");
-  const std::vector<int64_t> eos = resolve_eos(gc, model.config());
+  const std::vector<int64_t> eos = generation::stop_ids(gc, model.config());
   const int32_t pad = resolve_pad(gc, model.config(), eos);
   const GraphCacheStats graphs_before = model.graph_stats();
 
@@ -284,7 +268,7 @@ std::vector<std::vector<int64_t>> generate(CausalLMImpl& model,
     }
   }
   const Tensor out = generate(model, ids, &mask, gc, stats);
-  const std::vector<int64_t> eos = resolve_eos(gc, model.config());
+  const std::vector<int64_t> eos = generation::stop_ids(gc, model.config());
   std::vector<std::vector<int64_t>> rows;
   const int64_t width = out.dim(1);
   for (int64_t b = 0; b < batch; ++b) {

@@ -186,12 +186,40 @@ ModelConfig parse_model_config_text(std::string_view text, const std::string& so
   return parse_model_config(json, source);
 }
 
-ModelConfig load_model_config(const std::filesystem::path& config_json) {
-  std::ifstream in(config_json);
-  if (!in) throw Error("config '" + config_json.string() + "' cannot be opened");
+namespace {
+
+std::string read_text(const std::filesystem::path& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw Error(std::string(what) + " '" + path.string() + "' cannot be opened");
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_model_config_text(text.str(), config_json.string());
+  return text.str();
+}
+
+// generation_config.json's eos_token_id, where the file sets it (null or absent: config.json's).
+std::optional<std::vector<int64_t>> generation_eos(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  const std::string where = "generation config '" + path.string() + "'";
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(read_text(path, "generation config"), json_depth_limit());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + " is not valid JSON: " + e.what());
+  }
+  if (!json.is_object()) throw Error(where + " is not a JSON object");
+  const JsonFields f(json, where);
+  if (!f.has("eos_token_id")) return std::nullopt;
+  return f.integers("eos_token_id");
+}
+
+}  // namespace
+
+ModelConfig load_model_config(const std::filesystem::path& config_json) {
+  ModelConfig config =
+      parse_model_config_text(read_text(config_json, "config"), config_json.string());
+  config.generation_eos_token_ids =
+      generation_eos(config_json.parent_path() / "generation_config.json");
+  return config;
 }
 
 nlohmann::json to_json(const ModelConfig& c) {

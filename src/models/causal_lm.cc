@@ -1,5 +1,7 @@
 #include "models/causal_lm.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "core/device_registry.h"
@@ -47,6 +49,21 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
 
 KvCache& CausalLMImpl::cache_for(int64_t batch, int64_t len) {
   if (cache_.batch == batch && cache_.len == len) return cache_;
+  if (device_ == kCpu) {
+    // Past the machine's memory the allocation may still be granted (overcommit) and fail only
+    // as it is filled: refused before.
+    const double bytes = 2.0 * static_cast<double>(local_config_.num_hidden_layers) *
+                         static_cast<double>(batch) * static_cast<double>(len) *
+                         static_cast<double>(local_config_.num_key_value_heads) *
+                         static_cast<double>(config_->head_dim * dtype_size(dtype_));
+    const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (bytes > memory) {
+      throw Error("needs " + std::to_string(static_cast<int64_t>(bytes / (1 << 30))) +
+                  " GiB, more than this machine's " +
+                  std::to_string(static_cast<int64_t>(memory / (1 << 30))) + " GiB");
+    }
+  }
   cache_ = {};  // frees the old buffers before the new ones are allocated
   KvCache cache{batch, len, {}};
   const Shape shape{batch, len, local_config_.num_key_value_heads, config_->head_dim};

@@ -57,7 +57,8 @@ class CausalLMImpl {
   // The KV cache for `batch` rows of `len` slots. The last one is kept and handed out again for
   // the same shape, as transformers' StaticCache is: no new allocation, and compiled graphs that
   // captured its addresses (CUDA Graphs) replay as they are. Its old rows are never read: a
-  // step sees only the slots its attention mask marks, which this call's steps write first.
+  // step sees only the slots its attention mask marks, which this call's steps write first. A
+  // cache larger than the machine's memory is refused (tfm::Error saying both sizes).
   KvCache& cache_for(int64_t batch, int64_t len);
   // Logits f32 [batch, seq or 1, vocab] on the host; with `argmax`, the greedy token ids i32
   // [batch, seq or 1] instead (chosen on the device: no logits to copy back).
