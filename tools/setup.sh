@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libdnnl-dev libpcre2-dev libutf8proc-dev
           nlohmann-json3-dev libsimdjson-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libgloo-dev
+          libcpp-httplib-dev
           python3-dev python3-venv pybind11-dev)
 [ "${TFM_SETUP_CLANG:-0}" = 1 ] && packages+=(clang libclang-rt-14-dev)
 missing=()

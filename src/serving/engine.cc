@@ -1,0 +1,434 @@
+#include "serving/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "generation/sampling.h"
+#include "models/step_inputs.h"
+#include "tfm/log.h"
+
+namespace tfm::serving {
+namespace {
+
+constexpr int64_t kSmallChunk = 16;  // single-question prompts (as generate's buckets)
+constexpr int64_t kCpuChunk = 128;
+constexpr int64_t kAcceleratorChunk = 1024;
+
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// The model's own log-probabilities of a row (log-softmax of its logits).
+std::vector<float> log_softmax(std::span<const float> logits) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double total = 0;
+  for (float v : logits) total += std::exp(static_cast<double>(v - max));
+  const auto log_total = static_cast<float>(std::log(total));
+  std::vector<float> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - max - log_total;
+  return out;
+}
+
+std::vector<TokenLogprob> likeliest(const std::vector<float>& logprobs, int count) {
+  std::vector<int64_t> ids(logprobs.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  const auto n = std::min<size_t>(static_cast<size_t>(count), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](int64_t a, int64_t b) {
+                      return logprobs[static_cast<size_t>(a)] > logprobs[static_cast<size_t>(b)];
+                    });
+  std::vector<TokenLogprob> out;
+  for (size_t i = 0; i < n; ++i) out.push_back({ids[i], logprobs[static_cast<size_t>(ids[i])]});
+  return out;
+}
+
+// Penalties OpenAI defines on the tokens generated so far.
+void apply_openai_penalties(std::span<float> logits, const std::vector<int32_t>& counts,
+                            const SamplingParams& p) {
+  if (p.presence_penalty == 0.f && p.frequency_penalty == 0.f) return;
+  for (size_t id = 0; id < counts.size() && id < logits.size(); ++id) {
+    if (counts[id] == 0) continue;
+    logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(counts[id]);
+  }
+}
+
+bool plain_greedy(const SamplingParams& p) {
+  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.f && p.presence_penalty == 0.f &&
+         p.frequency_penalty == 0.f;
+}
+
+}  // namespace
+
+EngineShapes plan_engine_shapes(const EngineOptions& o, bool accelerator) {
+  if (o.max_num_seqs < 1) throw Error("--max-num-seqs must be at least 1");
+  if (o.max_model_len < 2) throw Error("--max-model-len must be at least 2");
+  if (o.max_waiting < 1) throw Error("--max-waiting must be at least 1");
+  EngineShapes s;
+  s.small_chunk = kSmallChunk;
+  s.chunk = accelerator ? kAcceleratorChunk : kCpuChunk;
+  s.window = round_up(o.max_model_len, s.chunk);
+  // A prompt's chunks run one step apart while decode steps write the cursor's slot in every row
+  // of their batch: within a prompt of at most chunk + 1 chunks those slots are in its last chunk,
+  // which is written after them.
+  if (s.window / s.chunk > s.chunk + 1) {
+    throw Error("--max-model-len " + std::to_string(o.max_model_len) + " is more than " +
+                std::to_string(s.chunk * (s.chunk + 1)) + " tokens, the longest this device's " +
+                std::to_string(s.chunk) + "-token prefill chunks serve");
+  }
+  s.cache_len = 2 * s.window;
+  for (int64_t b = 1; b < o.max_num_seqs; b *= 2) s.buckets.push_back(b);
+  s.buckets.push_back(o.max_num_seqs);
+  return s;
+}
+
+Engine::Engine(CausalLMImpl& model, EngineOptions options)
+    : model_(model),
+      options_(options),
+      shapes_(plan_engine_shapes(options, model.device().type != "cpu")),
+      rows_(static_cast<size_t>(options.max_num_seqs)) {
+  if (model.device().type == "pjrt") {
+    throw Error("tfm serve runs on the cpu and cuda devices (a pjrt device cannot yet hand a "
+                "step one row of the KV cache)");
+  }
+  try {
+    cache_ = &model.cache_for(options.max_num_seqs, shapes_.cache_len);
+  } catch (const Error& e) {
+    throw Error("the KV cache for --max-num-seqs " + std::to_string(options.max_num_seqs) +
+                " x " + std::to_string(shapes_.cache_len) + " slots (twice --max-model-len " +
+                std::to_string(options.max_model_len) + " in whole chunks) cannot be made: " +
+                e.what());
+  }
+  mask_ = filled_i32({options.max_num_seqs, shapes_.cache_len}, 0);
+  cursor_ = shapes_.window;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::string> Engine::shapes() const {
+  const std::string cache = std::to_string(shapes_.cache_len) + " cache slots";
+  std::vector<std::string> out;
+  for (int64_t chunk : {shapes_.small_chunk, shapes_.chunk}) {
+    out.push_back("prefill: 1 sequence x " + std::to_string(chunk) + " tokens, " + cache);
+  }
+  for (int64_t b : shapes_.buckets) {
+    for (const char* kind : {"logits", "argmax"}) {
+      out.push_back("decode: " + std::to_string(b) + (b == 1 ? " sequence" : " sequences") +
+                    " x 1 token, " + cache + ", " + kind);
+    }
+  }
+  return out;
+}
+
+KvCache Engine::rows_of_cache(int64_t first, int64_t count) {
+  KvCache view{count, shapes_.cache_len, {}};
+  for (const Tensor& buffer : cache_->buffers) view.buffers.push_back(buffer.slice(first, first + count));
+  return view;
+}
+
+Tensor Engine::step(const StepInputs& inputs, int64_t first_row, bool argmax) {
+  KvCache view = rows_of_cache(first_row, inputs.input_ids.dim(0));
+  std::vector<const void*> where;
+  for (const Tensor& t : view.buffers) where.push_back(t.data());
+  Tensor out = model_.step(inputs, view, false, false, argmax);
+  for (size_t i = 0; i < where.size(); ++i) {
+    TFM_CHECK(view.buffers[i].data() == where[i],
+              "the serving engine needs a backend that updates the KV cache in place");
+  }
+  const GraphCacheStats& stats = model_.graph_stats();
+  compiled_ = stats.compiles;
+  loaded_ = stats.loads;
+  return out;
+}
+
+void Engine::start() {
+  // Each shape once on rows nothing reads: every row's mask is cleared when a sequence takes it.
+  const int64_t len = shapes_.cache_len;
+  for (int64_t chunk : {shapes_.small_chunk, shapes_.chunk}) {
+    StepInputs in{filled_i32({1, chunk}, 0), arange_rows(1, 0, chunk),
+                  arange_rows(1, 0, chunk).view({chunk}), filled_i32({1, len}, 1)};
+    step(in, 0, false);
+  }
+  for (int64_t b : shapes_.buckets) {
+    for (bool argmax : {false, true}) {
+      StepInputs in{filled_i32({b, 1}, 0), filled_i32({b, 1}, 0), filled_i32({1}, 0),
+                    filled_i32({b, len}, 1)};
+      step(in, 0, argmax);
+    }
+  }
+  ready_ = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::submit(std::shared_ptr<Sequence> sequence) {
+  const auto prompt = static_cast<int64_t>(sequence->prompt().size());
+  const int max_tokens = sequence->params().max_tokens;
+  if (prompt == 0) throw Error("the prompt is empty");
+  if (max_tokens < 1) throw Error("max_tokens must be at least 1");
+  if (prompt + max_tokens > options_.max_model_len) {
+    throw Error("this model's maximum context length is " +
+                std::to_string(options_.max_model_len) + " tokens. However, you requested " +
+                std::to_string(prompt + max_tokens) + " tokens (" + std::to_string(prompt) +
+                " in the messages, " + std::to_string(max_tokens) +
+                " in the completion). Please reduce the length of the messages or completion.");
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (static_cast<int>(waiting_.size()) >= options_.max_waiting) {
+      throw EngineFull("the server is full: " + std::to_string(options_.max_waiting) +
+                       " requests are already waiting");
+    }
+    waiting_.push_back(std::move(sequence));
+  }
+  wake_.notify_all();
+}
+
+EngineCounts Engine::counts() const {
+  EngineCounts c;
+  {
+    std::lock_guard lock(mutex_);
+    c.waiting = static_cast<int>(waiting_.size());
+  }
+  c.running = running_;
+  c.graphs_compiled = compiled_;
+  c.graphs_loaded = loaded_;
+  c.compactions = compactions_;
+  return c;
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      const auto busy = [&] {
+        return std::any_of(rows_.begin(), rows_.end(),
+                           [](const Row& r) { return r.phase != Phase::kFree; });
+      };
+      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || busy(); });
+      if (stopping_) break;
+      admit_waiting();
+    }
+    try {
+      iterate();
+    } catch (const std::exception& e) {
+      // A step that fails fails every sequence it carried; the server goes on.
+      log_warn(std::string("serving step failed: ") + e.what());
+      for (size_t r = 0; r < rows_.size(); ++r) {
+        if (rows_[r].phase == Phase::kFree) continue;
+        rows_[r].sequence->fail(e.what());
+        free_row(static_cast<int>(r));
+      }
+      prefill_queue_.clear();
+    }
+    update_counts();
+  }
+  std::lock_guard lock(mutex_);
+  for (auto& s : waiting_) s->fail("the server is shutting down");
+  for (Row& r : rows_) {
+    if (r.sequence) r.sequence->fail("the server is shutting down");
+  }
+}
+
+void Engine::update_counts() {
+  running_ = static_cast<int>(std::count_if(rows_.begin(), rows_.end(),
+                                            [](const Row& r) { return r.phase != Phase::kFree; }));
+}
+
+void Engine::admit_waiting() {
+  for (size_t r = 0; r < rows_.size() && !waiting_.empty(); ++r) {
+    if (rows_[r].phase != Phase::kFree) continue;
+    Row& row = rows_[r];
+    row = Row{};
+    row.sequence = std::move(waiting_.front());
+    waiting_.pop_front();
+    row.phase = Phase::kQueued;
+    prefill_queue_.push_back(static_cast<int>(r));
+  }
+}
+
+void Engine::free_row(int r) {
+  Row& row = rows_[static_cast<size_t>(r)];
+  row = Row{};
+  if (prefilling_ == r) prefilling_ = -1;
+  std::erase(prefill_queue_, r);
+}
+
+void Engine::drop_cancelled() {
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (rows_[r].phase != Phase::kFree && rows_[r].sequence->cancelled()) {
+      free_row(static_cast<int>(r));
+    }
+  }
+}
+
+void Engine::iterate() {
+  drop_cancelled();
+  if (prefilling_ < 0 && !prefill_queue_.empty()) {
+    const int r = prefill_queue_.front();
+    prefill_queue_.pop_front();
+    start_prefill(r);
+  }
+  const bool prefill = prefilling_ >= 0;
+  if (prefill) run_prefill_chunk();
+  const bool decoding = std::any_of(rows_.begin(), rows_.end(),
+                                    [](const Row& r) { return r.phase == Phase::kDecode; });
+  if (decoding) decode_step();
+  // The cursor moves once per step, a prompt's chunks included, so a prompt placed to end where
+  // the cursor will be at its last chunk ends there.
+  if (prefill || decoding) ++cursor_;
+  if (prefilling_ < 0 && cursor_ == shapes_.cache_len) compact();
+}
+
+void Engine::start_prefill(int r) {
+  Row& row = rows_[static_cast<size_t>(r)];
+  const SamplingParams& p = row.sequence->params();
+  const std::vector<int64_t>& prompt = row.sequence->prompt();
+  const auto length = static_cast<int64_t>(prompt.size());
+  row.chunk = length <= shapes_.small_chunk ? shapes_.small_chunk : shapes_.chunk;
+  const int64_t padded = round_up(length, row.chunk), chunks = padded / row.chunk;
+  if (cursor_ + chunks > shapes_.cache_len) compact();
+  // The last chunk runs when the cursor is at cursor_ + chunks - 1: the prompt ends just before.
+  const int64_t end = cursor_ + chunks - 1;
+  row.first_slot = end - padded;
+  row.padded.assign(static_cast<size_t>(padded - length), 0);
+  for (int64_t id : prompt) row.padded.push_back(static_cast<int32_t>(id));
+  int32_t* mask = mask_.data_as<int32_t>() + r * shapes_.cache_len;
+  std::fill_n(mask, shapes_.cache_len, 0);
+  std::fill(mask + end - length, mask + end, 1);
+  row.history = prompt;
+  row.counts.assign(static_cast<size_t>(model_.config().vocab_size), 0);
+  row.next_position = static_cast<int32_t>(length);
+  row.choice.do_sample = !p.greedy();
+  row.choice.temperature = p.temperature;
+  row.choice.top_k = p.top_k;
+  row.choice.top_p = p.top_p;
+  row.choice.repetition_penalty = p.repetition_penalty;
+  row.rng.seed(p.seed.value_or(std::random_device{}()));
+  row.phase = Phase::kPrefill;
+  prefilling_ = r;
+}
+
+void Engine::run_prefill_chunk() {
+  const int r = prefilling_;
+  Row& row = rows_[static_cast<size_t>(r)];
+  const int64_t chunk = row.chunk, start = row.chunks_done * chunk;
+  const auto padding = static_cast<int64_t>(row.padded.size() - row.sequence->prompt().size());
+  Tensor ids = Tensor::empty({1, chunk}, DType::i32);
+  Tensor positions = Tensor::empty({1, chunk}, DType::i32);
+  for (int64_t j = 0; j < chunk; ++j) {
+    ids.data_as<int32_t>()[j] = row.padded[static_cast<size_t>(start + j)];
+    // transformers' positions for left padding: 1 on padding, then 0, 1, ...
+    positions.data_as<int32_t>()[j] =
+        start + j < padding ? 1 : static_cast<int32_t>(start + j - padding);
+  }
+  StepInputs in{ids, positions, arange_rows(1, row.first_slot + start, chunk).view({chunk}),
+                mask_.slice(r, r + 1)};
+  Tensor logits = step(in, r, false);
+  if (++row.chunks_done * chunk < static_cast<int64_t>(row.padded.size())) return;
+  prefilling_ = -1;
+  row.phase = Phase::kDecode;
+  emit(r, std::span<float>(logits.data_as<float>(), static_cast<size_t>(logits.numel())), nullptr);
+}
+
+void Engine::decode_step() {
+  int last = 0;
+  bool argmax = true;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (rows_[r].phase != Phase::kDecode) continue;
+    last = static_cast<int>(r);
+    argmax = argmax && plain_greedy(rows_[r].sequence->params());
+  }
+  const int64_t batch = *std::lower_bound(shapes_.buckets.begin(), shapes_.buckets.end(), last + 1);
+  const int64_t len = shapes_.cache_len;
+  Tensor ids = filled_i32({batch, 1}, 0);
+  Tensor positions = filled_i32({batch, 1}, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    Row& row = rows_[static_cast<size_t>(b)];
+    // A row with no sequence yet sees its own slot: no row's attention is over nothing.
+    if (row.phase == Phase::kDecode || row.phase == Phase::kFree || row.phase == Phase::kQueued) {
+      mask_.data_as<int32_t>()[b * len + cursor_] = 1;
+    }
+    if (row.phase != Phase::kDecode) continue;
+    ids.data_as<int32_t>()[b] = static_cast<int32_t>(row.next_token);
+    positions.data_as<int32_t>()[b] = row.next_position++;
+  }
+  StepInputs in{ids, positions, filled_i32({1}, static_cast<int32_t>(cursor_)),
+                mask_.slice(0, batch)};
+  Tensor out = step(in, 0, argmax);
+  const int64_t vocab = model_.config().vocab_size;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (rows_[static_cast<size_t>(b)].phase != Phase::kDecode) continue;
+    if (argmax) {
+      const int64_t id = out.data_as<int32_t>()[b];
+      emit(static_cast<int>(b), {}, &id);
+    } else {
+      emit(static_cast<int>(b),
+           std::span<float>(out.data_as<float>() + b * vocab, static_cast<size_t>(vocab)), nullptr);
+    }
+  }
+}
+
+void Engine::emit(int r, std::span<float> logits, const int64_t* argmax) {
+  Row& row = rows_[static_cast<size_t>(r)];
+  const SamplingParams& p = row.sequence->params();
+  TokenEvent event;
+  std::vector<float> logprobs;
+  if (p.logprobs) logprobs = log_softmax(logits);
+  if (argmax != nullptr) {
+    event.token = *argmax;
+  } else {
+    apply_openai_penalties(logits, row.counts, p);
+    const generation::TokenChooser chooser{row.choice, p.stop_token_ids, row.rng};
+    event.token = chooser.choose(logits, row.history, row.generated);
+  }
+  if (p.logprobs) {
+    event.logprob = logprobs[static_cast<size_t>(event.token)];
+    event.top = likeliest(logprobs, p.top_logprobs);
+  }
+  ++row.generated;
+  row.history.push_back(event.token);
+  if (static_cast<size_t>(event.token) < row.counts.size()) ++row.counts[static_cast<size_t>(event.token)];
+  row.next_token = event.token;
+  const auto& stops = p.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) {
+    event.finish = FinishReason::kStop;
+  } else if (row.generated >= p.max_tokens) {
+    event.finish = FinishReason::kLength;
+  }
+  const bool ends = event.finish.has_value();
+  row.sequence->push(std::move(event));
+  if (ends) free_row(r);
+}
+
+void Engine::compact() {
+  const int64_t shift = cursor_ - shapes_.window, len = shapes_.cache_len;
+  if (shift <= 0) return;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    int32_t* mask = mask_.data_as<int32_t>() + static_cast<int64_t>(r) * len;
+    if (rows_[r].phase != Phase::kDecode) {
+      std::fill_n(mask, len, 0);
+      continue;
+    }
+    for (Tensor& buffer : cache_->buffers) {
+      const Tensor row = buffer.slice(static_cast<int64_t>(r), static_cast<int64_t>(r) + 1)
+                             .view({len, buffer.numel() / (buffer.dim(0) * len)});
+      // Through a copy: the run may overlap where it goes.
+      const Tensor run = row.slice(shift, shift + shapes_.window).clone();
+      Tensor start = row.slice(0, shapes_.window);
+      start.copy_from(run);
+    }
+    std::copy(mask + shift, mask + shift + shapes_.window, mask);
+    std::fill(mask + shapes_.window, mask + len, 0);
+  }
+  cursor_ = shapes_.window;
+  ++compactions_;
+}
+
+}  // namespace tfm::serving

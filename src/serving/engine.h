@@ -1,0 +1,134 @@
+// Continuous batching on static shapes. The sequences share one KV cache of max_num_seqs rows;
+// each decode step runs the first rows that hold sequences (batch buckets 1, 2, 4, ...,
+// max_num_seqs), a new sequence's prompt runs in chunks between decode steps on its row alone, and
+// a finished sequence's row takes the next one at once. Every shape is known from max_num_seqs and
+// max_model_len and compiled before the first request (warm-up), never per request.
+//
+// The cache's slots are shared by the rows: one cursor, advanced once per step, is where every row
+// writes its next token, and a row's attention mask marks its own entries. A new prompt is written
+// just before the slot where its first generated token will go, so each row's entries lie in one
+// run no longer than max_model_len; when the cursor reaches the end of the cache, every row's run
+// moves back to the start (keys are cached after RoPE, so moving them changes nothing).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "serving/sequence.h"
+#include "tfm/error.h"
+#include "tfm/generation.h"
+
+namespace tfm::serving {
+
+struct EngineOptions {
+  int max_num_seqs = 8;
+  int64_t max_model_len = 2048;  // prompt and generated tokens of one sequence
+  int max_waiting = 256;         // sequences queued at once, not yet running; more are refused
+};
+
+// The queue is full: the server answers 503.
+class EngineFull : public Error {
+ public:
+  using Error::Error;
+};
+
+// Read by /metrics from any thread.
+struct EngineCounts {
+  int running = 0;  // sequences holding a row
+  int waiting = 0;  // queued for one
+  int graphs_compiled = 0;
+  int graphs_loaded = 0;  // from a compiler backend's on-disk cache
+  int compactions = 0;    // times the rows' entries moved back to the cache's start
+};
+
+// The cache's geometry and the shapes it implies.
+struct EngineShapes {
+  int64_t chunk = 0;        // prefill tokens per step for prompts over small_chunk
+  int64_t small_chunk = 0;  // a short prompt's single step
+  int64_t window = 0;       // max_model_len rounded up to whole chunks: the longest run of a row
+  int64_t cache_len = 0;    // slots: twice the window, so runs move back once per window steps
+  std::vector<int64_t> buckets;  // decode batch sizes
+};
+
+EngineShapes plan_engine_shapes(const EngineOptions& options, bool accelerator);
+
+class Engine {
+ public:
+  Engine(CausalLMImpl& model, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineOptions& options() const { return options_; }
+  // One line a compiled graph, e.g. "decode: 4 sequences x 1 token, 1024 cache slots, argmax".
+  std::vector<std::string> shapes() const;
+  // Compiles every shape, then runs sequences on a thread of its own until destroyed.
+  void start();
+  bool ready() const { return ready_; }
+  // Queues a sequence. Throws Error when its prompt and max_tokens exceed max_model_len or it is
+  // empty, EngineFull when max_waiting are queued.
+  void submit(std::shared_ptr<Sequence> sequence);
+  EngineCounts counts() const;
+  int64_t vocab_size() const { return model_.config().vocab_size; }
+
+ private:
+  enum class Phase { kFree, kQueued, kPrefill, kDecode };
+  struct Row {
+    Phase phase = Phase::kFree;
+    std::shared_ptr<Sequence> sequence;
+    GenerationConfig choice;  // what TokenChooser applies
+    std::mt19937_64 rng;
+    std::vector<int64_t> history;  // prompt and generated ids
+    std::vector<int32_t> counts;   // per id: times generated (presence/frequency penalties)
+    int generated = 0;
+    int32_t next_position = 0;
+    int64_t next_token = 0;  // chosen, not yet in the cache
+    // The prompt left-padded to whole chunks, and where it goes.
+    std::vector<int32_t> padded;
+    int64_t chunk = 0, chunks_done = 0, first_slot = 0;
+  };
+
+  void loop();
+  void iterate();
+  void admit_waiting();  // under mutex_
+  void drop_cancelled();
+  void start_prefill(int row);
+  void run_prefill_chunk();
+  void decode_step();
+  void compact();
+  // Picks a row's next token from its logits and hands it over; frees the row when it ends.
+  void emit(int row, std::span<float> logits, const int64_t* argmax);
+  void free_row(int row);
+  KvCache rows_of_cache(int64_t first, int64_t count);
+  Tensor step(const StepInputs& inputs, int64_t first_row, bool argmax);
+  void update_counts();
+
+  CausalLMImpl& model_;
+  const EngineOptions options_;
+  const EngineShapes shapes_;
+  KvCache* cache_ = nullptr;
+  Tensor mask_;  // [max_num_seqs, cache_len] i32: each row's entries
+  int64_t cursor_ = 0;
+  std::vector<Row> rows_;
+  std::deque<int> prefill_queue_;
+  int prefilling_ = -1;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Sequence>> waiting_;
+  bool stopping_ = false;
+  std::atomic<bool> ready_ = false;
+  std::atomic<int> running_ = 0, compiled_ = 0, loaded_ = 0, compactions_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace tfm::serving

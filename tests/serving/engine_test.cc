@@ -1,0 +1,232 @@
+// The serving engine against transformers' greedy ids (the fixtures' greedy_16) and against
+// generate() (itself checked against transformers) where no fixture covers the case: sequences
+// batched together, queued, spanning a move of the cache's entries, a long prompt's chunks run
+// between other rows' decode steps, seeded sampling, and a cancelled sequence's row freed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "api/causal_lm_access.h"
+#include "serving/engine.h"
+#include "support/fixtures.h"
+#include "tfm/log.h"
+#include "tfm/model.h"
+
+namespace tfm::serving {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A fixture prompt (the padded batch's rows without padding) and transformers' 16 greedy ids.
+struct Case {
+  std::vector<int64_t> prompt, greedy;
+};
+
+Case fixture_case(const std::string& arch, int row) {
+  const nlohmann::json& ref = testing::reference(arch);
+  Case c;
+  const auto& ids = ref["padded_input_ids"][row];
+  for (size_t j = 0; j < ids.size(); ++j) {
+    if (ref["padded_attention_mask"][row][j] == 1) c.prompt.push_back(ids[j]);
+  }
+  const auto& all = ref["greedy_16"][row];
+  for (size_t j = ids.size(); j < all.size(); ++j) c.greedy.push_back(all[j]);
+  return c;
+}
+
+std::vector<int64_t> run_to_end(Sequence& s) {
+  std::vector<int64_t> ids;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const TokenEvent& e : s.take(100ms)) {
+      ids.push_back(e.token);
+      if (e.finish) return ids;
+    }
+    if (s.error()) throw Error(*s.error());
+  }
+  throw Error("the sequence did not finish in time");
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.temperature = 0;
+  return p;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { set_log_level(LogLevel::kWarn); }
+  CausalLM load(const std::string& arch) {
+    return AutoModelForCausalLM::from_pretrained(testing::fixture_dir(arch),
+                                                 {.dtype = DType::f32, .device_map = "cpu"});
+  }
+};
+
+TEST_F(EngineTest, BatchedAndQueuedSequencesGiveTransformersGreedyIds) {
+  for (const char* arch : {"qwen3", "llama", "qwen2"}) {
+    CausalLM model = load(arch);
+    Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 2, .max_model_len = 64});
+    engine.start();
+    // Six sequences on two rows: four wait, and rows are reused as sequences end.
+    std::vector<std::shared_ptr<Sequence>> sequences;
+    for (int i = 0; i < 6; ++i) {
+      sequences.push_back(std::make_shared<Sequence>(fixture_case(arch, i % 2).prompt, greedy(16)));
+      engine.submit(sequences.back());
+    }
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(run_to_end(*sequences[static_cast<size_t>(i)]), fixture_case(arch, i % 2).greedy)
+          << arch << " sequence " << i;
+    }
+  }
+}
+
+TEST_F(EngineTest, SequencesSpanningAMoveOfTheCacheKeepTheirIds) {
+  CausalLM model = load("qwen3");
+  // A 128-slot window: the cursor reaches the cache's end after 128 steps.
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 3, .max_model_len = 40});
+  engine.start();
+  std::vector<std::shared_ptr<Sequence>> sequences;
+  for (int i = 0; i < 30; ++i) {
+    sequences.push_back(std::make_shared<Sequence>(fixture_case("qwen3", i % 2).prompt, greedy(16)));
+    engine.submit(sequences.back());
+  }
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(run_to_end(*sequences[static_cast<size_t>(i)]), fixture_case("qwen3", i % 2).greedy)
+        << "sequence " << i;
+  }
+  EXPECT_GE(engine.counts().compactions, 1);
+}
+
+std::vector<int64_t> random_prompt(size_t length, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> ids(length);
+  for (int64_t& id : ids) id = static_cast<int64_t>(rng() % 1000);
+  return ids;
+}
+
+TEST_F(EngineTest, ALongPromptBetweenDecodeStepsMatchesGenerate) {
+  CausalLM model = load("qwen3");
+  GenerationConfig gc;
+  gc.max_new_tokens = 24;
+  const std::vector<int64_t> short_prompt = random_prompt(5, 1), long_prompt = random_prompt(300, 2);
+  const std::vector<int64_t> want_short = model.generate({short_prompt}, gc)[0];
+  const std::vector<int64_t> want_long = model.generate({long_prompt}, gc)[0];
+
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 4, .max_model_len = 400});
+  engine.start();
+  // The long prompt (three 128-token chunks) arrives while two short sequences decode, on the
+  // row after theirs, so every decode step also covers its row.
+  auto first = std::make_shared<Sequence>(short_prompt, greedy(24));
+  auto second = std::make_shared<Sequence>(short_prompt, greedy(24));
+  engine.submit(first);
+  engine.submit(second);
+  std::vector<TokenEvent> started;
+  while (started.empty()) started = first->take(100ms);
+  auto long_one = std::make_shared<Sequence>(long_prompt, greedy(24));
+  engine.submit(long_one);
+  std::vector<int64_t> first_ids;
+  for (const TokenEvent& e : started) first_ids.push_back(e.token);
+  for (int64_t id : run_to_end(*first)) first_ids.push_back(id);
+  const auto tail = [](const std::vector<int64_t>& all, size_t prompt) {
+    return std::vector<int64_t>(all.begin() + static_cast<std::ptrdiff_t>(prompt), all.end());
+  };
+  EXPECT_EQ(first_ids, tail(want_short, short_prompt.size()));
+  EXPECT_EQ(run_to_end(*second), tail(want_short, short_prompt.size()));
+  EXPECT_EQ(run_to_end(*long_one), tail(want_long, long_prompt.size()));
+}
+
+TEST_F(EngineTest, SeededSamplingMatchesGenerate) {
+  CausalLM model = load("llama");
+  const Case c = fixture_case("llama", 0);
+  GenerationConfig gc;
+  gc.max_new_tokens = 12;
+  gc.do_sample = true;
+  gc.temperature = 0.9f;
+  gc.top_k = 20;
+  gc.top_p = 0.9f;
+  gc.seed = 7;
+  const std::vector<int64_t> want = model.generate({c.prompt}, gc)[0];
+
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 2, .max_model_len = 64});
+  engine.start();
+  SamplingParams p;
+  p.max_tokens = 12;
+  p.temperature = 0.9f;
+  p.top_k = 20;
+  p.top_p = 0.9f;
+  p.seed = 7;
+  auto sampled = std::make_shared<Sequence>(c.prompt, p);
+  auto beside = std::make_shared<Sequence>(fixture_case("llama", 1).prompt, greedy(12));
+  engine.submit(beside);
+  engine.submit(sampled);
+  EXPECT_EQ(run_to_end(*sampled),
+            std::vector<int64_t>(want.begin() + static_cast<std::ptrdiff_t>(c.prompt.size()),
+                                 want.end()));
+  const std::vector<int64_t> greedy_ids = fixture_case("llama", 1).greedy;
+  EXPECT_EQ(run_to_end(*beside), std::vector<int64_t>(greedy_ids.begin(), greedy_ids.begin() + 12));
+}
+
+TEST_F(EngineTest, StopIdsEndASequenceWithReasonStop) {
+  CausalLM model = load("qwen3");
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 64});
+  engine.start();
+  const Case c = fixture_case("qwen3", 1);
+  SamplingParams p = greedy(16);
+  p.stop_token_ids = {c.greedy[3]};
+  auto s = std::make_shared<Sequence>(c.prompt, p);
+  engine.submit(s);
+  std::vector<TokenEvent> events;
+  while (events.empty() || !events.back().finish) {
+    for (TokenEvent& e : s->take(100ms)) events.push_back(std::move(e));
+  }
+  const auto stop_at = std::find(c.greedy.begin(), c.greedy.end(), c.greedy[3]) - c.greedy.begin();
+  ASSERT_EQ(static_cast<int64_t>(events.size()), stop_at + 1);
+  EXPECT_EQ(events.back().finish, FinishReason::kStop);
+}
+
+TEST_F(EngineTest, ACancelledSequenceFreesItsRow) {
+  CausalLM model = load("qwen3");
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 4096});
+  engine.start();
+  auto endless = std::make_shared<Sequence>(fixture_case("qwen3", 0).prompt, greedy(4000));
+  engine.submit(endless);
+  while (endless->take(100ms).empty()) {
+  }
+  endless->cancel();
+  // The one row serves the next sequence.
+  auto next = std::make_shared<Sequence>(fixture_case("qwen3", 1).prompt, greedy(16));
+  engine.submit(next);
+  EXPECT_EQ(run_to_end(*next), fixture_case("qwen3", 1).greedy);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (engine.counts().running > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(engine.counts().running, 0);
+}
+
+TEST_F(EngineTest, RefusesWhatItCannotServe) {
+  CausalLM model = load("qwen3");
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 32, .max_waiting = 1});
+  const auto refused = [&](std::vector<int64_t> prompt, int max_tokens, const char* words) {
+    try {
+      engine.submit(std::make_shared<Sequence>(std::move(prompt), greedy(max_tokens)));
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused(std::vector<int64_t>(20, 1), 13, "maximum context length is 32 tokens");
+  refused({}, 4, "empty");
+  refused({1}, 0, "max_tokens");
+  // Not started: the one queued sequence stays queued and the next finds the queue full.
+  engine.submit(std::make_shared<Sequence>(std::vector<int64_t>{1, 2}, greedy(2)));
+  EXPECT_THROW(engine.submit(std::make_shared<Sequence>(std::vector<int64_t>{1, 2}, greedy(2))),
+               EngineFull);
+  EXPECT_THROW(Engine(CausalLMAccess::impl(model), {.max_num_seqs = 0}), Error);
+}
+
+}  // namespace
+}  // namespace tfm::serving
