@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command's Python components, in a git-ignored venv (.venv-test): PyPI's XLA CPU PJRT
 # plugin (xla-cpu-pjrt, with the PJRT C API header the PJRT backend builds against); numpy, pytest
-# and datasets for the Python package's tests (tests/python); and Debian's shared libpython,
+# and datasets for the Python package's tests (tests/python); openai, tokenizers and jinja2 for
+# tfm serve's (tests/serve: a real client, and references for token counts); Debian's libpython,
 # which the --device neuron tests start as tfm does for Neuron's plugin.
 # Test-time only: `make run` needs none of it. Safe to run again.
 set -euo pipefail

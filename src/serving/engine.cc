@@ -200,6 +200,7 @@ EngineCounts Engine::counts() const {
   c.graphs_compiled = compiled_;
   c.graphs_loaded = loaded_;
   c.compactions = compactions_;
+  c.cancelled = cancelled_;
   return c;
 }
 
@@ -264,6 +265,7 @@ void Engine::drop_cancelled() {
   for (size_t r = 0; r < rows_.size(); ++r) {
     if (rows_[r].phase != Phase::kFree && rows_[r].sequence->cancelled()) {
       free_row(static_cast<int>(r));
+      ++cancelled_;
     }
   }
 }

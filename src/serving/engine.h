@@ -48,6 +48,7 @@ struct EngineCounts {
   int graphs_compiled = 0;
   int graphs_loaded = 0;  // from a compiler backend's on-disk cache
   int compactions = 0;    // times the rows' entries moved back to the cache's start
+  int cancelled = 0;      // sequences dropped before their end (client gone, stop string)
 };
 
 // The cache's geometry and the shapes it implies.
@@ -127,7 +128,7 @@ class Engine {
   std::deque<std::shared_ptr<Sequence>> waiting_;
   bool stopping_ = false;
   std::atomic<bool> ready_ = false;
-  std::atomic<int> running_ = 0, compiled_ = 0, loaded_ = 0, compactions_ = 0;
+  std::atomic<int> running_ = 0, compiled_ = 0, loaded_ = 0, compactions_ = 0, cancelled_ = 0;
   std::thread thread_;
 };
 

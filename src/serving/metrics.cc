@@ -68,6 +68,12 @@ std::string Metrics::text(const EngineCounts& engine) const {
          sample("tfm_num_requests_running", engine.running));
   metric(out, "tfm_num_requests_waiting", "gauge", "Sequences waiting for a row.",
          sample("tfm_num_requests_waiting", engine.waiting));
+  metric(out, "tfm_sequences_cancelled_total", "counter",
+         "Sequences dropped before their end: the client went away or a stop string ended them.",
+         sample("tfm_sequences_cancelled_total", engine.cancelled));
+  metric(out, "tfm_cache_compactions_total", "counter",
+         "Times the sequences' KV cache entries moved back to the cache's start.",
+         sample("tfm_cache_compactions_total", engine.compactions));
   metric(out, "tfm_graphs_compiled_total", "counter", "Graphs compiled (at warm-up only).",
          sample("tfm_graphs_compiled_total", engine.graphs_compiled));
   metric(out, "tfm_graph_cache_hits_total", "counter",
