@@ -311,7 +311,6 @@ void Engine::start_prefill(int r) {
   row.choice.temperature = p.temperature;
   row.choice.top_k = p.top_k;
   row.choice.top_p = p.top_p;
-  row.choice.repetition_penalty = p.repetition_penalty;
   row.rng.seed(p.seed.value_or(std::random_device{}()));
   row.phase = Phase::kPrefill;
   prefilling_ = r;
@@ -386,6 +385,8 @@ void Engine::emit(int r, std::span<float> logits, const int64_t* argmax) {
   if (argmax != nullptr) {
     event.token = *argmax;
   } else {
+    // vLLM's order: the repetition penalty, then OpenAI's, then temperature and the cut-offs.
+    generation::apply_repetition_penalty(logits, row.history, p.repetition_penalty);
     apply_openai_penalties(logits, row.counts, p);
     const generation::TokenChooser chooser{row.choice, p.stop_token_ids, row.rng};
     event.token = chooser.choose(logits, row.history, row.generated);

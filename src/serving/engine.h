@@ -86,7 +86,7 @@ class Engine {
   struct Row {
     Phase phase = Phase::kFree;
     std::shared_ptr<Sequence> sequence;
-    GenerationConfig choice;  // what TokenChooser applies
+    GenerationConfig choice;  // TokenChooser's part: greedy or temperature, top-k, top-p
     std::mt19937_64 rng;
     std::vector<int64_t> history;  // prompt and generated ids
     std::vector<int32_t> counts;   // per id: times generated (presence/frequency penalties)

@@ -116,6 +116,11 @@ Server::Server(Engine& engine, const Tokenizer& tokenizer, ServerOptions options
   http_->set_read_timeout(options_.timeout_seconds);
   http_->set_write_timeout(options_.timeout_seconds);
   http_->set_keep_alive_max_count(1000);
+  // Not the library's SO_REUSEPORT: a second server on a port in use must fail, not share it.
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   routes();
 }
 

@@ -23,8 +23,8 @@ namespace tfm::serving {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::optional<std::string> api_key;  // required as "Authorization: Bearer KEY" on /v1/
-  std::string served_model_name;
+  std::optional<std::string> api_key = std::nullopt;  // required as "Authorization: Bearer KEY" on /v1/
+  std::string served_model_name = "model";
   size_t max_request_bytes = 8 << 20;
   int timeout_seconds = 60;  // reading a request, writing a response
 };

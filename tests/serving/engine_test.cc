@@ -169,6 +169,45 @@ TEST_F(EngineTest, SeededSamplingMatchesGenerate) {
   EXPECT_EQ(run_to_end(*beside), std::vector<int64_t>(greedy_ids.begin(), greedy_ids.begin() + 12));
 }
 
+// The reference: the model's last-position logits for the whole text so far (forward(), checked
+// against transformers), penalized as vLLM does in closed form: transformers' repetition penalty
+// over prompt and output (divide a positive logit, multiply a negative one), then OpenAI's
+// presence and frequency penalties over the output, then argmax.
+std::vector<int64_t> penalized_greedy(CausalLM& model, std::vector<int64_t> ids, int steps,
+                                      float repetition, float presence, float frequency) {
+  const size_t prompt = ids.size();
+  for (int t = 0; t < steps; ++t) {
+    const Tensor input = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    const std::vector<float> logits = model.forward(input, nullptr, false).to_f32_vector();
+    std::vector<double> scores(logits.begin(), logits.end());
+    for (size_t id = 0; id < scores.size(); ++id) {
+      const auto seen = std::count(ids.begin(), ids.end(), static_cast<int64_t>(id));
+      const auto generated = std::count(ids.begin() + static_cast<std::ptrdiff_t>(prompt), ids.end(),
+                                        static_cast<int64_t>(id));
+      if (seen > 0) scores[id] = scores[id] > 0 ? scores[id] / repetition : scores[id] * repetition;
+      if (generated > 0) scores[id] -= presence + frequency * static_cast<double>(generated);
+    }
+    ids.push_back(std::max_element(scores.begin(), scores.end()) - scores.begin());
+  }
+  return std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(prompt), ids.end());
+}
+
+TEST_F(EngineTest, PenaltiesAsVllmAppliesThem) {
+  CausalLM model = load("qwen3");
+  const Case c = fixture_case("qwen3", 0);  // greedy repeats one id: the penalties change that
+  const std::vector<int64_t> want = penalized_greedy(model, c.prompt, 12, 1.3f, 0.4f, 0.3f);
+  ASSERT_NE(want, std::vector<int64_t>(c.greedy.begin(), c.greedy.begin() + 12));
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 2, .max_model_len = 64});
+  engine.start();
+  SamplingParams p = greedy(12);
+  p.repetition_penalty = 1.3f;
+  p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.3f;
+  auto s = std::make_shared<Sequence>(c.prompt, p);
+  engine.submit(s);
+  EXPECT_EQ(run_to_end(*s), want);
+}
+
 TEST_F(EngineTest, StopIdsEndASequenceWithReasonStop) {
   CausalLM model = load("qwen3");
   Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 64});
