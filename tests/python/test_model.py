@@ -1,7 +1,10 @@
 """AutoModelForCausalLM through Python: the fixtures' logits and greedy ids as transformers gave
 them, NumPy in and out, torch tensors through DLPack where torch is installed."""
+import importlib.util
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -53,3 +56,15 @@ def test_config_device_and_save_pretrained(tmp_path):
     again = tfm.AutoModelForCausalLM.from_pretrained(tmp_path / "saved", device_map="cpu")
     ids = np.array(reference("qwen2")["input_ids"])
     assert np.array_equal(again(ids).logits, model(ids).logits)
+
+
+def test_torch_loads_after_tfm():
+    # tfm opens NCCL only when a CUDA collective needs it, so PyTorch loaded after tfm brings its
+    # own (a linked, older NCCL made `import torch` fail on a missing symbol).
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    script = "import tfm, torch; print(torch.ones(2).sum().item())"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2.0"

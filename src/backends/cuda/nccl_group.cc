@@ -15,7 +15,7 @@
 #include "tfm/error.h"
 
 #if TFM_NCCL
-#include <nccl.h>
+#include "backends/cuda/nccl_library.h"
 #endif
 
 namespace tfm::cuda {
@@ -25,8 +25,8 @@ namespace {
 
 void check(ncclResult_t status, const char* call) {
   if (status == ncclSuccess) return;
-  throw Error(std::string("NCCL call ") + call + " failed: " + ncclGetErrorString(status) + " (" +
-              ncclGetLastError(nullptr) + ")");
+  throw Error(std::string("NCCL call ") + call + " failed: " + nccl().GetErrorString(status) +
+              " (" + nccl().GetLastError(nullptr) + ")");
 }
 #define TFM_NCCL_CALL(call) check((call), #call)
 
@@ -34,38 +34,38 @@ class Nccl final : public NcclGroup {
  public:
   explicit Nccl(graph::Communicator& host) : size_(host.size()), timeout_(host.timeout()) {
     ncclUniqueId id{};
-    if (host.rank() == 0) TFM_NCCL_CALL(ncclGetUniqueId(&id));
+    if (host.rank() == 0) TFM_NCCL_CALL(nccl().GetUniqueId(&id));
     // The host group's rendezvous has a timeout: every rank is alive and here once this returns.
     host.broadcast_bytes(&id, sizeof id, 0);
     // NCCL binds the communicator to the current device: this process's.
     TFM_CUDA(cudaSetDevice(process_accelerator_index()));
-    TFM_NCCL_CALL(ncclCommInitRank(&comm_, host.size(), id, host.rank()));
+    TFM_NCCL_CALL(nccl().CommInitRank(&comm_, host.size(), id, host.rank()));
   }
 
   void all_reduce_sum(const float* in, float* out, size_t count, cudaStream_t stream) override {
-    TFM_NCCL_CALL(ncclAllReduce(in, out, count, ncclFloat, ncclSum, comm_, stream));
+    TFM_NCCL_CALL(nccl().AllReduce(in, out, count, ncclFloat, ncclSum, comm_, stream));
   }
   void all_gather(const float* in, size_t count, float* out, cudaStream_t stream) override {
-    TFM_NCCL_CALL(ncclAllGather(in, out, count, ncclFloat, comm_, stream));
+    TFM_NCCL_CALL(nccl().AllGather(in, out, count, ncclFloat, comm_, stream));
   }
   void reduce_scatter_sum(const float* in, size_t count, float* out, cudaStream_t stream) override {
-    TFM_NCCL_CALL(ncclReduceScatter(in, out, count, ncclFloat, ncclSum, comm_, stream));
+    TFM_NCCL_CALL(nccl().ReduceScatter(in, out, count, ncclFloat, ncclSum, comm_, stream));
   }
 
   std::chrono::milliseconds timeout() const { return timeout_; }
   // A failure NCCL noticed on its own (a peer's connection dropped), as text; empty when none.
   std::string async_error() const {
     ncclResult_t status = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &status) != ncclSuccess || status == ncclSuccess ||
+    if (nccl().CommGetAsyncError(comm_, &status) != ncclSuccess || status == ncclSuccess ||
         status == ncclInProgress) {
       return {};
     }
-    return ncclGetErrorString(status);
+    return nccl().GetErrorString(status);
   }
   // Ends every operation still queued on the communicator, so the stream can drain. The
   // communicator is freed: later calls get a null one (an NCCL error), not freed memory.
   void abort() {
-    ncclCommAbort(comm_);
+    nccl().CommAbort(comm_);
     comm_ = nullptr;
   }
   int size() const { return size_; }
