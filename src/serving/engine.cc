@@ -11,7 +11,7 @@
 namespace tfm::serving {
 namespace {
 
-constexpr int64_t kSmallChunk = 16;  // single-question prompts (as generate's buckets)
+constexpr int64_t kShortestPrefill = 8;
 constexpr int64_t kCpuChunk = 128;
 constexpr int64_t kAcceleratorChunk = 1024;
 
@@ -65,18 +65,12 @@ EngineShapes plan_engine_shapes(const EngineOptions& o, bool accelerator) {
   if (o.max_model_len < 2) throw Error("--max-model-len must be at least 2");
   if (o.max_waiting < 1) throw Error("--max-waiting must be at least 1");
   EngineShapes s;
-  s.small_chunk = kSmallChunk;
   s.chunk = accelerator ? kAcceleratorChunk : kCpuChunk;
+  for (int64_t n = kShortestPrefill; n <= s.chunk; n *= 2) s.prefill_lengths.push_back(n);
   s.window = round_up(o.max_model_len, s.chunk);
-  // A prompt's chunks run one step apart while decode steps write the cursor's slot in every row
-  // of their batch: within a prompt of at most chunk + 1 chunks those slots are in its last chunk,
-  // which is written after them.
-  if (s.window / s.chunk > s.chunk + 1) {
-    throw Error("--max-model-len " + std::to_string(o.max_model_len) + " is more than " +
-                std::to_string(s.chunk * (s.chunk + 1)) + " tokens, the longest this device's " +
-                std::to_string(s.chunk) + "-token prefill chunks serve");
-  }
-  s.cache_len = 2 * s.window;
+  // After entries move back the cursor is within the window; a prompt then reserves at most the
+  // window and one slot per chunk (the decode steps run between its chunks).
+  s.cache_len = 2 * s.window + s.window / s.chunk;
   for (int64_t b = 1; b < o.max_num_seqs; b *= 2) s.buckets.push_back(b);
   s.buckets.push_back(o.max_num_seqs);
   return s;
@@ -100,7 +94,6 @@ Engine::Engine(CausalLMImpl& model, EngineOptions options)
                 e.what());
   }
   mask_ = filled_i32({options.max_num_seqs, shapes_.cache_len}, 0);
-  cursor_ = shapes_.window;
 }
 
 Engine::~Engine() {
@@ -115,13 +108,18 @@ Engine::~Engine() {
 std::vector<std::string> Engine::shapes() const {
   const std::string cache = std::to_string(shapes_.cache_len) + " cache slots";
   std::vector<std::string> out;
-  for (int64_t chunk : {shapes_.small_chunk, shapes_.chunk}) {
-    out.push_back("prefill: 1 sequence x " + std::to_string(chunk) + " tokens, " + cache);
+  const auto sequences = [](int64_t b) {
+    return std::to_string(b) + (b == 1 ? " sequence" : " sequences");
+  };
+  for (int64_t b : shapes_.buckets) {
+    for (int64_t chunk : shapes_.prefill_lengths) {
+      out.push_back("prefill: " + sequences(b) + " x " + std::to_string(chunk) + " tokens, " +
+                    cache);
+    }
   }
   for (int64_t b : shapes_.buckets) {
     for (const char* kind : {"logits", "argmax"}) {
-      out.push_back("decode: " + std::to_string(b) + (b == 1 ? " sequence" : " sequences") +
-                    " x 1 token, " + cache + ", " + kind);
+      out.push_back("decode: " + sequences(b) + " x 1 token, " + cache + ", " + kind);
     }
   }
   return out;
@@ -151,10 +149,12 @@ Tensor Engine::step(const StepInputs& inputs, int64_t first_row, bool argmax) {
 void Engine::start() {
   // Each shape once on rows nothing reads: every row's mask is cleared when a sequence takes it.
   const int64_t len = shapes_.cache_len;
-  for (int64_t chunk : {shapes_.small_chunk, shapes_.chunk}) {
-    StepInputs in{filled_i32({1, chunk}, 0), arange_rows(1, 0, chunk),
-                  arange_rows(1, 0, chunk).view({chunk}), filled_i32({1, len}, 1)};
-    step(in, 0, false);
+  for (int64_t b : shapes_.buckets) {
+    for (int64_t chunk : shapes_.prefill_lengths) {
+      StepInputs in{filled_i32({b, chunk}, 0), arange_rows(b, 0, chunk),
+                    arange_rows(1, 0, chunk).view({chunk}), filled_i32({b, len}, 1)};
+      step(in, 0, false);
+    }
   }
   for (int64_t b : shapes_.buckets) {
     for (bool argmax : {false, true}) {
@@ -273,34 +273,31 @@ void Engine::drop_cancelled() {
 void Engine::iterate() {
   drop_cancelled();
   if (prefilling_ < 0 && !prefill_queue_.empty()) {
-    const int r = prefill_queue_.front();
-    prefill_queue_.pop_front();
-    start_prefill(r);
+    if (static_cast<int64_t>(prompt_of(prefill_queue_.front()).size()) <= shapes_.chunk) {
+      prefill_together();
+    } else {
+      start_prefill(prefill_queue_.front());
+    }
   }
-  const bool prefill = prefilling_ >= 0;
-  if (prefill) run_prefill_chunk();
+  if (prefilling_ >= 0) run_prefill_chunk();
   const bool decoding = std::any_of(rows_.begin(), rows_.end(),
                                     [](const Row& r) { return r.phase == Phase::kDecode; });
-  if (decoding) decode_step();
-  // The cursor moves once per step, a prompt's chunks included, so a prompt placed to end where
-  // the cursor will be at its last chunk ends there.
-  if (prefill || decoding) ++cursor_;
-  if (prefilling_ < 0 && cursor_ == shapes_.cache_len) compact();
+  if (!decoding) return;
+  if (cursor_ == shapes_.cache_len) compact();
+  decode_step();
+  ++cursor_;
 }
 
-void Engine::start_prefill(int r) {
+const std::vector<int64_t>& Engine::prompt_of(int r) const {
+  return rows_[static_cast<size_t>(r)].sequence->prompt();
+}
+
+// Its prompt's slots: the `length` before `end` marked, the rest of the row's cache forgotten.
+void Engine::begin_sequence(int r, int64_t end) {
   Row& row = rows_[static_cast<size_t>(r)];
   const SamplingParams& p = row.sequence->params();
   const std::vector<int64_t>& prompt = row.sequence->prompt();
   const auto length = static_cast<int64_t>(prompt.size());
-  row.chunk = length <= shapes_.small_chunk ? shapes_.small_chunk : shapes_.chunk;
-  const int64_t padded = round_up(length, row.chunk), chunks = padded / row.chunk;
-  if (cursor_ + chunks > shapes_.cache_len) compact();
-  // The last chunk runs when the cursor is at cursor_ + chunks - 1: the prompt ends just before.
-  const int64_t end = cursor_ + chunks - 1;
-  row.first_slot = end - padded;
-  row.padded.assign(static_cast<size_t>(padded - length), 0);
-  for (int64_t id : prompt) row.padded.push_back(static_cast<int32_t>(id));
   int32_t* mask = mask_.data_as<int32_t>() + r * shapes_.cache_len;
   std::fill_n(mask, shapes_.cache_len, 0);
   std::fill(mask + end - length, mask + end, 1);
@@ -312,6 +309,70 @@ void Engine::start_prefill(int r) {
   row.choice.top_k = p.top_k;
   row.choice.top_p = p.top_p;
   row.rng.seed(p.seed.value_or(std::random_device{}()));
+}
+
+// One chunk's ids and positions of a prompt left-padded to `padded` tokens (transformers'
+// positions for left padding: 1 on padding, then 0, 1, ...), into row `b` of [batch, chunk].
+void Engine::fill_chunk(const std::vector<int64_t>& prompt, int64_t padded, int64_t start,
+                        int64_t b, Tensor& ids, Tensor& positions) const {
+  const int64_t chunk = ids.dim(1), padding = padded - static_cast<int64_t>(prompt.size());
+  for (int64_t j = 0; j < chunk; ++j) {
+    const int64_t at = start + j;
+    ids.data_as<int32_t>()[b * chunk + j] =
+        at < padding ? 0 : static_cast<int32_t>(prompt[static_cast<size_t>(at - padding)]);
+    positions.data_as<int32_t>()[b * chunk + j] =
+        at < padding ? 1 : static_cast<int32_t>(at - padding);
+  }
+}
+
+void Engine::prefill_together() {
+  // Every waiting prompt of one chunk, in one step over the rows from the first of them to the
+  // last; the rows between compute what nobody reads and write slots nobody marks.
+  std::vector<int> rows;
+  for (int r : prefill_queue_) {
+    if (static_cast<int64_t>(prompt_of(r).size()) <= shapes_.chunk) rows.push_back(r);
+  }
+  for (int r : rows) std::erase(prefill_queue_, r);
+  size_t longest = 0;
+  for (int r : rows) longest = std::max(longest, prompt_of(r).size());
+  const int64_t chunk = *std::lower_bound(shapes_.prefill_lengths.begin(),
+                                          shapes_.prefill_lengths.end(),
+                                          static_cast<int64_t>(longest));
+  if (cursor_ + chunk > shapes_.cache_len) compact();
+  const auto [low, high] = std::minmax_element(rows.begin(), rows.end());
+  const int64_t batch =
+      *std::lower_bound(shapes_.buckets.begin(), shapes_.buckets.end(), *high - *low + 1);
+  const int64_t first = std::min<int64_t>(*low, options_.max_num_seqs - batch);
+  Tensor ids = filled_i32({batch, chunk}, 0), positions = filled_i32({batch, chunk}, 0);
+  for (int r : rows) {
+    fill_chunk(prompt_of(r), chunk, 0, r - first, ids, positions);
+    begin_sequence(r, cursor_ + chunk);
+  }
+  StepInputs in{ids, positions, arange_rows(1, cursor_, chunk).view({chunk}),
+                mask_.slice(first, first + batch)};
+  Tensor logits = step(in, first, false);
+  cursor_ += chunk;
+  const int64_t vocab = model_.config().vocab_size;
+  for (int r : rows) {
+    rows_[static_cast<size_t>(r)].phase = Phase::kDecode;
+    emit(r, std::span<float>(logits.data_as<float>() + (r - first) * vocab,
+                             static_cast<size_t>(vocab)),
+         nullptr);
+  }
+}
+
+void Engine::start_prefill(int r) {
+  prefill_queue_.pop_front();
+  Row& row = rows_[static_cast<size_t>(r)];
+  const auto length = static_cast<int64_t>(prompt_of(r).size());
+  row.chunk = shapes_.chunk;
+  const int64_t padded = round_up(length, row.chunk);
+  // The prompt's slots, and one a chunk for the decode steps between its chunks.
+  if (cursor_ + padded + padded / row.chunk > shapes_.cache_len) compact();
+  row.first_slot = cursor_;
+  row.padded = padded;
+  cursor_ += padded;
+  begin_sequence(r, cursor_);
   row.phase = Phase::kPrefill;
   prefilling_ = r;
 }
@@ -320,19 +381,13 @@ void Engine::run_prefill_chunk() {
   const int r = prefilling_;
   Row& row = rows_[static_cast<size_t>(r)];
   const int64_t chunk = row.chunk, start = row.chunks_done * chunk;
-  const auto padding = static_cast<int64_t>(row.padded.size() - row.sequence->prompt().size());
   Tensor ids = Tensor::empty({1, chunk}, DType::i32);
   Tensor positions = Tensor::empty({1, chunk}, DType::i32);
-  for (int64_t j = 0; j < chunk; ++j) {
-    ids.data_as<int32_t>()[j] = row.padded[static_cast<size_t>(start + j)];
-    // transformers' positions for left padding: 1 on padding, then 0, 1, ...
-    positions.data_as<int32_t>()[j] =
-        start + j < padding ? 1 : static_cast<int32_t>(start + j - padding);
-  }
+  fill_chunk(prompt_of(r), row.padded, start, 0, ids, positions);
   StepInputs in{ids, positions, arange_rows(1, row.first_slot + start, chunk).view({chunk}),
                 mask_.slice(r, r + 1)};
   Tensor logits = step(in, r, false);
-  if (++row.chunks_done * chunk < static_cast<int64_t>(row.padded.size())) return;
+  if (++row.chunks_done * chunk < row.padded) return;
   prefilling_ = -1;
   row.phase = Phase::kDecode;
   emit(r, std::span<float>(logits.data_as<float>(), static_cast<size_t>(logits.numel())), nullptr);
@@ -411,27 +466,46 @@ void Engine::emit(int r, std::span<float> logits, const int64_t* argmax) {
 }
 
 void Engine::compact() {
-  const int64_t shift = cursor_ - shapes_.window, len = shapes_.cache_len;
-  if (shift <= 0) return;
+  TFM_CHECK(prefilling_ < 0, "the KV cache's entries move only between prompts");
+  const int64_t len = shapes_.cache_len;
+  int64_t longest = 0;
   for (size_t r = 0; r < rows_.size(); ++r) {
     int32_t* mask = mask_.data_as<int32_t>() + static_cast<int64_t>(r) * len;
     if (rows_[r].phase != Phase::kDecode) {
       std::fill_n(mask, len, 0);
       continue;
     }
-    for (Tensor& buffer : cache_->buffers) {
-      const Tensor row = buffer.slice(static_cast<int64_t>(r), static_cast<int64_t>(r) + 1)
-                             .view({len, buffer.numel() / (buffer.dim(0) * len)});
-      // Through a copy: the run may overlap where it goes.
-      const Tensor run = row.slice(shift, shift + shapes_.window).clone();
-      Tensor start = row.slice(0, shapes_.window);
-      start.copy_from(run);
+    // Each run of marked slots, in order, to the start of the row.
+    int64_t kept = 0;
+    for (int64_t s = 0; s < cursor_;) {
+      if (mask[s] == 0) {
+        ++s;
+        continue;
+      }
+      int64_t e = s;
+      while (e < cursor_ && mask[e] != 0) ++e;
+      if (s != kept) move_slots(static_cast<int64_t>(r), s, e, kept);
+      kept += e - s;
+      s = e;
     }
-    std::copy(mask + shift, mask + shift + shapes_.window, mask);
-    std::fill(mask + shapes_.window, mask + len, 0);
+    std::fill_n(mask, kept, 1);
+    std::fill(mask + kept, mask + len, 0);
+    longest = std::max(longest, kept);
   }
-  cursor_ = shapes_.window;
+  cursor_ = longest;
   ++compactions_;
+}
+
+void Engine::move_slots(int64_t row, int64_t begin, int64_t end, int64_t to) {
+  const int64_t len = shapes_.cache_len;
+  for (Tensor& buffer : cache_->buffers) {
+    const Tensor slots =
+        buffer.slice(row, row + 1).view({len, buffer.numel() / (buffer.dim(0) * len)});
+    // Through a copy: the run may overlap where it goes.
+    const Tensor run = slots.slice(begin, end).clone();
+    Tensor target = slots.slice(to, to + (end - begin));
+    target.copy_from(run);
+  }
 }
 
 }  // namespace tfm::serving

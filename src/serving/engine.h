@@ -4,11 +4,12 @@
 // a finished sequence's row takes the next one at once. Every shape is known from max_num_seqs and
 // max_model_len and compiled before the first request (warm-up), never per request.
 //
-// The cache's slots are shared by the rows: one cursor, advanced once per step, is where every row
-// writes its next token, and a row's attention mask marks its own entries. A new prompt is written
-// just before the slot where its first generated token will go, so each row's entries lie in one
-// run no longer than max_model_len; when the cursor reaches the end of the cache, every row's run
-// moves back to the start (keys are cached after RoPE, so moving them changes nothing).
+// The cache's slots are shared by the rows: one cursor is where every row writes its next token,
+// and a row's attention mask marks its own entries (a query sees the marked slots up to its own).
+// A new prompt takes the slots after the cursor, which then moves past them; the prompts that fit
+// one chunk run together, in one step over their rows. When the cursor reaches the end of the
+// cache, each row's entries move back to its start, in order (keys are cached after RoPE, so a
+// moved entry means what it meant).
 #pragma once
 
 #include <atomic>
@@ -53,11 +54,12 @@ struct EngineCounts {
 
 // The cache's geometry and the shapes it implies.
 struct EngineShapes {
-  int64_t chunk = 0;        // prefill tokens per step for prompts over small_chunk
-  int64_t small_chunk = 0;  // a short prompt's single step
-  int64_t window = 0;       // max_model_len rounded up to whole chunks: the longest run of a row
-  int64_t cache_len = 0;    // slots: twice the window, so runs move back once per window steps
-  std::vector<int64_t> buckets;  // decode batch sizes
+  int64_t chunk = 0;  // prefill tokens per step of a longer prompt
+  // The lengths a prompt of one chunk is padded to (8, 16, ... chunk): the shortest that holds it.
+  std::vector<int64_t> prefill_lengths;
+  int64_t window = 0;       // max_model_len rounded up to whole chunks
+  int64_t cache_len = 0;    // slots: twice the window and a little, so entries move back rarely
+  std::vector<int64_t> buckets;  // batch sizes of the steps
 };
 
 EngineShapes plan_engine_shapes(const EngineOptions& options, bool accelerator);
@@ -93,19 +95,24 @@ class Engine {
     int generated = 0;
     int32_t next_position = 0;
     int64_t next_token = 0;  // chosen, not yet in the cache
-    // The prompt left-padded to whole chunks, and where it goes.
-    std::vector<int32_t> padded;
-    int64_t chunk = 0, chunks_done = 0, first_slot = 0;
+    // A prompt of several chunks: its length left-padded to whole chunks, and where it goes.
+    int64_t padded = 0, chunk = 0, chunks_done = 0, first_slot = 0;
   };
 
   void loop();
   void iterate();
   void admit_waiting();  // under mutex_
   void drop_cancelled();
-  void start_prefill(int row);
+  const std::vector<int64_t>& prompt_of(int row) const;
+  void begin_sequence(int row, int64_t end);
+  void fill_chunk(const std::vector<int64_t>& prompt, int64_t padded, int64_t start, int64_t b,
+                  Tensor& ids, Tensor& positions) const;
+  void prefill_together();
+  void start_prefill(int row);  // a prompt of several chunks, one chunk per iteration
   void run_prefill_chunk();
   void decode_step();
   void compact();
+  void move_slots(int64_t row, int64_t begin, int64_t end, int64_t to);
   // Picks a row's next token from its logits and hands it over; frees the row when it ends.
   void emit(int row, std::span<float> logits, const int64_t* argmax);
   void free_row(int row);

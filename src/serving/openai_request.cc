@@ -190,6 +190,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     r.include_usage = boolean(*options, "include_usage").value_or(false);
   }
   r.stop = stop_strings(body);
+  r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   SamplingParams& s = r.sampling;
   s.temperature = static_cast<float>(number(body, "temperature", 0, 2).value_or(1));
   s.top_p = static_cast<float>(number(body, "top_p", 1e-9, 1).value_or(1));

@@ -33,6 +33,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // vLLM's and llama-server's extension: run to max_tokens
   SamplingParams sampling;  // all but max_tokens and the stop ids, which the server adds
 };
 

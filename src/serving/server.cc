@@ -232,7 +232,7 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
   SamplingParams params = r.sampling;
   const int64_t room = engine_.options().max_model_len - static_cast<int64_t>(prompt.size());
   params.max_tokens = r.max_tokens.value_or(static_cast<int>(std::max<int64_t>(room, 0)));
-  params.stop_token_ids = stop_ids_;
+  if (!r.ignore_eos) params.stop_token_ids = stop_ids_;
   auto run = std::make_shared<CompletionRun>(engine_, tokenizer_, metrics_, r, std::move(prompt),
                                              std::move(params));
   const Reply reply{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), options_.served_model_name,

@@ -100,6 +100,28 @@ TEST_F(EngineTest, SequencesSpanningAMoveOfTheCacheKeepTheirIds) {
   EXPECT_GE(engine.counts().compactions, 1);
 }
 
+TEST_F(EngineTest, APrefillBatchAroundADecodingRowLeavesItAlone) {
+  CausalLM model = load("qwen3");
+  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 3, .max_model_len = 64});
+  engine.start();
+  const Case a = fixture_case("qwen3", 0), b = fixture_case("qwen3", 1);
+  // Rows 0 and 2 end after 2 tokens while row 1 runs on; the two prompts that follow take rows 0
+  // and 2 and run as one batch over rows 0 to 2, row 1's included.
+  auto first = std::make_shared<Sequence>(a.prompt, greedy(2));
+  auto middle = std::make_shared<Sequence>(b.prompt, greedy(16));
+  auto last = std::make_shared<Sequence>(a.prompt, greedy(2));
+  for (const auto& s : {first, middle, last}) engine.submit(s);
+  EXPECT_EQ(run_to_end(*first), std::vector<int64_t>(a.greedy.begin(), a.greedy.begin() + 2));
+  EXPECT_EQ(run_to_end(*last), std::vector<int64_t>(a.greedy.begin(), a.greedy.begin() + 2));
+  auto next_a = std::make_shared<Sequence>(a.prompt, greedy(16));
+  auto next_b = std::make_shared<Sequence>(b.prompt, greedy(16));
+  engine.submit(next_a);
+  engine.submit(next_b);
+  EXPECT_EQ(run_to_end(*middle), b.greedy);
+  EXPECT_EQ(run_to_end(*next_a), a.greedy);
+  EXPECT_EQ(run_to_end(*next_b), b.greedy);
+}
+
 std::vector<int64_t> random_prompt(size_t length, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int64_t> ids(length);

@@ -35,7 +35,8 @@ TEST(OpenAiRequest, ReadsEveryField) {
       R"({"model": "m", "prompt": ["Once"], "max_tokens": 7, "n": 3, "stream": true,
           "stream_options": {"include_usage": true}, "stop": ["a", "b"], "temperature": 0,
           "top_p": 0.5, "top_k": -1, "seed": 4, "presence_penalty": 1.5,
-          "frequency_penalty": -0.5, "repetition_penalty": 1.2, "logprobs": 2})",
+          "frequency_penalty": -0.5, "repetition_penalty": 1.2, "logprobs": 2,
+          "ignore_eos": true})",
       false);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt, "Once");
@@ -51,6 +52,7 @@ TEST(OpenAiRequest, ReadsEveryField) {
   EXPECT_EQ(r.sampling.repetition_penalty, 1.2f);
   EXPECT_TRUE(r.sampling.logprobs);
   EXPECT_EQ(r.sampling.top_logprobs, 2);
+  EXPECT_TRUE(r.ignore_eos);
 }
 
 TEST(OpenAiRequest, TokenIdsAsThePrompt) {
