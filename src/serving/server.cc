@@ -117,9 +117,10 @@ Server::Server(Engine& engine, const Tokenizer& tokenizer, ServerOptions options
   http_->set_write_timeout(options_.timeout_seconds);
   http_->set_keep_alive_max_count(1000);
   // Not the library's SO_REUSEPORT: a second server on a port in use must fail, not share it.
-  http_->set_socket_options([](socket_t sock) {
+  http_->set_socket_options([this](socket_t sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening_socket_ = sock;
   });
   routes();
 }
@@ -134,6 +135,9 @@ int Server::bind() {
     throw Error("tfm serve cannot listen on " + options_.host + ":" +
                 std::to_string(options_.port) + " (in use, or not an address of this machine)");
   }
+  // The library listens with a backlog of 5: clients arriving together past that wait a second
+  // for their connection to be retried. Listening again sets the kernel's largest.
+  ::listen(listening_socket_, SOMAXCONN);
   return port;
 }
 

@@ -54,6 +54,7 @@ class Server {
   std::vector<int64_t> stop_ids_;
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
+  int listening_socket_ = -1;
 };
 
 }  // namespace tfm::serving
