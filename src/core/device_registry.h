@@ -28,6 +28,9 @@ struct DeviceKind {
   // A compiler backend's kind: a DistributedConfig runs as one program of this process,
   // partitioned over the kind's devices (graph::Partitioning), not as a process per rank.
   bool partitions_programs = false;
+  // A step's state must be a whole buffer (a compiler backend donates it and takes the result in
+  // its place), not a view into one, such as one row of a KV cache.
+  bool whole_buffer_states = false;
   // Kinds whose devices come from a plugin: opens it (tfm::use_device_plugin); null for others.
   std::function<void(const std::string& path, const PluginOptions& options)> use_plugin;
   // Platforms whose plugin the kind finds itself ("neuron" for pjrt): use_platform finds it where

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <span>
 
+#include "core/device_registry.h"
 #include "generation/sampling.h"
 #include "models/step_inputs.h"
 #include "tfm/log.h"
@@ -53,6 +54,11 @@ void apply_openai_penalties(std::span<float> logits, const std::vector<int32_t>&
   }
 }
 
+bool whole_buffer_states(const Device& device) {
+  const DeviceKind* kind = find_device_kind(device.type);
+  return kind != nullptr && kind->whole_buffer_states;
+}
+
 bool plain_greedy(const SamplingParams& p) {
   return p.greedy() && !p.logprobs && p.repetition_penalty == 1.f && p.presence_penalty == 0.f &&
          p.frequency_penalty == 0.f;
@@ -60,18 +66,21 @@ bool plain_greedy(const SamplingParams& p) {
 
 }  // namespace
 
-EngineShapes plan_engine_shapes(const EngineOptions& o, bool accelerator) {
+EngineShapes plan_engine_shapes(const EngineOptions& o, bool accelerator, bool whole_cache) {
   if (o.max_num_seqs < 1) throw Error("--max-num-seqs must be at least 1");
   if (o.max_model_len < 2) throw Error("--max-model-len must be at least 2");
   if (o.max_waiting < 1) throw Error("--max-waiting must be at least 1");
   EngineShapes s;
-  s.chunk = accelerator ? kAcceleratorChunk : kCpuChunk;
+  // No longer than the longest prompt needs.
+  int64_t longest = kShortestPrefill;
+  while (longest < o.max_model_len) longest *= 2;
+  s.chunk = std::min(accelerator ? kAcceleratorChunk : kCpuChunk, longest);
   for (int64_t n = kShortestPrefill; n <= s.chunk; n *= 2) s.prefill_lengths.push_back(n);
   s.window = round_up(o.max_model_len, s.chunk);
   // After entries move back the cursor is within the window; a prompt then reserves at most the
   // window and one slot per chunk (the decode steps run between its chunks).
   s.cache_len = 2 * s.window + s.window / s.chunk;
-  for (int64_t b = 1; b < o.max_num_seqs; b *= 2) s.buckets.push_back(b);
+  for (int64_t b = 1; b < o.max_num_seqs && !whole_cache; b *= 2) s.buckets.push_back(b);
   s.buckets.push_back(o.max_num_seqs);
   return s;
 }
@@ -79,12 +88,9 @@ EngineShapes plan_engine_shapes(const EngineOptions& o, bool accelerator) {
 Engine::Engine(CausalLMImpl& model, EngineOptions options)
     : model_(model),
       options_(options),
-      shapes_(plan_engine_shapes(options, model.device().type != "cpu")),
+      whole_cache_(whole_buffer_states(model.device())),
+      shapes_(plan_engine_shapes(options, model.device().type != "cpu", whole_cache_)),
       rows_(static_cast<size_t>(options.max_num_seqs)) {
-  if (model.device().type == "pjrt") {
-    throw Error("tfm serve runs on the cpu and cuda devices (a pjrt device cannot yet hand a "
-                "step one row of the KV cache)");
-  }
   try {
     cache_ = &model.cache_for(options.max_num_seqs, shapes_.cache_len);
   } catch (const Error& e) {
@@ -381,16 +387,19 @@ void Engine::run_prefill_chunk() {
   const int r = prefilling_;
   Row& row = rows_[static_cast<size_t>(r)];
   const int64_t chunk = row.chunk, start = row.chunks_done * chunk;
-  Tensor ids = Tensor::empty({1, chunk}, DType::i32);
-  Tensor positions = Tensor::empty({1, chunk}, DType::i32);
-  fill_chunk(prompt_of(r), row.padded, start, 0, ids, positions);
+  // Its row alone, or every row where steps take the whole cache.
+  const int64_t first = whole_cache_ ? 0 : r, batch = whole_cache_ ? options_.max_num_seqs : 1;
+  Tensor ids = filled_i32({batch, chunk}, 0), positions = filled_i32({batch, chunk}, 0);
+  fill_chunk(prompt_of(r), row.padded, start, r - first, ids, positions);
   StepInputs in{ids, positions, arange_rows(1, row.first_slot + start, chunk).view({chunk}),
-                mask_.slice(r, r + 1)};
-  Tensor logits = step(in, r, false);
+                mask_.slice(first, first + batch)};
+  Tensor logits = step(in, first, false);
   if (++row.chunks_done * chunk < row.padded) return;
   prefilling_ = -1;
   row.phase = Phase::kDecode;
-  emit(r, std::span<float>(logits.data_as<float>(), static_cast<size_t>(logits.numel())), nullptr);
+  const int64_t vocab = model_.config().vocab_size;
+  emit(r, std::span<float>(logits.data_as<float>() + (r - first) * vocab, static_cast<size_t>(vocab)),
+       nullptr);
 }
 
 void Engine::decode_step() {
@@ -469,6 +478,7 @@ void Engine::compact() {
   TFM_CHECK(prefilling_ < 0, "the KV cache's entries move only between prompts");
   const int64_t len = shapes_.cache_len;
   int64_t longest = 0;
+  std::vector<Move> moves;
   for (size_t r = 0; r < rows_.size(); ++r) {
     int32_t* mask = mask_.data_as<int32_t>() + static_cast<int64_t>(r) * len;
     if (rows_[r].phase != Phase::kDecode) {
@@ -484,7 +494,7 @@ void Engine::compact() {
       }
       int64_t e = s;
       while (e < cursor_ && mask[e] != 0) ++e;
-      if (s != kept) move_slots(static_cast<int64_t>(r), s, e, kept);
+      if (s != kept) moves.push_back({static_cast<int64_t>(r), s, e, kept});
       kept += e - s;
       s = e;
     }
@@ -492,19 +502,26 @@ void Engine::compact() {
     std::fill(mask + kept, mask + len, 0);
     longest = std::max(longest, kept);
   }
+  move_slots(moves);
   cursor_ = longest;
   ++compactions_;
 }
 
-void Engine::move_slots(int64_t row, int64_t begin, int64_t end, int64_t to) {
+void Engine::move_slots(const std::vector<Move>& moves) {
+  if (moves.empty()) return;
   const int64_t len = shapes_.cache_len;
   for (Tensor& buffer : cache_->buffers) {
-    const Tensor slots =
-        buffer.slice(row, row + 1).view({len, buffer.numel() / (buffer.dim(0) * len)});
-    // Through a copy: the run may overlap where it goes.
-    const Tensor run = slots.slice(begin, end).clone();
-    Tensor target = slots.slice(to, to + (end - begin));
-    target.copy_from(run);
+    // Where steps take whole buffers, the moves are made in a host copy written back.
+    Tensor cache = whole_cache_ ? buffer.to(kCpu) : buffer;
+    const int64_t width = buffer.numel() / (buffer.dim(0) * len);
+    for (const Move& m : moves) {
+      const Tensor slots = cache.slice(m.row, m.row + 1).view({len, width});
+      // Through a copy: the run may overlap where it goes.
+      const Tensor run = slots.slice(m.begin, m.end).clone();
+      Tensor target = slots.slice(m.to, m.to + (m.end - m.begin));
+      target.copy_from(run);
+    }
+    if (whole_cache_) buffer.copy_from(cache);
   }
 }
 

@@ -62,7 +62,9 @@ struct EngineShapes {
   std::vector<int64_t> buckets;  // batch sizes of the steps
 };
 
-EngineShapes plan_engine_shapes(const EngineOptions& options, bool accelerator);
+// `whole_cache`: the device's steps take the whole cache (DeviceKind::whole_buffer_states), so every
+// step runs all max_num_seqs rows.
+EngineShapes plan_engine_shapes(const EngineOptions& options, bool accelerator, bool whole_cache);
 
 class Engine {
  public:
@@ -112,7 +114,10 @@ class Engine {
   void run_prefill_chunk();
   void decode_step();
   void compact();
-  void move_slots(int64_t row, int64_t begin, int64_t end, int64_t to);
+  struct Move {
+    int64_t row, begin, end, to;  // slots [begin, end) of a row to `to`
+  };
+  void move_slots(const std::vector<Move>& moves);
   // Picks a row's next token from its logits and hands it over; frees the row when it ends.
   void emit(int row, std::span<float> logits, const int64_t* argmax);
   void free_row(int row);
@@ -122,6 +127,7 @@ class Engine {
 
   CausalLMImpl& model_;
   const EngineOptions options_;
+  const bool whole_cache_;
   const EngineShapes shapes_;
   KvCache* cache_ = nullptr;
   Tensor mask_;  // [max_num_seqs, cache_len] i32: each row's entries

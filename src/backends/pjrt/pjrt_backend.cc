@@ -458,6 +458,7 @@ PjrtBackend& backend() {
                         .fill_zero = fill_zero,
                         .peak_allocated = [](int) { return size_t{0}; },
                         .partitions_programs = true,
+                        .whole_buffer_states = true,
                         .use_plugin = use_plugin,
                         .platforms = {"neuron"},
                         .use_platform = use_platform});
