@@ -2,7 +2,9 @@
 // gate, up, down, then lm_head) with bf16 weights: how close the GEMV streams to the read
 // bandwidth measured in the same run, for each build of the kernels this CPU runs (AVX2+FMA
 // everywhere, AVX-512 where present: what an AVX2-only machine's decode takes, measured here
-// too) and for the one tfm chooses. Prints JSON.   gemv_bench [REPEATS]
+// too, and AVX-512 with bf16 dot products where present) and for the one tfm chooses, with ROWS
+// rows of x (1: decode of one sequence; up to 8: a serving batch). Prints JSON.
+//   gemv_bench [REPEATS] [ROWS]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -48,11 +50,12 @@ int main(int argc, char** argv) {
     weights.emplace_back(static_cast<size_t>(m.n * m.k), uint16_t{0x3c00});  // bf16 0.0078125
     bytes += weights.back().size() * sizeof(uint16_t);
   }
-  std::vector<float> x(3072, 1.f), y(static_cast<size_t>(head.n));
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
+  const int64_t rows = argc > 2 ? std::atoi(argv[2]) : 1;
+  std::vector<float> x(static_cast<size_t>(rows * 3072), 1.f), y(static_cast<size_t>(rows * head.n));
 
   const double bandwidth = tfm::bench::read_bandwidth_gbs();
-  nlohmann::json out{{"weight_bytes", bytes}, {"bandwidth_gbs", bandwidth}};
+  nlohmann::json out{{"weight_bytes", bytes}, {"bandwidth_gbs", bandwidth}, {"rows", rows}};
   const auto report = [&](double seconds) {
     const double gbs = static_cast<double>(bytes) / seconds / 1e9;
     return nlohmann::json{{"best_s", seconds},
@@ -62,11 +65,11 @@ int main(int argc, char** argv) {
   };
   for (const tfm::cpu::VectorKernels* set : tfm::cpu::runnable_vector_kernels()) {
     out["by_isa"][set->isa] = report(best_pass(shapes, repeats, [&](size_t i) {
-      set->gemv_bf16(x.data(), weights[i].data(), 1, shapes[i].n, shapes[i].k, y.data());
+      set->gemv_bf16(x.data(), weights[i].data(), rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {
-    tfm::cpu::linear(x.data(), weights[i].data(), tfm::DType::bf16, nullptr, 1, shapes[i].n,
+    tfm::cpu::linear(x.data(), weights[i].data(), tfm::DType::bf16, nullptr, rows, shapes[i].n,
                      shapes[i].k, y.data());
   }));
   out["chosen"]["isa"] = tfm::cpu::vector_kernels().isa;

@@ -1,5 +1,5 @@
 // Every build of the vector kernels this CPU runs (AVX2+FMA everywhere, AVX-512 where cpu_isa()
-// finds it), each against a scalar reference in double precision on odd sizes: tails shorter
+// finds it, AVX-512 with native bf16 dot products where it finds AVX512_BF16), each against a scalar reference in double precision on odd sizes: tails shorter
 // than a vector, rows that do not fill a tile, more x rows than one pass takes.
 #include <gtest/gtest.h>
 
@@ -36,6 +36,12 @@ std::vector<float> gemv_reference(const std::vector<float>& x, const std::vector
   return out;
 }
 
+std::vector<float> widened(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_bits_to_f32(bits[i]);
+  return out;
+}
+
 std::vector<const VectorKernels*> every_set() { return runnable_vector_kernels(); }
 
 std::string set_name(const ::testing::TestParamInfo<const VectorKernels*>& info) {
@@ -50,8 +56,9 @@ class VectorKernelsTest : public ::testing::TestWithParam<const VectorKernels*> 
 
 TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
   const VectorKernels& kernels = *GetParam();
-  for (const int64_t m : {1, 2, 3, 4, 5, 7}) {
-    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37}, {29, 130}, {8, 16}, {3, 5}}) {
+  for (const int64_t m : {1, 2, 3, 4, 5, 7, 8, 11}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37}, {29, 130}, {8, 16}, {3, 5},
+                               {9, 96}}) {
       const auto x = random_values(static_cast<size_t>(m * k), 1 + m);
       const auto w = random_values(static_cast<size_t>(n * k), 2 + n);
       const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
@@ -62,7 +69,10 @@ TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
       const auto wb = bf16_bits(w);
       std::fill(out.begin(), out.end(), NAN);
       kernels.gemv_bf16(x.data(), wb.data(), m, n, k, out.data());
-      expect_close(out, gemv_reference(x, wb, m, n, k), 1e-5f, what + " bf16");
+      // Native bf16 dot products take x rounded to bf16 past 4 rows.
+      const std::vector<float> xr =
+          kernels.gemv_bf16_rounds_x && m > 4 ? widened(bf16_bits(x)) : x;
+      expect_close(out, gemv_reference(xr, wb, m, n, k), 1e-5f, what + " bf16");
     }
   }
 }
@@ -129,6 +139,7 @@ TEST(VectorKernels, EveryIsaTheCpuHasIsRunAndTheWidestChosen) {
   for (const VectorKernels* k : runnable_vector_kernels()) names.emplace_back(k->isa);
   std::vector<std::string> want{"AVX2+FMA"};
   if (cpu_isa().avx512) want.emplace_back("AVX-512");
+  if (cpu_isa().avx512 && cpu_isa().avx512_bf16) want.emplace_back("AVX-512+BF16");
   EXPECT_EQ(names, want);
   EXPECT_EQ(std::string(vector_kernels().isa), want.back());
 }

@@ -91,6 +91,10 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
                              : "weights widened to f32 for oneDNN's sgemm"},
           {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
+          {"products of bf16 weights, 5 to 8 rows",
+           isa.avx512 && isa.avx512_bf16
+               ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
+               : "tfm's kernels, weights widened to f32 in registers"},
           {"products of up to 8 rows, attention, softmax, SiLU",
            std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
                " (chosen at run time)"}};

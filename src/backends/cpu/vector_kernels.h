@@ -10,11 +10,14 @@
 namespace tfm::cpu {
 
 struct VectorKernels {
-  const char* isa;  // "AVX2+FMA", "AVX-512"
+  const char* isa;  // "AVX2+FMA", "AVX-512", "AVX-512+BF16"
   // out[m, n] = x[m, k] . w[n, k]^T for a few rows of x (decode): the weights streamed once.
   void (*gemv_f32)(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out);
   void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                     float* out);
+  // gemv_bf16 rounds x to bf16 when it has more than 4 rows (native bf16 dot products; fewer rows
+  // are exact in x).
+  bool gemv_bf16_rounds_x = false;
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   float (*dot_bf16)(const float* a, const uint16_t* b, int64_t n);
   void (*axpy_f32)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
