@@ -32,10 +32,10 @@ def model_dir(tmp_path_factory):
 
 
 class Server:
-    def __init__(self, model_dir, *extra):
+    def __init__(self, model_dir, *extra, max_num_seqs=8):
         self.process = subprocess.Popen(
             [TFM, "serve", model_dir, "--port", "0", "--served-model-name", "demo",
-             "--max-num-seqs", "8", "--device", "cpu", *extra],
+             "--max-num-seqs", str(max_num_seqs), "--device", "cpu", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.log = []
         line = self.process.stdout.readline()

@@ -273,3 +273,31 @@ def test_api_key(model_dir):
         assert get(s, "/health")[0] == 200  # no key needed outside /v1/
     finally:
         s.stop()
+
+
+def test_a_full_queue_answers_503(model_dir):
+    s = Server(model_dir, "--max-waiting", "1", max_num_seqs=1)
+    try:
+        host, port = s.url.split("//")[1].split(":")
+        body = json.dumps({"prompt": PROMPT, "max_tokens": 480, "ignore_eos": True,
+                           "stream": True}).encode()
+        request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        running = socket.create_connection((host, int(port)))
+        running.sendall(request)
+        assert running.recv(64).startswith(b"HTTP/1.1 200")  # it holds the one row
+        waiting = socket.create_connection((host, int(port)))
+        waiting.sendall(request)  # the one place in the queue
+        time.sleep(0.1)
+        status, error = post(s, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+        assert status == 503 and error["error"]["code"] == 503
+        running.close()
+        waiting.close()
+        # Both are dropped once their next token finds the client gone; then the queue has room.
+        deadline = time.time() + 30
+        while time.time() < deadline and metric(s, "tfm_sequences_cancelled_total") < 2:
+            time.sleep(0.05)
+        status, _ = post(s, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+        assert status == 200
+    finally:
+        s.stop()
