@@ -47,26 +47,23 @@ def configs():
     return {"qwen2": qwen2, "llama3-rope": llama3, "qwen3-yarn": qwen3_yarn}
 
 
-def make(name, cfg):
+def random_model(cfg):
+    """The architecture of `cfg` with seeded weights, less degenerate than the default init so
+    logits differ clearly (as make_fixtures.py), in float32."""
     torch.manual_seed(SEED + 17)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
-    # Less degenerate than the default init, so logits differ clearly (as make_fixtures.py).
     with torch.no_grad():
         for n, p in model.named_parameters():
             if "norm" in n:
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             else:
                 p.copy_(torch.randn_like(p) * (0.6 / math.sqrt(p.shape[-1])))
-    out_dir = os.path.join(DEST, name)
-    os.makedirs(out_dir, exist_ok=True)
-    sd = {k: v.contiguous() for k, v in model.state_dict().items()}
-    if cfg.tie_word_embeddings:
-        sd.pop("lm_head.weight", None)
-    save_file(sd, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    os.chmod(os.path.join(out_dir, "model.safetensors"), 0o644)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        f.write(cfg.to_json_string())
+    return model
 
+
+def inference_reference(model, cfg):
+    """reference.json's inference fields: `input_ids` [2,12] and their `logits`; the batch
+    left-padded and its `greedy_16` with a static cache. Returns (fields, generated ids)."""
     g = torch.Generator().manual_seed(SEED + 99)
     ids = torch.randint(3, cfg.vocab_size, (2, 12), generator=g)
     with torch.no_grad():
@@ -84,6 +81,22 @@ def make(name, cfg):
     ref["padded_input_ids"] = ids_p.tolist()
     ref["padded_attention_mask"] = mask.tolist()
     ref["greedy_16"] = out.tolist()
+    return ref, out
+
+
+def make(name, cfg):
+    model = random_model(cfg)
+    out_dir = os.path.join(DEST, name)
+    os.makedirs(out_dir, exist_ok=True)
+    sd = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if cfg.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    save_file(sd, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    os.chmod(os.path.join(out_dir, "model.safetensors"), 0o644)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        f.write(cfg.to_json_string())
+
+    ref, out = inference_reference(model, cfg)
     with open(os.path.join(out_dir, "reference.json"), "w") as f:
         json.dump(ref, f)
     size = os.path.getsize(os.path.join(out_dir, "model.safetensors"))

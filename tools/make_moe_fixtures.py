@@ -14,17 +14,15 @@ Needs: pip install torch transformers safetensors. Run from the repository root:
     python3 tools/make_moe_fixtures.py
 """
 import json
-import math
 import os
 import tempfile
 
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, MistralConfig, MixtralConfig, Qwen3MoeConfig
+from transformers import MistralConfig, MixtralConfig, Qwen3MoeConfig
 
-DEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures")
-SEED = 0
+from make_extra_fixtures import DEST, inference_reference, random_model
 COMMON = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
               pad_token_id=0, rms_norm_eps=1e-6)
@@ -72,15 +70,7 @@ def fused_slice(name, tensors):
 
 
 def make(name, cfg):
-    torch.manual_seed(SEED + 17)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
-    # Less degenerate than the default init, so logits differ clearly (as make_fixtures.py).
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            if "norm" in n:
-                p.copy_(1.0 + 0.1 * torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) * (0.6 / math.sqrt(p.shape[-1])))
+    model = random_model(cfg)
     out_dir = os.path.join(DEST, name)
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,23 +87,8 @@ def make(name, cfg):
     # padding mask); training puts it back, as config.json says.
     router_loss = getattr(cfg, "output_router_logits", False)
     model.config.output_router_logits = False
-    g = torch.Generator().manual_seed(SEED + 99)
-    ids = torch.randint(3, cfg.vocab_size, (2, 12), generator=g)
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits
-    ref = {"input_ids": ids.tolist(), "logits": logits.tolist()}
-    mask = torch.ones_like(ids)
-    mask[1, :4] = 0
-    ids_p = ids.clone()
-    ids_p[1, :4] = cfg.pad_token_id
-    with torch.no_grad():
-        out = model.generate(input_ids=ids_p, attention_mask=mask, do_sample=False,
-                             max_new_tokens=16, cache_implementation="static",
-                             disable_compile=True, pad_token_id=cfg.pad_token_id,
-                             eos_token_id=None)
-    ref["padded_input_ids"] = ids_p.tolist()
-    ref["padded_attention_mask"] = mask.tolist()
-    ref["greedy_16"] = out.tolist()
+    ref, out = inference_reference(model, cfg)
+    ids = torch.tensor(ref["input_ids"])
 
     model.config.output_router_logits = router_loss
     model.train()

@@ -42,8 +42,8 @@ void run(Options& o) {
   CausalLM model = AutoModelForCausalLM::from_pretrained(o.model, load);
   const Tokenizer tokenizer = AutoTokenizer::from_pretrained(dir.string());
   const int64_t positions = model.config().max_position_embeddings;
-  o.engine.max_model_len = o.max_model_len > 0 ? o.max_model_len
-                                                : std::min(positions, kDefaultMaxModelLen);
+  o.engine.max_model_len =
+      o.max_model_len > 0 ? o.max_model_len : std::min(positions, kDefaultMaxModelLen);
   if (positions > 0 && o.engine.max_model_len > positions) {
     throw Error("--max-model-len " + std::to_string(o.engine.max_model_len) +
                 " is more than the model's max_position_embeddings (" + std::to_string(positions) +
@@ -58,8 +58,8 @@ void run(Options& o) {
   const int port = server.bind();
   std::thread http([&] { server.listen(); });
   log_info("tfm serve: " + o.server.served_model_name + " on " + model.device().str() +
-           ", listening on http://" + o.server.host + ":" + std::to_string(port) +
-           " (compiling " + std::to_string(engine.shapes().size()) + " graphs first)");
+           ", listening on http://" + o.server.host + ":" + std::to_string(port) + " (compiling " +
+           std::to_string(engine.shapes().size()) + " graphs first)");
   for (const std::string& shape : engine.shapes()) log_info("  " + shape);
   try {
     engine.start();

@@ -121,10 +121,12 @@ json CompletionRun::logprob_entry(const TokenEvent& e) const {
   };
   json top = json::array();
   for (const TokenLogprob& t : e.top) {
-    top.push_back({{"token", text(t.token)}, {"logprob", t.logprob}, {"bytes", bytes_of(text(t.token))}});
+    top.push_back(
+        {{"token", text(t.token)}, {"logprob", t.logprob}, {"bytes", bytes_of(text(t.token))}});
   }
   const std::string token = text(e.token);
-  return {{"token", token}, {"logprob", e.logprob}, {"bytes", bytes_of(token)}, {"top_logprobs", top}};
+  return {
+      {"token", token}, {"logprob", e.logprob}, {"bytes", bytes_of(token)}, {"top_logprobs", top}};
 }
 
 }  // namespace tfm::serving

@@ -94,10 +94,10 @@ Engine::Engine(CausalLMImpl& model, EngineOptions options)
   try {
     cache_ = &model.cache_for(options.max_num_seqs, shapes_.cache_len);
   } catch (const Error& e) {
-    throw Error("the KV cache for --max-num-seqs " + std::to_string(options.max_num_seqs) +
-                " x " + std::to_string(shapes_.cache_len) + " slots (twice --max-model-len " +
-                std::to_string(options.max_model_len) + " in whole chunks) cannot be made: " +
-                e.what());
+    throw Error("the KV cache for --max-num-seqs " + std::to_string(options.max_num_seqs) + " x " +
+                std::to_string(shapes_.cache_len) + " slots (twice --max-model-len " +
+                std::to_string(options.max_model_len) +
+                " in whole chunks) cannot be made: " + e.what());
   }
   mask_ = filled_i32({options.max_num_seqs, shapes_.cache_len}, 0);
 }
@@ -133,7 +133,8 @@ std::vector<std::string> Engine::shapes() const {
 
 KvCache Engine::rows_of_cache(int64_t first, int64_t count) {
   KvCache view{count, shapes_.cache_len, {}};
-  for (const Tensor& buffer : cache_->buffers) view.buffers.push_back(buffer.slice(first, first + count));
+  for (const Tensor& buffer : cache_->buffers)
+    view.buffers.push_back(buffer.slice(first, first + count));
   return view;
 }
 
@@ -179,10 +180,10 @@ void Engine::submit(std::shared_ptr<Sequence> sequence) {
   if (prompt == 0) throw Error("the prompt is empty");
   if (max_tokens < 1) throw Error("max_tokens must be at least 1");
   if (prompt + max_tokens > options_.max_model_len) {
-    throw Error("this model's maximum context length is " +
-                std::to_string(options_.max_model_len) + " tokens. However, you requested " +
-                std::to_string(prompt + max_tokens) + " tokens (" + std::to_string(prompt) +
-                " in the messages, " + std::to_string(max_tokens) +
+    throw Error("this model's maximum context length is " + std::to_string(options_.max_model_len) +
+                " tokens. However, you requested " + std::to_string(prompt + max_tokens) +
+                " tokens (" + std::to_string(prompt) + " in the messages, " +
+                std::to_string(max_tokens) +
                 " in the completion). Please reduce the length of the messages or completion.");
   }
   {
@@ -341,9 +342,9 @@ void Engine::prefill_together() {
   for (int r : rows) std::erase(prefill_queue_, r);
   size_t longest = 0;
   for (int r : rows) longest = std::max(longest, prompt_of(r).size());
-  const int64_t chunk = *std::lower_bound(shapes_.prefill_lengths.begin(),
-                                          shapes_.prefill_lengths.end(),
-                                          static_cast<int64_t>(longest));
+  const int64_t chunk =
+      *std::lower_bound(shapes_.prefill_lengths.begin(), shapes_.prefill_lengths.end(),
+                        static_cast<int64_t>(longest));
   if (cursor_ + chunk > shapes_.cache_len) compact();
   const auto [low, high] = std::minmax_element(rows.begin(), rows.end());
   const int64_t batch =
@@ -361,9 +362,10 @@ void Engine::prefill_together() {
   const int64_t vocab = model_.config().vocab_size;
   for (int r : rows) {
     rows_[static_cast<size_t>(r)].phase = Phase::kDecode;
-    emit(r, std::span<float>(logits.data_as<float>() + (r - first) * vocab,
-                             static_cast<size_t>(vocab)),
-         nullptr);
+    emit(
+        r,
+        std::span<float>(logits.data_as<float>() + (r - first) * vocab, static_cast<size_t>(vocab)),
+        nullptr);
   }
 }
 
@@ -398,7 +400,8 @@ void Engine::run_prefill_chunk() {
   prefilling_ = -1;
   row.phase = Phase::kDecode;
   const int64_t vocab = model_.config().vocab_size;
-  emit(r, std::span<float>(logits.data_as<float>() + (r - first) * vocab, static_cast<size_t>(vocab)),
+  emit(r,
+       std::span<float>(logits.data_as<float>() + (r - first) * vocab, static_cast<size_t>(vocab)),
        nullptr);
 }
 
@@ -461,7 +464,8 @@ void Engine::emit(int r, std::span<float> logits, const int64_t* argmax) {
   }
   ++row.generated;
   row.history.push_back(event.token);
-  if (static_cast<size_t>(event.token) < row.counts.size()) ++row.counts[static_cast<size_t>(event.token)];
+  if (static_cast<size_t>(event.token) < row.counts.size())
+    ++row.counts[static_cast<size_t>(event.token)];
   row.next_token = event.token;
   const auto& stops = p.stop_token_ids;
   if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) {

@@ -57,13 +57,13 @@ struct EngineShapes {
   int64_t chunk = 0;  // prefill tokens per step of a longer prompt
   // The lengths a prompt of one chunk is padded to (8, 16, ... chunk): the shortest that holds it.
   std::vector<int64_t> prefill_lengths;
-  int64_t window = 0;       // max_model_len rounded up to whole chunks
-  int64_t cache_len = 0;    // slots: twice the window and a little, so entries move back rarely
+  int64_t window = 0;     // max_model_len rounded up to whole chunks
+  int64_t cache_len = 0;  // slots: twice the window and a little, so entries move back rarely
   std::vector<int64_t> buckets;  // batch sizes of the steps
 };
 
-// `whole_cache`: the device's steps take the whole cache (DeviceKind::whole_buffer_states), so every
-// step runs all max_num_seqs rows.
+// `whole_cache`: the device's steps take the whole cache (DeviceKind::whole_buffer_states), so
+// every step runs all max_num_seqs rows.
 EngineShapes plan_engine_shapes(const EngineOptions& options, bool accelerator, bool whole_cache);
 
 class Engine {

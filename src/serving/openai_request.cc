@@ -151,11 +151,16 @@ void read_logprobs(const json& body, CompletionRequest& r) {
 
 std::string ApiError::type() const {
   switch (status) {
-    case 401: return "AuthenticationError";
-    case 404: return "NotFoundError";
-    case 413: return "BadRequestError";
-    case 503: return "ServiceUnavailableError";
-    default: return status >= 500 ? "InternalServerError" : "BadRequestError";
+    case 401:
+      return "AuthenticationError";
+    case 404:
+      return "NotFoundError";
+    case 413:
+      return "BadRequestError";
+    case 503:
+      return "ServiceUnavailableError";
+    default:
+      return status >= 500 ? "InternalServerError" : "BadRequestError";
   }
 }
 

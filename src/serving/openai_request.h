@@ -18,7 +18,7 @@ class ApiError : public Error {
   ApiError(int status, const std::string& message, std::string param = "")
       : Error(message), status(status), param(std::move(param)) {}
   int status;
-  std::string param;  // the request field at fault, if one is
+  std::string param;         // the request field at fault, if one is
   std::string type() const;  // "BadRequestError", "NotFoundError", ...
 };
 

@@ -90,8 +90,8 @@ struct Reply {
       c["logprobs"] = d.logprobs.is_null() ? json(nullptr) : json{{"content", d.logprobs}};
     } else {
       c["text"] = std::move(delta_or_text);
-      c["logprobs"] = d.logprobs.is_null() ? json(nullptr)
-                                           : completion_logprobs(d.logprobs, text_offset);
+      c["logprobs"] =
+          d.logprobs.is_null() ? json(nullptr) : completion_logprobs(d.logprobs, text_offset);
     }
     return c;
   }
@@ -130,7 +130,7 @@ Server::~Server() = default;
 int Server::bind() {
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                    : http_->bind_to_port(options_.host, options_.port) ? options_.port
-                                                                        : -1;
+                                                                       : -1;
   if (port < 0) {
     throw Error("tfm serve cannot listen on " + options_.host + ":" +
                 std::to_string(options_.port) + " (in use, or not an address of this machine)");
@@ -218,8 +218,10 @@ std::vector<int64_t> Server::prompt_ids(const CompletionRequest& r) const {
   const int64_t vocab = engine_.vocab_size();
   for (int64_t id : ids) {
     if (id >= vocab) {
-      throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary (" +
-                              std::to_string(vocab) + " ids)", "prompt");
+      throw ApiError(400,
+                     "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                         std::to_string(vocab) + " ids)",
+                     "prompt");
     }
   }
   if (ids.empty()) throw ApiError(400, "the prompt is empty", r.chat ? "messages" : "prompt");
@@ -277,48 +279,48 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
   const bool include_usage = r.include_usage;
   auto offsets = std::make_shared<std::vector<size_t>>(static_cast<size_t>(r.n), 0);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [run, reply, include_usage, offsets, n = r.n](size_t,
-                                                                         httplib::DataSink& sink) {
-        const auto send = [&](const json& data) {
-          const std::string event = sse(data);
-          return sink.write(event.data(), event.size());
-        };
-        if (reply.chat) {
-          for (int i = 0; i < n; ++i) {
-            ChoiceDelta first{i, "", nullptr, std::nullopt};
-            if (!send(reply.chunk({reply.choice_chunk(first, {{"role", "assistant"}, {"content", ""}}, 0)}))) {
-              return false;
-            }
-          }
+  res.set_chunked_content_provider("text/event-stream", [run, reply, include_usage, offsets,
+                                                         n = r.n](size_t, httplib::DataSink& sink) {
+    const auto send = [&](const json& data) {
+      const std::string event = sse(data);
+      return sink.write(event.data(), event.size());
+    };
+    if (reply.chat) {
+      for (int i = 0; i < n; ++i) {
+        ChoiceDelta first{i, "", nullptr, std::nullopt};
+        if (!send(reply.chunk(
+                {reply.choice_chunk(first, {{"role", "assistant"}, {"content", ""}}, 0)}))) {
+          return false;
         }
-        while (!run->done()) {
-          if (!sink.is_writable()) return false;  // the client went away: its rows are freed
-          for (const ChoiceDelta& d : run->next(kPoll)) {
-            size_t& offset = (*offsets)[static_cast<size_t>(d.index)];
-            if (!d.text.empty() || !d.logprobs.is_null()) {
-              const json delta = reply.chat ? json{{"content", d.text}} : json(d.text);
-              if (!send(reply.chunk({reply.choice_chunk(d, delta, offset)}))) return false;
-              offset += d.text.size();
-            }
-            if (d.finish) {
-              ChoiceDelta last{d.index, "", nullptr, std::nullopt};
-              json c = reply.choice_chunk(last, reply.chat ? json::object() : json(""), offset);
-              c["finish_reason"] = finish_name(*d.finish);
-              if (!send(reply.chunk({c}))) return false;
-            }
-          }
+      }
+    }
+    while (!run->done()) {
+      if (!sink.is_writable()) return false;  // the client went away: its rows are freed
+      for (const ChoiceDelta& d : run->next(kPoll)) {
+        size_t& offset = (*offsets)[static_cast<size_t>(d.index)];
+        if (!d.text.empty() || !d.logprobs.is_null()) {
+          const json delta = reply.chat ? json{{"content", d.text}} : json(d.text);
+          if (!send(reply.chunk({reply.choice_chunk(d, delta, offset)}))) return false;
+          offset += d.text.size();
         }
-        if (include_usage) {
-          json last = reply.chunk(json::array());
-          last["usage"] = usage(*run);
-          if (!send(last)) return false;
+        if (d.finish) {
+          ChoiceDelta last{d.index, "", nullptr, std::nullopt};
+          json c = reply.choice_chunk(last, reply.chat ? json::object() : json(""), offset);
+          c["finish_reason"] = finish_name(*d.finish);
+          if (!send(reply.chunk({c}))) return false;
         }
-        const std::string done = "data: [DONE]\n\n";
-        if (!sink.write(done.data(), done.size())) return false;
-        sink.done();
-        return true;
-      });
+      }
+    }
+    if (include_usage) {
+      json last = reply.chunk(json::array());
+      last["usage"] = usage(*run);
+      if (!send(last)) return false;
+    }
+    const std::string done = "data: [DONE]\n\n";
+    if (!sink.write(done.data(), done.size())) return false;
+    sink.done();
+    return true;
+  });
 }
 
 }  // namespace tfm::serving

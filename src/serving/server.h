@@ -16,14 +16,15 @@
 namespace httplib {
 class Server;
 struct Response;
-}
+}  // namespace httplib
 
 namespace tfm::serving {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::optional<std::string> api_key = std::nullopt;  // required as "Authorization: Bearer KEY" on /v1/
+  std::optional<std::string> api_key =
+      std::nullopt;  // required as "Authorization: Bearer KEY" on /v1/
   std::string served_model_name = "model";
   size_t max_request_bytes = 8 << 20;
   int timeout_seconds = 60;  // reading a request, writing a response

@@ -27,24 +27,17 @@ std::string fixture_with_eos(const std::string& name, const nlohmann::json& conf
   nlohmann::json config = nlohmann::json::parse(std::ifstream(src / "config.json"));
   config["eos_token_id"] = config_eos;
   std::ofstream(dir / "config.json") << config.dump();
-  if (!generation_config.empty()) std::ofstream(dir / "generation_config.json") << generation_config;
+  if (!generation_config.empty())
+    std::ofstream(dir / "generation_config.json") << generation_config;
   return dir.string();
 }
 
-// Row `row` of the fixture's padded prompts without its padding, and transformers' greedy
-// continuation of it.
-std::vector<int64_t> prompt(int row) {
-  const nlohmann::json& ref = testing::reference("qwen3");
-  std::vector<int64_t> ids;
-  for (size_t j = 0; j < ref["padded_input_ids"][row].size(); ++j) {
-    if (ref["padded_attention_mask"][row][j] == 1) ids.push_back(ref["padded_input_ids"][row][j]);
-  }
-  return ids;
-}
+std::vector<int64_t> prompt(int row) { return testing::fixture_prompt("qwen3", row); }
+// The prompt and transformers' greedy continuation of it.
 std::vector<int64_t> greedy(int row) {
-  const auto all = testing::reference("qwen3")["greedy_16"][row].get<std::vector<int64_t>>();
-  const size_t padding = row == 0 ? 0 : 4;  // greedy_16's second row is left-padded by 4
-  return {all.begin() + static_cast<std::ptrdiff_t>(padding), all.end()};
+  std::vector<int64_t> ids = prompt(row);
+  for (int64_t id : testing::fixture_greedy("qwen3", row)) ids.push_back(id);
+  return ids;
 }
 
 std::vector<int64_t> cut_after(std::vector<int64_t> ids, size_t prompt_len, int64_t eos) {
@@ -77,7 +70,8 @@ TEST(StopIds, GenerationConfigWinsOverConfigJson) {
 TEST(StopIds, ConfigJsonWhenGenerationConfigSetsNone) {
   set_log_level(LogLevel::kWarn);
   const int64_t first_row_eos = greedy(0)[prompt(0).size()];
-  const std::string dir = fixture_with_eos("config_only", first_row_eos, "{\"eos_token_id\": null}");
+  const std::string dir =
+      fixture_with_eos("config_only", first_row_eos, "{\"eos_token_id\": null}");
   CausalLM model = AutoModelForCausalLM::from_pretrained(dir, {.dtype = DType::f32});
   const auto rows = model.generate({prompt(0)}, sixteen_tokens());
   EXPECT_EQ(rows[0], cut_after(greedy(0), prompt(0).size(), first_row_eos));

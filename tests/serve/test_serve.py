@@ -21,8 +21,8 @@ PROMPT = "ROMEO:"
 def post(server, path, body, headers=None):
     """Raw HTTP: (status, parsed JSON body)."""
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(server.url + path, data=data, method="POST",
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+    headers = {"Content-Type": "application/json", **(headers or {})}
+    request = urllib.request.Request(server.url + path, data=data, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -94,7 +94,8 @@ def test_greedy_completion_is_tfm_generate(client, generate):
     assert out.usage.prompt_tokens == len(prompt_ids)
     assert out.usage.completion_tokens == len(ids) - len(prompt_ids)
     assert out.usage.total_tokens == len(ids)
-    assert out.choices[0].finish_reason == ("length" if len(ids) - len(prompt_ids) == 40 else "stop")
+    ran_out = len(ids) - len(prompt_ids) == 40
+    assert out.choices[0].finish_reason == ("length" if ran_out else "stop")
 
 
 def test_chat_uses_the_template_and_counts_as_transformers(client, generate, model_dir):
@@ -116,7 +117,10 @@ def test_chat_uses_the_template_and_counts_as_transformers(client, generate, mod
 def test_streamed_text_is_the_whole_text(server, chat):
     path = "/v1/chat/completions" if chat else "/v1/completions"
     body = {"model": "demo", "max_tokens": 24, "temperature": 0}
-    body.update({"messages": [{"role": "user", "content": "KING:"}]} if chat else {"prompt": PROMPT})
+    if chat:
+        body["messages"] = [{"role": "user", "content": "KING:"}]
+    else:
+        body["prompt"] = PROMPT
     status, whole = post(server, path, body)
     assert status == 200
     events, done = stream_events(server, path,
@@ -255,7 +259,8 @@ def test_killed_clients_free_their_rows(server):
         s.close()
     # Each of the 480-token sequences is dropped at its next step once its client is gone.
     deadline = time.time() + 30
-    while time.time() < deadline and metric(server, "tfm_sequences_cancelled_total") < cancelled + 8:
+    while (time.time() < deadline
+           and metric(server, "tfm_sequences_cancelled_total") < cancelled + 8):
         time.sleep(0.05)
     assert metric(server, "tfm_sequences_cancelled_total") - cancelled == 8
     assert metric(server, "tfm_num_requests_running") == 0

@@ -2,6 +2,8 @@
 // generate() (itself checked against transformers) where no fixture covers the case: sequences
 // batched together, queued, spanning a move of the cache's entries, a long prompt's chunks run
 // between other rows' decode steps, seeded sampling, and a cancelled sequence's row freed.
+#include "serving/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,8 +11,8 @@
 #include <thread>
 
 #include "api/causal_lm_access.h"
-#include "serving/engine.h"
 #include "support/fixtures.h"
+#include "support/sequences.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
 
@@ -19,41 +21,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A fixture prompt (the padded batch's rows without padding) and transformers' 16 greedy ids.
+using testing::greedy;
+using testing::run_to_end;
+
+// A fixture prompt and transformers' 16 greedy ids after it.
 struct Case {
   std::vector<int64_t> prompt, greedy;
 };
 
 Case fixture_case(const std::string& arch, int row) {
-  const nlohmann::json& ref = testing::reference(arch);
-  Case c;
-  const auto& ids = ref["padded_input_ids"][row];
-  for (size_t j = 0; j < ids.size(); ++j) {
-    if (ref["padded_attention_mask"][row][j] == 1) c.prompt.push_back(ids[j]);
-  }
-  const auto& all = ref["greedy_16"][row];
-  for (size_t j = ids.size(); j < all.size(); ++j) c.greedy.push_back(all[j]);
-  return c;
-}
-
-std::vector<int64_t> run_to_end(Sequence& s) {
-  std::vector<int64_t> ids;
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (const TokenEvent& e : s.take(100ms)) {
-      ids.push_back(e.token);
-      if (e.finish) return ids;
-    }
-    if (s.error()) throw Error(*s.error());
-  }
-  throw Error("the sequence did not finish in time");
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.max_tokens = max_tokens;
-  p.temperature = 0;
-  return p;
+  return {testing::fixture_prompt(arch, row), testing::fixture_greedy(arch, row)};
 }
 
 class EngineTest : public ::testing::Test {
@@ -90,7 +67,8 @@ TEST_F(EngineTest, SequencesSpanningAMoveOfTheCacheKeepTheirIds) {
   engine.start();
   std::vector<std::shared_ptr<Sequence>> sequences;
   for (int i = 0; i < 30; ++i) {
-    sequences.push_back(std::make_shared<Sequence>(fixture_case("qwen3", i % 2).prompt, greedy(16)));
+    sequences.push_back(
+        std::make_shared<Sequence>(fixture_case("qwen3", i % 2).prompt, greedy(16)));
     engine.submit(sequences.back());
   }
   for (int i = 0; i < 30; ++i) {
@@ -133,7 +111,8 @@ TEST_F(EngineTest, ALongPromptBetweenDecodeStepsMatchesGenerate) {
   CausalLM model = load("qwen3");
   GenerationConfig gc;
   gc.max_new_tokens = 24;
-  const std::vector<int64_t> short_prompt = random_prompt(5, 1), long_prompt = random_prompt(300, 2);
+  const std::vector<int64_t> short_prompt = random_prompt(5, 1),
+                             long_prompt = random_prompt(300, 2);
   const std::vector<int64_t> want_short = model.generate({short_prompt}, gc)[0];
   const std::vector<int64_t> want_long = model.generate({long_prompt}, gc)[0];
 
@@ -204,8 +183,8 @@ std::vector<int64_t> penalized_greedy(CausalLM& model, std::vector<int64_t> ids,
     std::vector<double> scores(logits.begin(), logits.end());
     for (size_t id = 0; id < scores.size(); ++id) {
       const auto seen = std::count(ids.begin(), ids.end(), static_cast<int64_t>(id));
-      const auto generated = std::count(ids.begin() + static_cast<std::ptrdiff_t>(prompt), ids.end(),
-                                        static_cast<int64_t>(id));
+      const auto generated = std::count(ids.begin() + static_cast<std::ptrdiff_t>(prompt),
+                                        ids.end(), static_cast<int64_t>(id));
       if (seen > 0) scores[id] = scores[id] > 0 ? scores[id] / repetition : scores[id] * repetition;
       if (generated > 0) scores[id] -= presence + frequency * static_cast<double>(generated);
     }
@@ -270,7 +249,8 @@ TEST_F(EngineTest, ACancelledSequenceFreesItsRow) {
 
 TEST_F(EngineTest, RefusesWhatItCannotServe) {
   CausalLM model = load("qwen3");
-  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 32, .max_waiting = 1});
+  Engine engine(CausalLMAccess::impl(model),
+                {.max_num_seqs = 1, .max_model_len = 32, .max_waiting = 1});
   const auto refused = [&](std::vector<int64_t> prompt, int max_tokens, const char* words) {
     try {
       engine.submit(std::make_shared<Sequence>(std::move(prompt), greedy(max_tokens)));

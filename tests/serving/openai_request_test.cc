@@ -61,11 +61,11 @@ TEST(OpenAiRequest, TokenIdsAsThePrompt) {
 }
 
 TEST(OpenAiRequest, MaxCompletionTokensIsMaxTokens) {
-  EXPECT_EQ(parse_completion_request(
-                R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 9})",
-                true)
-                .max_tokens,
-            9);
+  EXPECT_EQ(
+      parse_completion_request(
+          R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 9})", true)
+          .max_tokens,
+      9);
 }
 
 TEST(OpenAiRequest, BadFieldsAreNamed) {

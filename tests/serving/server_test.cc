@@ -16,13 +16,24 @@
 namespace tfm::serving {
 namespace {
 
-TEST(Server, AnswersWhileCompiling) {
-  set_log_level(LogLevel::kWarn);
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
-                                                         {.dtype = DType::f32, .device_map = "cpu"});
-  const Tokenizer tokenizer =
-      AutoTokenizer::from_pretrained(std::string(TFM_DATA_DIR) + "/qwen3-tokenizer");
-  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 64});
+// The qwen3 fixture's engine (not started) and a tokenizer.
+class ServerTest : public ::testing::Test {
+ protected:
+  ServerTest()
+      : model_(AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
+                                                     {.dtype = DType::f32, .device_map = "cpu"})),
+        tokenizer_(AutoTokenizer::from_pretrained(std::string(TFM_DATA_DIR) + "/qwen3-tokenizer")),
+        engine_(CausalLMAccess::impl(model_), {.max_num_seqs = 1, .max_model_len = 64}) {}
+  static void SetUpTestSuite() { set_log_level(LogLevel::kWarn); }
+
+  CausalLM model_;
+  Tokenizer tokenizer_;
+  Engine engine_;
+};
+
+TEST_F(ServerTest, AnswersWhileCompiling) {
+  Engine& engine = engine_;
+  const Tokenizer& tokenizer = tokenizer_;
   Server server(engine, tokenizer, {.port = 0, .served_model_name = "m"}, {});
   const int port = server.bind();
   std::thread listening([&] { server.listen(); });
@@ -46,13 +57,9 @@ TEST(Server, AnswersWhileCompiling) {
   listening.join();
 }
 
-TEST(Server, ABusyPortIsNamed) {
-  set_log_level(LogLevel::kWarn);
-  CausalLM model = AutoModelForCausalLM::from_pretrained(testing::fixture_dir("qwen3"),
-                                                         {.dtype = DType::f32, .device_map = "cpu"});
-  const Tokenizer tokenizer =
-      AutoTokenizer::from_pretrained(std::string(TFM_DATA_DIR) + "/qwen3-tokenizer");
-  Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 64});
+TEST_F(ServerTest, ABusyPortIsNamed) {
+  Engine& engine = engine_;
+  const Tokenizer& tokenizer = tokenizer_;
   Server first(engine, tokenizer, {.port = 0}, {});
   const int port = first.bind();
   Server second(engine, tokenizer, {.port = port}, {});

@@ -8,7 +8,8 @@
 namespace tfm::serving {
 namespace {
 
-std::string feed(StopStrings& s, const std::vector<std::string>& pieces, std::vector<std::string>* sent) {
+std::string feed(StopStrings& s, const std::vector<std::string>& pieces,
+                 std::vector<std::string>* sent) {
   std::string all;
   for (const std::string& p : pieces) {
     const std::string out = s.put(p);

@@ -13,6 +13,22 @@ std::string fixture_dir(const std::string& arch) {
   return std::string(TFM_TEST_DATA_DIR) + "/fixtures/" + arch;
 }
 
+std::vector<int64_t> fixture_prompt(const std::string& arch, int row) {
+  const nlohmann::json& ref = reference(arch);
+  std::vector<int64_t> ids;
+  for (size_t j = 0; j < ref["padded_input_ids"][row].size(); ++j) {
+    if (ref["padded_attention_mask"][row][j] == 1) ids.push_back(ref["padded_input_ids"][row][j]);
+  }
+  return ids;
+}
+
+std::vector<int64_t> fixture_greedy(const std::string& arch, int row) {
+  const nlohmann::json& ref = reference(arch);
+  const auto all = ref["greedy_16"][row].get<std::vector<int64_t>>();
+  return {all.begin() + static_cast<std::ptrdiff_t>(ref["padded_input_ids"][row].size()),
+          all.end()};
+}
+
 const nlohmann::json& reference(const std::string& arch) {
   static std::map<std::string, nlohmann::json> cache;
   auto it = cache.find(arch);

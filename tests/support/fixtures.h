@@ -15,6 +15,10 @@ const nlohmann::json& reference(const std::string& arch);
 // (the embedding's and lm_head's first rows): a vocabulary tensor parallelism need not divide.
 void write_fixture_with_vocabulary(const std::string& arch, int64_t vocab_size,
                                    const std::string& dir);
+// Row `row` of the fixture's left-padded batch without its padding, and transformers' 16 greedy
+// ids after it (greedy_16).
+std::vector<int64_t> fixture_prompt(const std::string& arch, int row);
+std::vector<int64_t> fixture_greedy(const std::string& arch, int row);
 // A [rows, cols] integer matrix from reference.json as an i64 tensor.
 Tensor int_matrix(const nlohmann::json& rows);
 

@@ -84,14 +84,30 @@ void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t 
     const uint16_t* xs = rounded.data() + m0 * k;
     float* os = out + m0 * n;
     switch (std::min<int64_t>(8, m - m0)) {
-      case 1: product<1>(xs, w, n, k, os); break;
-      case 2: product<2>(xs, w, n, k, os); break;
-      case 3: product<3>(xs, w, n, k, os); break;
-      case 4: product<4>(xs, w, n, k, os); break;
-      case 5: product<5>(xs, w, n, k, os); break;
-      case 6: product<6>(xs, w, n, k, os); break;
-      case 7: product<7>(xs, w, n, k, os); break;
-      default: product<8>(xs, w, n, k, os); break;
+      case 1:
+        product<1>(xs, w, n, k, os);
+        break;
+      case 2:
+        product<2>(xs, w, n, k, os);
+        break;
+      case 3:
+        product<3>(xs, w, n, k, os);
+        break;
+      case 4:
+        product<4>(xs, w, n, k, os);
+        break;
+      case 5:
+        product<5>(xs, w, n, k, os);
+        break;
+      case 6:
+        product<6>(xs, w, n, k, os);
+        break;
+      case 7:
+        product<7>(xs, w, n, k, os);
+        break;
+      default:
+        product<8>(xs, w, n, k, os);
+        break;
     }
   }
 }
