@@ -2,7 +2,7 @@
 // gate, up, down, then lm_head) with bf16 weights: how close the GEMV streams to the read
 // bandwidth measured in the same run, for each build of the kernels this CPU runs (AVX2+FMA
 // everywhere, AVX-512 where present: what an AVX2-only machine's decode takes, measured here
-// too, and AVX-512 with bf16 dot products where present) and for the one tfm chooses, with ROWS
+// too, and AVX512_BF16's dot products where present) and for the path tfm chooses, with ROWS
 // rows of x (1: decode of one sequence; up to 8: a serving batch). Prints JSON.
 //   gemv_bench [REPEATS] [ROWS]
 #include <chrono>
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   }
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
   const int64_t rows = argc > 2 ? std::atoi(argv[2]) : 1;
-  std::vector<float> x(static_cast<size_t>(rows * 3072), 1.f), y(static_cast<size_t>(rows * head.n));
+  std::vector<float> x(static_cast<size_t>(rows * 3072), 1.f),
+      y(static_cast<size_t>(rows * head.n));
 
   const double bandwidth = tfm::bench::read_bandwidth_gbs();
   nlohmann::json out{{"weight_bytes", bytes}, {"bandwidth_gbs", bandwidth}, {"rows", rows}};
@@ -66,6 +67,11 @@ int main(int argc, char** argv) {
   for (const tfm::cpu::VectorKernels* set : tfm::cpu::runnable_vector_kernels()) {
     out["by_isa"][set->isa] = report(best_pass(shapes, repeats, [&](size_t i) {
       set->gemv_bf16(x.data(), weights[i].data(), rows, shapes[i].n, shapes[i].k, y.data());
+    }));
+  }
+  if (const tfm::cpu::GemvBf16 dot = tfm::cpu::gemv_bf16_dot_products()) {
+    out["by_isa"]["AVX512_BF16 dot products"] = report(best_pass(shapes, repeats, [&](size_t i) {
+      dot(x.data(), weights[i].data(), rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {

@@ -132,10 +132,11 @@ TEST_P(AttentionInputsTest, MatchReference) {
   // The references: the three products, then q and k normed per head and rotated, and the new
   // k and v rows at the slots of otherwise zero caches.
   // Bf16 products of more than 8 rows read the activations rounded to bf16 too: cuBLASLt's, and
-  // the CPU's where it has native bf16 dot products.
-  const bool bf16_products =
-      c.device == "cuda" || cpu::big_products_path() == cpu::BigProducts::kBf16;
-  const bool bf16_product = bf16_products && rows > 8 && c.weights == DType::bf16;
+  // the CPU's where it has native bf16 dot products (from 5 rows where it has AVX512_BF16).
+  const bool rounds = c.device == "cuda"
+                          ? rows > 8
+                          : cpu::reads_rounded_activations(rows, cpu::big_products_path());
+  const bool bf16_product = rounds && c.weights == DType::bf16;
   std::vector<float> h = x;
   if (c.input_norm) ops::reference::rms_norm(x.data(), input_norm.data(), rows, k, eps, h.data());
   const std::vector<float> x_read = bf16_product ? rounded(h, DType::bf16) : h;

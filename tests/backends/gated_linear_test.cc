@@ -78,10 +78,11 @@ TEST_P(GatedLinearTest, MatchesReference) {
   std::vector<float> h = x;
   if (c.norm) ops::reference::rms_norm(x.data(), norm.data(), m, k, eps, h.data());
   // Bf16 products of more than 8 rows read the activations rounded to bf16 too: CUDA's
-  // (tensor-core tiles, cuBLASLt), and the CPU's where it has native bf16 dot products.
-  const bool bf16_products =
-      c.device == "cuda" || cpu::big_products_path() == cpu::BigProducts::kBf16;
-  if (bf16_products && m > 8 && c.weights == DType::bf16) h = rounded(h, DType::bf16);
+  // (tensor-core tiles, cuBLASLt), and the CPU's where it has native bf16 dot products (from 5 rows
+  // where it has AVX512_BF16).
+  const bool rounds =
+      c.device == "cuda" ? m > 8 : cpu::reads_rounded_activations(m, cpu::big_products_path());
+  if (rounds && c.weights == DType::bf16) h = rounded(h, DType::bf16);
   std::vector<float> gate(static_cast<size_t>(m * n)), up(gate.size()), want(gate.size());
   ops::reference::linear(h.data(), w_gate.data(), c.biases ? b_gate.data() : nullptr, m, n, k,
                          gate.data());

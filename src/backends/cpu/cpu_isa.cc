@@ -92,7 +92,7 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
                              : "weights widened to f32 for oneDNN's sgemm"},
           {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
           {"products of bf16 weights, 5 to 8 rows",
-           isa.avx512 && isa.avx512_bf16
+           isa.bf16_products && isa.avx512 && isa.avx512_bf16
                ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
                : "tfm's kernels, weights widened to f32 in registers"},
           {"products of up to 8 rows, attention, softmax, SiLU",

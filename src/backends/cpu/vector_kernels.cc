@@ -13,27 +13,14 @@ namespace avx512_bf16 {
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 }
 
-namespace {
-
-// AVX-512's set with the decode products of bf16 weights on native bf16 dot products.
-const VectorKernels& avx512_bf16_kernels() {
-  static const VectorKernels set = [] {
-    VectorKernels s = avx512::kernels;
-    s.isa = "AVX-512+BF16";
-    s.gemv_bf16 = avx512_bf16::gemv_bf16;
-    s.gemv_bf16_rounds_x = true;
-    return s;
-  }();
-  return set;
-}
-
-}  // namespace
-
 std::vector<const VectorKernels*> runnable_vector_kernels() {
   std::vector<const VectorKernels*> sets{&avx2::kernels};
   if (cpu_isa().avx512) sets.push_back(&avx512::kernels);
-  if (cpu_isa().avx512 && cpu_isa().avx512_bf16) sets.push_back(&avx512_bf16_kernels());
   return sets;
+}
+
+GemvBf16 gemv_bf16_dot_products() {
+  return cpu_isa().avx512 && cpu_isa().avx512_bf16 ? avx512_bf16::gemv_bf16 : nullptr;
 }
 
 const VectorKernels& vector_kernels() {

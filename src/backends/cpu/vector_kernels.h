@@ -10,21 +10,17 @@
 namespace tfm::cpu {
 
 struct VectorKernels {
-  const char* isa;  // "AVX2+FMA", "AVX-512", "AVX-512+BF16"
+  const char* isa;  // "AVX2+FMA", "AVX-512"
   // out[m, n] = x[m, k] . w[n, k]^T for a few rows of x (decode): the weights streamed once.
   void (*gemv_f32)(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out);
-  void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
-                    float* out);
-  // gemv_bf16 rounds x to bf16 when it has more than 4 rows (native bf16 dot products; fewer rows
-  // are exact in x).
-  bool gemv_bf16_rounds_x = false;
+  void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   float (*dot_bf16)(const float* a, const uint16_t* b, int64_t n);
   void (*axpy_f32)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
   void (*axpy_bf16)(float alpha, const uint16_t* x, float* y, int64_t n);
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
-  void (*silu)(float* x, int64_t n);                         // x = x sigmoid(x)
+  void (*silu)(float* x, int64_t n);                        // x = x sigmoid(x)
   void (*silu_grad)(float* x, const float* dy, int64_t n);  // x = dy d(x sigmoid(x))/dx
 };
 
@@ -32,5 +28,11 @@ struct VectorKernels {
 const VectorKernels& vector_kernels();
 // Every set this CPU runs, the fastest last (the tests run each against a scalar reference).
 std::vector<const VectorKernels*> runnable_vector_kernels();
+
+// gemv_bf16 on native bf16 dot products (AVX512_BF16: vector_kernels_avx512_bf16.cc), x rounded
+// to bf16; null where the CPU has none.
+using GemvBf16 = void (*)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                          float* out);
+GemvBf16 gemv_bf16_dot_products();
 
 }  // namespace tfm::cpu

@@ -1,8 +1,7 @@
-// The products of bf16 weights with 5 to 8 rows of x (a serving batch's decode step) on CPUs with
-// AVX512_BF16: x rounded to bf16 (as torch's bf16 activations are) and multiplied with the weights
-// in pairs by vdpbf16ps, accumulated in f32, all rows in one pass over the weights (the f32 path
-// takes two, of 4 rows each). Fewer rows stay on the f32 path, as fast there and exact in x. Under
-// a target pragma, run only where cpu_isa() finds AVX512_BF16 (vector_kernels.cc).
+// Products of bf16 weights with a few rows of x on CPUs with AVX512_BF16: x rounded to bf16 (as
+// torch's bf16 activations are) and multiplied with the weights in pairs by vdpbf16ps, accumulated
+// in f32, up to 8 rows in one pass over the weights (the f32 GEMV takes passes of 4). linear.cc
+// takes it for 5 to 8 rows. Under a target pragma, run only where cpu_isa() finds AVX512_BF16.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -11,10 +10,6 @@
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/dtype.h"
 
-namespace tfm::cpu::avx512 {
-extern const VectorKernels kernels;
-}
-
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 
@@ -22,10 +17,6 @@ namespace tfm::cpu::avx512_bf16 {
 namespace {
 
 constexpr int64_t kPairs = 32;  // bf16 values in one 512-bit register
-// Up to this many rows the f32 path is as fast (measured with bench/gemv_bench on an AMD EPYC with
-// AVX512_BF16: 4 rows 49 ms against 52, 8 rows 80 against 63, Qwen3-0.6B's products), and exact
-// in x.
-constexpr int64_t kExactRows = 4;
 
 // out[i, r0 + r] for M rows of x (bf16) and R weight rows: each weight register serves every row.
 template <int M, int R>
@@ -72,10 +63,6 @@ void product(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k, float* 
 }  // namespace
 
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
-  if (m <= kExactRows) {
-    avx512::kernels.gemv_bf16(x, w, m, n, k, out);
-    return;
-  }
   thread_local std::vector<uint16_t> rounded;
   rounded.resize(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m * k; ++i) rounded[static_cast<size_t>(i)] = f32_to_bf16_bits(x[i]);
