@@ -180,6 +180,15 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   }
   if (chat) {
     r.messages = messages(body);
+    if (const json* kwargs = field(body, "chat_template_kwargs")) {
+      if (!kwargs->is_object()) throw bad("chat_template_kwargs", "expected an object");
+      for (const auto& [key, value] : kwargs->items()) {
+        if (key != "enable_thinking") {
+          throw bad("chat_template_kwargs", "'" + key + "' is not supported (enable_thinking is)");
+        }
+      }
+      r.enable_thinking = boolean(*kwargs, "enable_thinking").value_or(true);
+    }
   } else {
     read_prompt(body, r);
   }

@@ -26,6 +26,7 @@ struct CompletionRequest {
   bool chat = false;
   std::optional<std::string> model;
   std::vector<ChatMessage> messages;  // chat
+  bool enable_thinking = true;        // chat_template_kwargs.enable_thinking (vLLM's; Qwen3)
   std::string prompt;                 // completions: text ...
   std::vector<int64_t> prompt_ids;    // ... or token ids
   std::optional<int> max_tokens;      // unset: what max_model_len leaves

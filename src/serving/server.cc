@@ -99,6 +99,51 @@ struct Reply {
 
 std::string sse(const json& data) { return "data: " + data.dump() + "\n\n"; }
 
+// A completion's server-sent events until [DONE]; false when the client went away (its sequences
+// are cancelled with the run).
+bool stream(CompletionRun& run, const Reply& reply, bool include_usage,
+            std::vector<size_t>& offsets, int n, httplib::DataSink& sink) {
+  const auto send = [&](const json& data) {
+    const std::string event = sse(data);
+    return sink.write(event.data(), event.size());
+  };
+  if (reply.chat) {
+    for (int i = 0; i < n; ++i) {
+      ChoiceDelta first{i, "", nullptr, std::nullopt};
+      if (!send(reply.chunk(
+              {reply.choice_chunk(first, {{"role", "assistant"}, {"content", ""}}, 0)}))) {
+        return false;
+      }
+    }
+  }
+  while (!run.done()) {
+    if (!sink.is_writable()) return false;
+    for (const ChoiceDelta& d : run.next(kPoll)) {
+      size_t& offset = offsets[static_cast<size_t>(d.index)];
+      if (!d.text.empty() || !d.logprobs.is_null()) {
+        const json delta = reply.chat ? json{{"content", d.text}} : json(d.text);
+        if (!send(reply.chunk({reply.choice_chunk(d, delta, offset)}))) return false;
+        offset += d.text.size();
+      }
+      if (d.finish) {
+        ChoiceDelta last{d.index, "", nullptr, std::nullopt};
+        json c = reply.choice_chunk(last, reply.chat ? json::object() : json(""), offset);
+        c["finish_reason"] = finish_name(*d.finish);
+        if (!send(reply.chunk({c}))) return false;
+      }
+    }
+  }
+  if (include_usage) {
+    json last = reply.chunk(json::array());
+    last["usage"] = usage(run);
+    if (!send(last)) return false;
+  }
+  const std::string done = "data: [DONE]\n\n";
+  if (!sink.write(done.data(), done.size())) return false;
+  sink.done();
+  return true;
+}
+
 }  // namespace
 
 Server::Server(Engine& engine, const Tokenizer& tokenizer, ServerOptions options,
@@ -206,7 +251,8 @@ std::vector<int64_t> Server::prompt_ids(const CompletionRequest& r) const {
   if (r.chat) {
     std::string text;
     try {
-      text = tokenizer_.apply_chat_template(r.messages, /*add_generation_prompt=*/true);
+      text = tokenizer_.apply_chat_template(r.messages, /*add_generation_prompt=*/true,
+                                            r.enable_thinking);
     } catch (const Error& e) {
       throw ApiError(400, std::string("the chat template cannot be applied: ") + e.what(),
                      "messages");
@@ -279,48 +325,21 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
   const bool include_usage = r.include_usage;
   auto offsets = std::make_shared<std::vector<size_t>>(static_cast<size_t>(r.n), 0);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [run, reply, include_usage, offsets,
-                                                         n = r.n](size_t, httplib::DataSink& sink) {
-    const auto send = [&](const json& data) {
-      const std::string event = sse(data);
-      return sink.write(event.data(), event.size());
-    };
-    if (reply.chat) {
-      for (int i = 0; i < n; ++i) {
-        ChoiceDelta first{i, "", nullptr, std::nullopt};
-        if (!send(reply.chunk(
-                {reply.choice_chunk(first, {{"role", "assistant"}, {"content", ""}}, 0)}))) {
-          return false;
+  res.set_chunked_content_provider(
+      "text/event-stream", [run, reply, include_usage, offsets, n = r.n](size_t,
+                                                                         httplib::DataSink& sink) {
+        try {
+          return stream(*run, reply, include_usage, *offsets, n, sink);
+        } catch (const std::exception& e) {
+          // Mid-stream the status is sent: the error goes as an event, as vLLM sends it.
+          const ApiError* api = dynamic_cast<const ApiError*>(&e);
+          const std::string event =
+              sse(error_body(api ? *api : ApiError(500, e.what()))) + "data: [DONE]\n\n";
+          sink.write(event.data(), event.size());
+          sink.done();
+          return true;
         }
-      }
-    }
-    while (!run->done()) {
-      if (!sink.is_writable()) return false;  // the client went away: its rows are freed
-      for (const ChoiceDelta& d : run->next(kPoll)) {
-        size_t& offset = (*offsets)[static_cast<size_t>(d.index)];
-        if (!d.text.empty() || !d.logprobs.is_null()) {
-          const json delta = reply.chat ? json{{"content", d.text}} : json(d.text);
-          if (!send(reply.chunk({reply.choice_chunk(d, delta, offset)}))) return false;
-          offset += d.text.size();
-        }
-        if (d.finish) {
-          ChoiceDelta last{d.index, "", nullptr, std::nullopt};
-          json c = reply.choice_chunk(last, reply.chat ? json::object() : json(""), offset);
-          c["finish_reason"] = finish_name(*d.finish);
-          if (!send(reply.chunk({c}))) return false;
-        }
-      }
-    }
-    if (include_usage) {
-      json last = reply.chunk(json::array());
-      last["usage"] = usage(*run);
-      if (!send(last)) return false;
-    }
-    const std::string done = "data: [DONE]\n\n";
-    if (!sink.write(done.data(), done.size())) return false;
-    sink.done();
-    return true;
-  });
+      });
 }
 
 }  // namespace tfm::serving

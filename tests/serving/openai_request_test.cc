@@ -55,6 +55,18 @@ TEST(OpenAiRequest, ReadsEveryField) {
   EXPECT_TRUE(r.ignore_eos);
 }
 
+TEST(OpenAiRequest, ChatTemplateKwargsTakeEnableThinking) {
+  const std::string user = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_TRUE(parse_completion_request("{" + user + "}", true).enable_thinking);
+  EXPECT_FALSE(parse_completion_request(
+                   "{" + user + R"(, "chat_template_kwargs": {"enable_thinking": false}})", true)
+                   .enable_thinking);
+  expect_bad("{" + user + R"(, "chat_template_kwargs": {"tools": []}})", true,
+             "chat_template_kwargs");
+  expect_bad("{" + user + R"(, "chat_template_kwargs": {"enable_thinking": 0}})", true,
+             "enable_thinking");
+}
+
 TEST(OpenAiRequest, TokenIdsAsThePrompt) {
   EXPECT_EQ(parse_completion_request(R"({"prompt": [5, 6]})", false).prompt_ids,
             (std::vector<int64_t>{5, 6}));
