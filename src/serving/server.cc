@@ -325,21 +325,20 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
   const bool include_usage = r.include_usage;
   auto offsets = std::make_shared<std::vector<size_t>>(static_cast<size_t>(r.n), 0);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [run, reply, include_usage, offsets, n = r.n](size_t,
-                                                                         httplib::DataSink& sink) {
-        try {
-          return stream(*run, reply, include_usage, *offsets, n, sink);
-        } catch (const std::exception& e) {
-          // Mid-stream the status is sent: the error goes as an event, as vLLM sends it.
-          const ApiError* api = dynamic_cast<const ApiError*>(&e);
-          const std::string event =
-              sse(error_body(api ? *api : ApiError(500, e.what()))) + "data: [DONE]\n\n";
-          sink.write(event.data(), event.size());
-          sink.done();
-          return true;
-        }
-      });
+  res.set_chunked_content_provider("text/event-stream", [run, reply, include_usage, offsets,
+                                                         n = r.n](size_t, httplib::DataSink& sink) {
+    try {
+      return stream(*run, reply, include_usage, *offsets, n, sink);
+    } catch (const std::exception& e) {
+      // Mid-stream the status is sent: the error goes as an event, as vLLM sends it.
+      const ApiError* api = dynamic_cast<const ApiError*>(&e);
+      const std::string event =
+          sse(error_body(api ? *api : ApiError(500, e.what()))) + "data: [DONE]\n\n";
+      sink.write(event.data(), event.size());
+      sink.done();
+      return true;
+    }
+  });
 }
 
 }  // namespace tfm::serving
