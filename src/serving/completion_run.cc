@@ -17,23 +17,25 @@ json bytes_of(const std::string& text) {
 }  // namespace
 
 CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tokenizer, Metrics& metrics,
-                             const CompletionRequest& request, std::vector<int64_t> prompt,
+                             const CompletionRequest& request,
+                             const std::vector<std::vector<int64_t>>& prompts,
                              SamplingParams params)
-    : tokenizer_(tokenizer),
-      metrics_(metrics),
-      chat_(request.chat),
-      prompt_size_(prompt.size()),
-      start_(Clock::now()) {
-  for (int i = 0; i < request.n; ++i) {
-    SamplingParams p = params;
-    // n choices from one seed differ, each reproducible.
-    if (p.seed) p.seed = *p.seed + static_cast<uint64_t>(i);
-    Choice c;
-    c.sequence = std::make_shared<Sequence>(prompt, std::move(p));
-    c.decoder = std::make_unique<StreamingDecoder>(tokenizer, /*skip_special_tokens=*/true);
-    c.stops = std::make_unique<StopStrings>(request.stop);
-    c.last = start_;
-    choices_.push_back(std::move(c));
+    : tokenizer_(tokenizer), metrics_(metrics), chat_(request.chat), start_(Clock::now()) {
+  int64_t processed = 0;
+  for (const std::vector<int64_t>& prompt : prompts) {
+    prompt_tokens_ += prompt.size();
+    for (int i = 0; i < request.n; ++i) {
+      SamplingParams p = params;
+      // Choices from one seed differ, each reproducible.
+      if (p.seed) p.seed = *p.seed + choices_.size();
+      Choice c;
+      c.sequence = std::make_shared<Sequence>(prompt, std::move(p));
+      c.decoder = std::make_unique<StreamingDecoder>(tokenizer, /*skip_special_tokens=*/true);
+      c.stops = std::make_unique<StopStrings>(request.stop);
+      c.last = start_;
+      choices_.push_back(std::move(c));
+      processed += static_cast<int64_t>(prompt.size());
+    }
   }
   try {
     for (Choice& c : choices_) engine.submit(c.sequence);
@@ -41,7 +43,7 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tokenizer, Metrics
     for (Choice& c : choices_) c.sequence->cancel();
     throw;
   }
-  metrics_.prompt_tokens(static_cast<int64_t>(prompt_size_) * request.n);
+  metrics_.prompt_tokens(processed);
 }
 
 CompletionRun::~CompletionRun() {

@@ -27,16 +27,19 @@ struct ChoiceDelta {
 
 class CompletionRun {
  public:
-  // Submits the request's n sequences (throws what Engine::submit throws).
+  // Submits n sequences for each prompt, choice p * n + i the i-th of prompt p (throws what
+  // Engine::submit throws).
   CompletionRun(Engine& engine, const Tokenizer& tokenizer, Metrics& metrics,
-                const CompletionRequest& request, std::vector<int64_t> prompt,
+                const CompletionRequest& request, const std::vector<std::vector<int64_t>>& prompts,
                 SamplingParams params);
   ~CompletionRun();  // cancels what is still running
 
   // Waits for the next tokens of any choice (at most `timeout`); one delta per choice that moved.
   std::vector<ChoiceDelta> next(std::chrono::milliseconds timeout);
   bool done() const;
-  int prompt_tokens() const { return static_cast<int>(prompt_size_); }
+  int choices() const { return static_cast<int>(choices_.size()); }
+  // Each prompt once, as OpenAI counts them.
+  int prompt_tokens() const { return static_cast<int>(prompt_tokens_); }
   int completion_tokens() const;
 
  private:
@@ -54,7 +57,7 @@ class CompletionRun {
   const Tokenizer& tokenizer_;
   Metrics& metrics_;
   bool chat_;
-  size_t prompt_size_;
+  size_t prompt_tokens_ = 0;
   std::vector<Choice> choices_;
   std::chrono::steady_clock::time_point start_;
 };

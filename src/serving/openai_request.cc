@@ -92,27 +92,44 @@ std::vector<ChatMessage> messages(const json& body) {
   return out;
 }
 
-void read_prompt(const json& body, CompletionRequest& r) {
+// One prompt: a string, or a list of token ids.
+CompletionRequest::Prompt one_prompt(const json& p) {
+  CompletionRequest::Prompt out;
+  if (p.is_string()) {
+    out.text = p.get<std::string>();
+    if (out.text.empty()) throw bad("prompt", "the prompt is empty");
+    return out;
+  }
+  if (!p.is_array() || p.empty()) {
+    throw bad("prompt", p.is_array() ? "the prompt is empty" : "expected a string, or token ids");
+  }
+  for (const json& id : p) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      throw bad("prompt", "expected a string, or a list of token ids");
+    }
+    out.ids.push_back(id.get<int64_t>());
+  }
+  return out;
+}
+
+// OpenAI's four forms: a string, token ids, a list of strings, a list of token id lists.
+void read_prompts(const json& body, CompletionRequest& r) {
   const json* v = field(body, "prompt");
   if (v == nullptr) throw bad("prompt", "a required field is missing");
-  // A list of one prompt, as the openai client may send it.
-  const json& p = v->is_array() && v->size() == 1 && !(*v)[0].is_number() ? (*v)[0] : *v;
-  if (p.is_string()) {
-    r.prompt = p.get<std::string>();
-    if (r.prompt.empty()) throw bad("prompt", "the prompt is empty");
+  const bool several = v->is_array() && !v->empty() && !(*v)[0].is_number();
+  if (!several) {
+    r.prompts.push_back(one_prompt(*v));
     return;
   }
-  if (p.is_array() && !p.empty()) {
-    for (const json& id : p) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-        throw bad("prompt", "expected a string, or a list of token ids");
-      }
-      r.prompt_ids.push_back(id.get<int64_t>());
-    }
-    return;
+  for (const json& p : *v) {
+    if (p.is_number()) throw bad("prompt", "a list of prompts mixes token ids and prompts");
+    r.prompts.push_back(one_prompt(p));
   }
-  throw bad("prompt", p.is_array() ? "the prompt is empty (or several prompts: give one)"
-                                   : "expected a string, or a list of token ids");
+  if (r.prompts.size() * static_cast<size_t>(r.n) > kMaxChoices) {
+    throw bad("prompt", std::to_string(r.prompts.size()) + " prompts of n=" + std::to_string(r.n) +
+                            " choices each are more than " + std::to_string(kMaxChoices) +
+                            " choices");
+  }
 }
 
 std::vector<std::string> stop_strings(const json& body) {
@@ -178,6 +195,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     if (!model->is_string()) throw bad("model", "expected a string");
     r.model = model->get<std::string>();
   }
+  r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices).value_or(1));
   if (chat) {
     r.messages = messages(body);
     if (const json* kwargs = field(body, "chat_template_kwargs")) {
@@ -190,13 +208,12 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
       r.enable_thinking = boolean(*kwargs, "enable_thinking").value_or(true);
     }
   } else {
-    read_prompt(body, r);
+    read_prompts(body, r);
   }
   // max_completion_tokens is the newer name of max_tokens (chat); either sets it.
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (const auto v = integer(body, key, 1, 1 << 30)) r.max_tokens = static_cast<int>(*v);
   }
-  r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices).value_or(1));
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* options = field(body, "stream_options")) {
     if (!r.stream) throw bad("stream_options", "only allowed when stream is true");

@@ -27,9 +27,13 @@ struct CompletionRequest {
   std::optional<std::string> model;
   std::vector<ChatMessage> messages;  // chat
   bool enable_thinking = true;        // chat_template_kwargs.enable_thinking (vLLM's; Qwen3)
-  std::string prompt;                 // completions: text ...
-  std::vector<int64_t> prompt_ids;    // ... or token ids
-  std::optional<int> max_tokens;      // unset: what max_model_len leaves
+  // Completions: each prompt as text or as token ids (one of the two set); choices come n a prompt.
+  struct Prompt {
+    std::string text;
+    std::vector<int64_t> ids;
+  };
+  std::vector<Prompt> prompts;
+  std::optional<int> max_tokens;  // unset: what max_model_len leaves
   int n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage

@@ -246,8 +246,12 @@ void Server::routes() {
   }
 }
 
-std::vector<int64_t> Server::prompt_ids(const CompletionRequest& r) const {
-  std::vector<int64_t> ids = r.prompt_ids;
+std::vector<std::vector<int64_t>> Server::prompt_ids(const CompletionRequest& r) const {
+  std::vector<std::vector<int64_t>> prompts;
+  const auto encoded = [&](const std::string& text, bool special) {
+    const std::vector<int32_t> ids = tokenizer_.encode(text, special);
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  };
   if (r.chat) {
     std::string text;
     try {
@@ -257,21 +261,24 @@ std::vector<int64_t> Server::prompt_ids(const CompletionRequest& r) const {
       throw ApiError(400, std::string("the chat template cannot be applied: ") + e.what(),
                      "messages");
     }
-    for (int32_t id : tokenizer_.encode(text, /*add_special_tokens=*/false)) ids.push_back(id);
-  } else if (ids.empty()) {
-    for (int32_t id : tokenizer_.encode(r.prompt, /*add_special_tokens=*/true)) ids.push_back(id);
+    prompts.push_back(encoded(text, /*special=*/false));
+  }
+  for (const CompletionRequest::Prompt& p : r.prompts) {
+    prompts.push_back(p.ids.empty() ? encoded(p.text, /*special=*/true) : p.ids);
   }
   const int64_t vocab = engine_.vocab_size();
-  for (int64_t id : ids) {
-    if (id >= vocab) {
-      throw ApiError(400,
-                     "token id " + std::to_string(id) + " is outside the vocabulary (" +
-                         std::to_string(vocab) + " ids)",
-                     "prompt");
+  for (const std::vector<int64_t>& ids : prompts) {
+    for (int64_t id : ids) {
+      if (id >= vocab) {
+        throw ApiError(400,
+                       "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                           std::to_string(vocab) + " ids)",
+                       "prompt");
+      }
     }
+    if (ids.empty()) throw ApiError(400, "the prompt is empty", r.chat ? "messages" : "prompt");
   }
-  if (ids.empty()) throw ApiError(400, "the prompt is empty", r.chat ? "messages" : "prompt");
-  return ids;
+  return prompts;
 }
 
 void Server::complete(const std::string& body, bool chat, httplib::Response& res) {
@@ -280,19 +287,23 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
     throw ApiError(404, "The model `" + *r.model + "` does not exist.", "model");
   }
   if (!engine_.ready()) throw ApiError(503, "the model's graphs are still compiling");
-  std::vector<int64_t> prompt = prompt_ids(r);
+  const std::vector<std::vector<int64_t>> prompts = prompt_ids(r);
   SamplingParams params = r.sampling;
-  const int64_t room = engine_.options().max_model_len - static_cast<int64_t>(prompt.size());
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  // Unset, max_tokens is what the longest prompt leaves.
+  const int64_t room = engine_.options().max_model_len - static_cast<int64_t>(longest);
   params.max_tokens = r.max_tokens.value_or(static_cast<int>(std::max<int64_t>(room, 0)));
   if (!r.ignore_eos) params.stop_token_ids = stop_ids_;
-  auto run = std::make_shared<CompletionRun>(engine_, tokenizer_, metrics_, r, std::move(prompt),
-                                             std::move(params));
+  auto run =
+      std::make_shared<CompletionRun>(engine_, tokenizer_, metrics_, r, prompts, std::move(params));
+  const auto choices = static_cast<size_t>(run->choices());
   const Reply reply{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), options_.served_model_name,
                     unix_time()};
   if (!r.stream) {
-    std::vector<std::string> texts(static_cast<size_t>(r.n));
-    std::vector<json> logprobs(static_cast<size_t>(r.n), json(nullptr));
-    std::vector<const char*> finish(static_cast<size_t>(r.n), "length");
+    std::vector<std::string> texts(choices);
+    std::vector<json> logprobs(choices, json(nullptr));
+    std::vector<const char*> finish(choices, "length");
     while (!run->done()) {
       for (ChoiceDelta& d : run->next(kPoll)) {
         const auto i = static_cast<size_t>(d.index);
@@ -323,22 +334,23 @@ void Server::complete(const std::string& body, bool chat, httplib::Response& res
     return;
   }
   const bool include_usage = r.include_usage;
-  auto offsets = std::make_shared<std::vector<size_t>>(static_cast<size_t>(r.n), 0);
+  auto offsets = std::make_shared<std::vector<size_t>>(choices, 0);
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [run, reply, include_usage, offsets,
-                                                         n = r.n](size_t, httplib::DataSink& sink) {
-    try {
-      return stream(*run, reply, include_usage, *offsets, n, sink);
-    } catch (const std::exception& e) {
-      // Mid-stream the status is sent: the error goes as an event, as vLLM sends it.
-      const ApiError* api = dynamic_cast<const ApiError*>(&e);
-      const std::string event =
-          sse(error_body(api ? *api : ApiError(500, e.what()))) + "data: [DONE]\n\n";
-      sink.write(event.data(), event.size());
-      sink.done();
-      return true;
-    }
-  });
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [run, reply, include_usage, offsets, n = run->choices()](size_t, httplib::DataSink& sink) {
+        try {
+          return stream(*run, reply, include_usage, *offsets, n, sink);
+        } catch (const std::exception& e) {
+          // Mid-stream the status is sent: the error goes as an event, as vLLM sends it.
+          const ApiError* api = dynamic_cast<const ApiError*>(&e);
+          const std::string event =
+              sse(error_body(api ? *api : ApiError(500, e.what()))) + "data: [DONE]\n\n";
+          sink.write(event.data(), event.size());
+          sink.done();
+          return true;
+        }
+      });
 }
 
 }  // namespace tfm::serving

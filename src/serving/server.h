@@ -47,7 +47,7 @@ class Server {
   void routes();
   // A completion request's answer, whole or as server-sent events.
   void complete(const std::string& body, bool chat, httplib::Response& res);
-  std::vector<int64_t> prompt_ids(const CompletionRequest& request) const;
+  std::vector<std::vector<int64_t>> prompt_ids(const CompletionRequest& request) const;
 
   Engine& engine_;
   const Tokenizer& tokenizer_;

@@ -176,6 +176,20 @@ def test_n_choices(client, generate):
     assert len(set(texts[0])) > 1  # and the choices differ from each other
 
 
+def test_several_prompts_give_n_choices_each(client, generate):
+    prompts = [PROMPT, "JULIET:"]
+    out = client.completions.create(model="demo", prompt=prompts, max_tokens=12, temperature=0,
+                                    n=2)
+    assert sorted(c.index for c in out.choices) == [0, 1, 2, 3]
+    by_index = {c.index: c.text for c in out.choices}
+    for p, prompt in enumerate(prompts):
+        text, _ = generate(prompt, 12)
+        assert [prompt + by_index[2 * p + i] for i in range(2)] == [text, text]
+    counted = sum(len(reference_tokenizer().encode(p).ids) for p in prompts)
+    assert out.usage.prompt_tokens == counted  # each prompt once, as OpenAI counts
+    assert out.usage.completion_tokens == 4 * 12
+
+
 def test_logprobs_join_back_to_the_text(client):
     out = client.chat.completions.create(
         model="demo", messages=[{"role": "user", "content": "KING:"}], max_tokens=20,

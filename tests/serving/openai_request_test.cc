@@ -39,7 +39,8 @@ TEST(OpenAiRequest, ReadsEveryField) {
           "ignore_eos": true})",
       false);
   EXPECT_EQ(r.model, "m");
-  EXPECT_EQ(r.prompt, "Once");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Once");
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_EQ(r.n, 3);
   EXPECT_TRUE(r.include_usage);
@@ -68,8 +69,20 @@ TEST(OpenAiRequest, ChatTemplateKwargsTakeEnableThinking) {
 }
 
 TEST(OpenAiRequest, TokenIdsAsThePrompt) {
-  EXPECT_EQ(parse_completion_request(R"({"prompt": [5, 6]})", false).prompt_ids,
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [5, 6]})", false).prompts.at(0).ids,
             (std::vector<int64_t>{5, 6}));
+}
+
+TEST(OpenAiRequest, SeveralPromptsInOpenAisForms) {
+  const CompletionRequest texts = parse_completion_request(R"({"prompt": ["a", "bc"]})", false);
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(texts.prompts[1].text, "bc");
+  const CompletionRequest ids = parse_completion_request(R"({"prompt": [[1], [2, 3]]})", false);
+  ASSERT_EQ(ids.prompts.size(), 2u);
+  EXPECT_EQ(ids.prompts[1].ids, (std::vector<int64_t>{2, 3}));
+  expect_bad(R"({"prompt": ["a", 3]})", false, "prompt");
+  expect_bad(R"({"prompt": ["a", ""]})", false, "prompt");
+  expect_bad(R"({"prompt": ["a", "b", "c"], "n": 50})", false, "prompt");
 }
 
 TEST(OpenAiRequest, MaxCompletionTokensIsMaxTokens) {

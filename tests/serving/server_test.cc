@@ -104,10 +104,9 @@ TEST(ServerChat, EnableThinkingReachesTheTemplate) {
   }
   ASSERT_EQ(want.size(), 2u);
   for (const bool thinking : {true, false}) {
-    const nlohmann::json body = {
-        {"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}},
-        {"max_tokens", 1},
-        {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
+    const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "What is 2+2?"}}}},
+                                 {"max_tokens", 1},
+                                 {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
     const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
