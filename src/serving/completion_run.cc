@@ -20,7 +20,7 @@ CompletionRun::CompletionRun(Engine& engine, const Tokenizer& tokenizer, Metrics
                              const CompletionRequest& request,
                              const std::vector<std::vector<int64_t>>& prompts,
                              SamplingParams params)
-    : tokenizer_(tokenizer), metrics_(metrics), chat_(request.chat), start_(Clock::now()) {
+    : tokenizer_(tokenizer), metrics_(metrics), start_(Clock::now()) {
   int64_t processed = 0;
   for (const std::vector<int64_t>& prompt : prompts) {
     prompt_tokens_ += prompt.size();
@@ -123,8 +123,8 @@ json CompletionRun::logprob_entry(const TokenEvent& e) const {
   };
   json top = json::array();
   for (const TokenLogprob& t : e.top) {
-    top.push_back(
-        {{"token", text(t.token)}, {"logprob", t.logprob}, {"bytes", bytes_of(text(t.token))}});
+    const std::string token = text(t.token);
+    top.push_back({{"token", token}, {"logprob", t.logprob}, {"bytes", bytes_of(token)}});
   }
   const std::string token = text(e.token);
   return {

@@ -56,7 +56,6 @@ class CompletionRun {
 
   const Tokenizer& tokenizer_;
   Metrics& metrics_;
-  bool chat_;
   size_t prompt_tokens_ = 0;
   std::vector<Choice> choices_;
   std::chrono::steady_clock::time_point start_;

@@ -44,13 +44,20 @@ std::vector<TokenLogprob> likeliest(const std::vector<float>& logprobs, int coun
   return out;
 }
 
-// Penalties OpenAI defines on the tokens generated so far.
-void apply_openai_penalties(std::span<float> logits, const std::vector<int32_t>& counts,
+// Penalties OpenAI defines on the tokens generated so far: presence once per id, frequency once
+// per time it came.
+void apply_openai_penalties(std::span<float> logits, std::span<const int64_t> generated,
                             const SamplingParams& p) {
   if (p.presence_penalty == 0.f && p.frequency_penalty == 0.f) return;
-  for (size_t id = 0; id < counts.size() && id < logits.size(); ++id) {
-    if (counts[id] == 0) continue;
-    logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(counts[id]);
+  std::vector<int64_t> ids(generated.begin(), generated.end());
+  std::sort(ids.begin(), ids.end());
+  for (auto run = ids.begin(); run != ids.end();) {
+    const auto end = std::upper_bound(run, ids.end(), *run);
+    if (*run >= 0 && static_cast<size_t>(*run) < logits.size()) {
+      logits[static_cast<size_t>(*run)] -=
+          p.presence_penalty + p.frequency_penalty * static_cast<float>(end - run);
+    }
+    run = end;
   }
 }
 
@@ -309,7 +316,6 @@ void Engine::begin_sequence(int r, int64_t end) {
   std::fill_n(mask, shapes_.cache_len, 0);
   std::fill(mask + end - length, mask + end, 1);
   row.history = prompt;
-  row.counts.assign(static_cast<size_t>(model_.config().vocab_size), 0);
   row.next_position = static_cast<int32_t>(length);
   row.choice.do_sample = !p.greedy();
   row.choice.temperature = p.temperature;
@@ -373,10 +379,9 @@ void Engine::start_prefill(int r) {
   prefill_queue_.pop_front();
   Row& row = rows_[static_cast<size_t>(r)];
   const auto length = static_cast<int64_t>(prompt_of(r).size());
-  row.chunk = shapes_.chunk;
-  const int64_t padded = round_up(length, row.chunk);
+  const int64_t padded = round_up(length, shapes_.chunk);
   // The prompt's slots, and one a chunk for the decode steps between its chunks.
-  if (cursor_ + padded + padded / row.chunk > shapes_.cache_len) compact();
+  if (cursor_ + padded + padded / shapes_.chunk > shapes_.cache_len) compact();
   row.first_slot = cursor_;
   row.padded = padded;
   cursor_ += padded;
@@ -388,7 +393,7 @@ void Engine::start_prefill(int r) {
 void Engine::run_prefill_chunk() {
   const int r = prefilling_;
   Row& row = rows_[static_cast<size_t>(r)];
-  const int64_t chunk = row.chunk, start = row.chunks_done * chunk;
+  const int64_t chunk = shapes_.chunk, start = row.chunks_done * chunk;
   // Its row alone, or every row where steps take the whole cache.
   const int64_t first = whole_cache_ ? 0 : r, batch = whole_cache_ ? options_.max_num_seqs : 1;
   Tensor ids = filled_i32({batch, chunk}, 0), positions = filled_i32({batch, chunk}, 0);
@@ -454,23 +459,20 @@ void Engine::emit(int r, std::span<float> logits, const int64_t* argmax) {
   } else {
     // vLLM's order: the repetition penalty, then OpenAI's, then temperature and the cut-offs.
     generation::apply_repetition_penalty(logits, row.history, p.repetition_penalty);
-    apply_openai_penalties(logits, row.counts, p);
+    apply_openai_penalties(logits, row.generated(), p);
     const generation::TokenChooser chooser{row.choice, p.stop_token_ids, row.rng};
-    event.token = chooser.choose(logits, row.history, row.generated);
+    event.token = chooser.choose(logits, row.history, static_cast<int>(row.generated().size()));
   }
   if (p.logprobs) {
     event.logprob = logprobs[static_cast<size_t>(event.token)];
     event.top = likeliest(logprobs, p.top_logprobs);
   }
-  ++row.generated;
   row.history.push_back(event.token);
-  if (static_cast<size_t>(event.token) < row.counts.size())
-    ++row.counts[static_cast<size_t>(event.token)];
   row.next_token = event.token;
   const auto& stops = p.stop_token_ids;
   if (std::find(stops.begin(), stops.end(), event.token) != stops.end()) {
     event.finish = FinishReason::kStop;
-  } else if (row.generated >= p.max_tokens) {
+  } else if (static_cast<int64_t>(row.generated().size()) >= p.max_tokens) {
     event.finish = FinishReason::kLength;
   }
   const bool ends = event.finish.has_value();

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,12 +94,14 @@ class Engine {
     GenerationConfig choice;  // TokenChooser's part: greedy or temperature, top-k, top-p
     std::mt19937_64 rng;
     std::vector<int64_t> history;  // prompt and generated ids
-    std::vector<int32_t> counts;   // per id: times generated (presence/frequency penalties)
-    int generated = 0;
     int32_t next_position = 0;
     int64_t next_token = 0;  // chosen, not yet in the cache
     // A prompt of several chunks: its length left-padded to whole chunks, and where it goes.
-    int64_t padded = 0, chunk = 0, chunks_done = 0, first_slot = 0;
+    int64_t padded = 0, chunks_done = 0, first_slot = 0;
+    // The ids generated so far: the history past the prompt.
+    std::span<const int64_t> generated() const {
+      return std::span<const int64_t>(history).subspan(sequence->prompt().size());
+    }
   };
 
   void loop();

@@ -5,7 +5,6 @@ namespace tfm::serving {
 void Sequence::push(TokenEvent event) {
   {
     std::lock_guard lock(mutex_);
-    if (event.finish) finished_ = true;
     events_.push_back(std::move(event));
   }
   ready_.notify_all();
@@ -15,7 +14,6 @@ void Sequence::fail(std::string message) {
   {
     std::lock_guard lock(mutex_);
     error_ = std::move(message);
-    finished_ = true;
   }
   ready_.notify_all();
 }
@@ -27,11 +25,6 @@ std::vector<TokenEvent> Sequence::take(std::chrono::milliseconds timeout) {
                               std::make_move_iterator(events_.end()));
   events_.clear();
   return out;
-}
-
-bool Sequence::finished() const {
-  std::lock_guard lock(mutex_);
-  return finished_;
 }
 
 std::optional<std::string> Sequence::error() const {

@@ -63,7 +63,6 @@ class Sequence {
   // The waiting side: the tokens produced since the last call, waiting up to `timeout` for one.
   // Empty when none came in time.
   std::vector<TokenEvent> take(std::chrono::milliseconds timeout);
-  bool finished() const;
   std::optional<std::string> error() const;
   // The client went away, or a stop string ended the text: the engine frees its slot.
   void cancel() { cancelled_ = true; }
@@ -75,7 +74,6 @@ class Sequence {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<TokenEvent> events_;
-  bool finished_ = false;
   std::optional<std::string> error_;
   std::atomic<bool> cancelled_ = false;
 };

@@ -3,9 +3,12 @@
 // in f32, up to 8 rows in one pass over the weights (the f32 GEMV takes passes of 4). linear.cc
 // takes it for 5 to 8 rows. Under a target pragma, run only where cpu_isa() finds AVX512_BF16.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/dtype.h"
@@ -60,42 +63,27 @@ void product(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k, float* 
   for (int64_t r = tiles * R; r < n; ++r) tile<M, 1>(x, w, r, k, out, n);
 }
 
+using Product = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t, float*);
+
+template <size_t... Rows>
+constexpr std::array<Product, sizeof...(Rows)> products(std::index_sequence<Rows...>) {
+  return {&product<static_cast<int>(Rows) + 1>...};
+}
+
+// product<M> for M = 1 to kRowsPerPass rows, at M - 1.
+constexpr int64_t kRowsPerPass = 8;
+constexpr auto kProducts = products(std::make_index_sequence<kRowsPerPass>{});
+
 }  // namespace
 
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
   thread_local std::vector<uint16_t> rounded;
   rounded.resize(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m * k; ++i) rounded[static_cast<size_t>(i)] = f32_to_bf16_bits(x[i]);
+  round_to_bf16(x, m * k, rounded.data());
   // Up to 8 rows share one pass over the weights; more rows take more passes.
-  for (int64_t m0 = 0; m0 < m; m0 += 8) {
-    const uint16_t* xs = rounded.data() + m0 * k;
-    float* os = out + m0 * n;
-    switch (std::min<int64_t>(8, m - m0)) {
-      case 1:
-        product<1>(xs, w, n, k, os);
-        break;
-      case 2:
-        product<2>(xs, w, n, k, os);
-        break;
-      case 3:
-        product<3>(xs, w, n, k, os);
-        break;
-      case 4:
-        product<4>(xs, w, n, k, os);
-        break;
-      case 5:
-        product<5>(xs, w, n, k, os);
-        break;
-      case 6:
-        product<6>(xs, w, n, k, os);
-        break;
-      case 7:
-        product<7>(xs, w, n, k, os);
-        break;
-      default:
-        product<8>(xs, w, n, k, os);
-        break;
-    }
+  for (int64_t m0 = 0; m0 < m; m0 += kRowsPerPass) {
+    const int64_t rows = std::min(kRowsPerPass, m - m0);
+    kProducts[static_cast<size_t>(rows - 1)](rounded.data() + m0 * k, w, n, k, out + m0 * n);
   }
 }
 
