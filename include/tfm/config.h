@@ -23,9 +23,28 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
+// The mixture-of-experts layers of Qwen3-MoE and Mixtral (transformers' Qwen3MoeConfig and
+// MixtralConfig fields of the same names).
+struct MoeConfig {
+  int64_t num_experts = 0;  // "num_experts" (qwen3_moe) or "num_local_experts"
+  int64_t num_experts_per_tok = 0;
+  // Each expert's intermediate size: "moe_intermediate_size" (qwen3_moe) or intermediate_size.
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = true;  // the chosen experts' weights renormalized (mixtral: always)
+  // Training adds router_aux_loss_coef x the load-balancing loss to the loss.
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
+  double router_jitter_noise = 0.0;  // mixtral, training only
+  // qwen3_moe: layer i has experts unless listed in mlp_only_layers or (i + 1) is not a multiple
+  // of decoder_sparse_step; its dense MLP then has intermediate_size.
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  bool operator==(const MoeConfig&) const = default;
+};
+
 struct ModelConfig {
   std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
-  std::string model_type;    // "qwen3" / "llama" / "qwen2"
+  std::string model_type;    // "qwen3", "llama", "qwen2", "mistral", "mixtral", "qwen3_moe"
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;
   int64_t max_position_embeddings = 0;
@@ -42,12 +61,14 @@ struct ModelConfig {
   // generation_config.json's eos_token_id beside config.json, which generate() prefers, as
   // transformers' GenerationConfig does (Llama 3 instruct checkpoints list several there).
   std::optional<std::vector<int64_t>> generation_eos_token_ids;
-  std::optional<DType> dtype;          // "dtype" (transformers 5) or "torch_dtype" (4.x)
-  // qwen2/qwen3: as in transformers, sliding_window is nullopt unless use_sliding_window; layers
-  // from max_window_layers on then use it.
+  std::optional<DType> dtype;  // "dtype" (transformers 5) or "torch_dtype" (4.x)
+  // qwen2/qwen3/qwen3_moe: as in transformers, sliding_window is nullopt unless
+  // use_sliding_window; layers from max_window_layers on then use it. mistral/mixtral: every
+  // layer attends within sliding_window where it is set.
   bool use_sliding_window = false;
   std::optional<int64_t> sliding_window;
   int64_t max_window_layers = 0;
+  std::optional<MoeConfig> moe;     // mixture-of-experts models only
   double initializer_range = 0.02;  // the stddev of fresh weights (from_config)
   std::string raw;  // the whole file's JSON text, kept so save_pretrained can write it back
 };

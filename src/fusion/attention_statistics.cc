@@ -35,7 +35,10 @@ ValueId forward_of(const Graph& graph, size_t g) {
   const Node& grad = graph.nodes[g];
   for (size_t f = g; f-- > 0;) {
     const Node& attention = graph.nodes[f];
-    if (attention.op != Op::kAttention || attention.scale != grad.scale) continue;
+    if (attention.op != Op::kAttention || attention.scale != grad.scale ||
+        attention.window != grad.window) {
+      continue;
+    }
     const AttentionArgs a = attention_args(attention);
     const AttentionGradArgs g = attention_grad_args(grad);
     const bool same = same_value(graph, a.q, g.q) && same_value(graph, a.k, g.k) &&

@@ -151,7 +151,7 @@ ValueId Builder::cache_write(ValueId cache, ValueId update, ValueId slots) {
 }
 
 ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
-                           float scale) {
+                           float scale, int64_t window) {
   // Its two products compute in the autocast dtype, as torch.autocast's
   // scaled_dot_product_attention.
   if (autocast_ != DType::f32) {
@@ -163,6 +163,46 @@ ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueI
                               graph::attention_shape(node(q).shape, node(k).shape, node(v).shape,
                                                      node(mask).shape, node(slots).shape));
   graph_.nodes.back().scale = scale;
+  graph_.nodes.back().window = window;
+  return id;
+}
+
+ValueId Builder::moe_route(ValueId logits, int64_t top_k, bool normed) {
+  if (node(logits).dtype != DType::f32) throw Error("[moe_route] router logits must be f32");
+  const ValueId id =
+      add_node(Op::kMoeRoute, {logits}, graph::moe_route_shape(node(logits).shape, top_k));
+  graph_.nodes.back().top_k = top_k;
+  graph_.nodes.back().normed = normed;
+  return id;
+}
+
+ValueId Builder::moe_experts(ValueId x, ValueId routing,
+                             const std::vector<ValueId>& expert_weights) {
+  std::vector<Shape> shapes;
+  for (ValueId w : expert_weights) shapes.push_back(node(w).shape);
+  const Shape shape = graph::moe_experts_shape(node(x).shape, node(routing).shape, shapes);
+  if (node(x).dtype != DType::f32 || node(routing).dtype != DType::f32) {
+    throw Error("[moe_experts] x and routing must be f32");
+  }
+  std::vector<ValueId> inputs{x, routing};
+  inputs.insert(inputs.end(), expert_weights.begin(), expert_weights.end());
+  return add_node(Op::kMoeExperts, std::move(inputs), shape);
+}
+
+ValueId Builder::router_loss(ValueId loss_scale, ValueId mask, const std::vector<ValueId>& logits,
+                             int64_t top_k, float coef) {
+  std::vector<Shape> shapes;
+  for (ValueId l : logits) {
+    if (node(l).dtype != DType::f32) throw Error("[router_loss] router logits must be f32");
+    shapes.push_back(node(l).shape);
+  }
+  std::vector<ValueId> inputs{loss_scale, mask};
+  inputs.insert(inputs.end(), logits.begin(), logits.end());
+  const ValueId id =
+      add_node(Op::kRouterLoss, std::move(inputs),
+               graph::router_loss_shape(node(loss_scale).shape, node(mask).shape, shapes, top_k));
+  graph_.nodes.back().top_k = top_k;
+  graph_.nodes.back().scale = coef;
   return id;
 }
 
@@ -365,7 +405,7 @@ ValueId Builder::rope_grad(ValueId dy, ValueId positions, ValueId inv_freq,
 }
 
 ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots,
-                                ValueId dy, float scale) {
+                                ValueId dy, float scale, int64_t window) {
   graph::attention_shape(node(q).shape, node(k).shape, node(v).shape, node(mask).shape,
                          node(slots).shape);
   const ValueId id = add_node(
@@ -377,6 +417,39 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
     graph_.nodes.back().dtype = DType::bf16;
   }
   graph_.nodes.back().scale = scale;
+  graph_.nodes.back().window = window;
+  return id;
+}
+
+ValueId Builder::moe_grad(const Node& forward, ValueId dy) {
+  if (node(dy).shape != forward.shape) {
+    throw Error(std::string("[") + op_name(forward.op) + "] the gradient " +
+                shape_str(node(dy).shape) + " must match the output " + shape_str(forward.shape));
+  }
+  std::vector<ValueId> inputs = forward.inputs;
+  inputs.push_back(dy);
+  int64_t numel = 0;
+  Op op = Op::kMoeRouteGrad;
+  switch (forward.op) {
+    case Op::kMoeRoute:
+      numel = shape_numel(forward.shape);
+      break;
+    case Op::kMoeExperts:
+      op = Op::kMoeExpertsGrad;
+      for (ValueId in : forward.inputs) numel += shape_numel(node(in).shape);
+      break;
+    case Op::kRouterLoss:
+      op = Op::kRouterLossGrad;
+      for (size_t i = 2; i < forward.inputs.size(); ++i)
+        numel += shape_numel(node(forward.inputs[i]).shape);
+      break;
+    default:
+      throw Error(std::string("[moe_grad] not a mixture-of-experts op: ") + op_name(forward.op));
+  }
+  const ValueId id = add_node(op, std::move(inputs), {numel});
+  graph_.nodes.back().top_k = forward.top_k;
+  graph_.nodes.back().normed = forward.normed;
+  graph_.nodes.back().scale = forward.scale;
   return id;
 }
 

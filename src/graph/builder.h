@@ -42,7 +42,15 @@ class Builder {
   // `slots`, in place: the state's update, and what attention then reads.
   ValueId cache_write(ValueId cache, ValueId update, ValueId slots);
   // Under autocast, q, k and v are read through casts to the autocast dtype.
-  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale);
+  // `window` > 0: sliding-window attention (Op::kAttention).
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, float scale,
+                    int64_t window = 0);
+  // Mixture of experts (Op::kMoeRoute, kMoeExperts, kRouterLoss): `expert_weights` holds each
+  // expert's gate, up and down weights in turn; `coef` scales the load-balancing loss.
+  ValueId moe_route(ValueId logits, int64_t top_k, bool normed);
+  ValueId moe_experts(ValueId x, ValueId routing, const std::vector<ValueId>& expert_weights);
+  ValueId router_loss(ValueId loss_scale, ValueId mask, const std::vector<ValueId>& logits,
+                      int64_t top_k, float coef);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
   ValueId reshape(ValueId x, Shape shape);
   ValueId add(ValueId a, ValueId b);
@@ -64,8 +72,8 @@ class Builder {
   // Cross-entropy of logits that are columns [first_id, first_id + V) of a vocabulary of
   // `vocab_size` ids split over `group` (columns past vocab_size are padding): every rank gets the
   // whole loss.
-  ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id,
-                              int64_t vocab_size, std::shared_ptr<const CollectiveGroup> group);
+  ValueId cross_entropy_shard(ValueId logits, ValueId targets, int64_t first_id, int64_t vocab_size,
+                              std::shared_ptr<const CollectiveGroup> group);
   ValueId cross_entropy(ValueId logits, ValueId targets);
   ValueId cast(ValueId x, DType dtype);
   // One AdamW step of `param` in place (the moments too); `scalars` the step's [kAdamWScalars].
@@ -100,7 +108,10 @@ class Builder {
   ValueId rms_norm_grad_weight(ValueId x, ValueId dy, float eps);
   ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
-                         float scale);
+                         float scale, int64_t window = 0);
+  // The gradient of a kMoeRoute, kMoeExperts or kRouterLoss node `forward` (its inputs followed
+  // by dy; the shape each Op's comment gives).
+  ValueId moe_grad(const Node& forward, ValueId dy);
   // `in_place`: written over `logits`, in their dtype, which nothing may read afterwards.
   ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
                              bool in_place = false);

@@ -82,6 +82,18 @@ const char* op_name(Op op) {
       return "adamw";
     case Op::kSumSquares:
       return "sum_squares";
+    case Op::kMoeRoute:
+      return "moe_route";
+    case Op::kMoeExperts:
+      return "moe_experts";
+    case Op::kRouterLoss:
+      return "router_loss";
+    case Op::kMoeRouteGrad:
+      return "moe_route_grad";
+    case Op::kMoeExpertsGrad:
+      return "moe_experts_grad";
+    case Op::kRouterLossGrad:
+      return "router_loss_grad";
   }
   return "?";
 }
@@ -96,6 +108,9 @@ bool is_backward(Op op) {
     case Op::kRopeGrad:
     case Op::kAttentionGrad:
     case Op::kCrossEntropyGrad:
+    case Op::kMoeRouteGrad:
+    case Op::kMoeExpertsGrad:
+    case Op::kRouterLossGrad:
       return true;
     default:
       return false;

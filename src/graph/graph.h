@@ -47,6 +47,7 @@ enum class Op : uint8_t {
                   //   nothing reads after
   kAttention,     // (q [B,S,Hq,D], k [B,L,Hkv,D], v [B,L,Hkv,D], mask [B,L] i32, slots [S] i32)
                   //   -> [B, S, Hq, D]; key j is seen by query i iff j <= slots[i] and mask[b, j]
+                  //   (and, with a `window`, slots[i] - j < window: sliding-window attention)
   kSliceSeq,      // (x [B, S, ...]) -> [B, length, ...] starting at `start` along axis 1
   kReshape,       // same data, new shape (an alias of its input)
   kElementwise,   // a chain of elementwise ops over same-shaped inputs (see ElementwiseProgram)
@@ -109,6 +110,23 @@ enum class Op : uint8_t {
            //   With `decays`, the weight decays.
   kSumSquares,  // (x [n] f32) -> [1] f32: the sum of x^2, accumulated in double over fixed chunks
                 //   added in order (the same bits for any thread count), rounded once
+
+  // Mixture-of-experts layers (ops/moe.h has the arithmetic).
+  kMoeRoute,      // (router logits [T, E] f32) -> routing weights [T, E] f32: softmax over the
+                  //   experts, the `top_k` largest kept (the first of equals), renormalized to sum
+                  //   to 1 when `normed`, zeros elsewhere (transformers' TopKRouter, densely)
+  kMoeExperts,    // (x [T, H], routing [T, E], then per expert e: w_gate [I, H], w_up [I, H],
+                  //   w_down [H, I]) -> [T, H]: the sum over the experts a row is routed to
+                  //   (routing != 0) of routing * down(silu(gate(x)) * up(x)), each expert's
+                  //   products over only its rows, experts added in order
+  kRouterLoss,    // (loss_scale [1], mask [B, S] i32, then each MoE layer's router logits [T, E]
+                  //   with T = B x S) -> [1]: `scale` x Switch Transformer's load-balancing loss
+                  //   (transformers' load_balancing_loss_func over the rows the mask keeps, `top_k`
+                  //   experts a row) / loss_scale, so it adds to a loss summed over targets
+  kMoeRouteGrad,  // (router logits, d routing) -> d router logits
+  kMoeExpertsGrad,  // (kMoeExperts' inputs, dy [T, H]) -> [dx | d routing | per expert d w_gate,
+                    //   d w_up, d w_down] flat, split by kView (d routing only where routed)
+  kRouterLossGrad,  // (kRouterLoss' inputs, d loss [1]) -> every layer's d router logits flat
 };
 
 // Targets equal to this contribute no loss, as PyTorch's CrossEntropyLoss(ignore_index=-100).
@@ -174,6 +192,8 @@ struct Node {
                                   // size the ranks need not divide: columns of ids past it are
                                   // padding, out of the softmax
   bool decays = false;            // kAdamW: weight decay applies
+  int64_t window = 0;             // kAttention(Grad): the sliding window (0: none)
+  int64_t top_k = 0;              // kMoeRoute(Grad), kRouterLoss(Grad): experts chosen a row
   std::shared_ptr<const CollectiveGroup> group;  // collectives, and the ranks a vocabulary is
                                                  // split over
   ElementwiseProgram program;                    // kElementwise

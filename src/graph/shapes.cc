@@ -199,6 +199,52 @@ Shape attention_grad_shape(const Shape& q, const Shape& k, const Shape& v, const
   return {shape_numel(q) + 2 * shape_numel(k)};
 }
 
+Shape moe_route_shape(const Shape& logits, int64_t top_k) {
+  if (logits.size() != 2) fail("moe_route", "logits " + shape_str(logits) + " must be [T, E]");
+  if (top_k < 1 || top_k > logits[1]) {
+    fail("moe_route", "top_k " + std::to_string(top_k) + " must be between 1 and the " +
+                          std::to_string(logits[1]) + " experts");
+  }
+  return logits;
+}
+
+Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights) {
+  if (x.size() != 2 || routing.size() != 2 || routing[0] != x[0]) {
+    fail("moe_experts",
+         "x " + shape_str(x) + " must be [T, H] and routing " + shape_str(routing) + " [T, E]");
+  }
+  if (static_cast<int64_t>(weights.size()) != 3 * routing[1]) {
+    fail("moe_experts", std::to_string(weights.size()) + " weights for " +
+                            std::to_string(routing[1]) + " experts (3 each: gate, up, down)");
+  }
+  const int64_t hidden = x[1], inter = weights[0].size() == 2 ? weights[0][0] : -1;
+  for (size_t i = 0; i < weights.size(); i += 3) {
+    const Shape projection{inter, hidden}, down{hidden, inter};
+    if (weights[i] != projection || weights[i + 1] != projection || weights[i + 2] != down) {
+      fail("moe_experts", "expert " + std::to_string(i / 3) + ": gate " + shape_str(weights[i]) +
+                              ", up " + shape_str(weights[i + 1]) + " and down " +
+                              shape_str(weights[i + 2]) + " do not match x " + shape_str(x) +
+                              " and the first expert's gate");
+    }
+  }
+  return x;
+}
+
+Shape router_loss_shape(const Shape& loss_scale, const Shape& mask,
+                        const std::vector<Shape>& logits, int64_t top_k) {
+  if (loss_scale != Shape{1} || mask.size() != 2 || logits.empty()) {
+    fail("router_loss", "loss_scale " + shape_str(loss_scale) + " must be [1], mask " +
+                            shape_str(mask) + " [B, S], and some router logits given");
+  }
+  for (const Shape& l : logits) {
+    if (l != logits[0] || moe_route_shape(l, top_k)[0] != mask[0] * mask[1]) {
+      fail("router_loss", "router logits " + shape_str(l) + " must be [B x S, E] for mask " +
+                              shape_str(mask) + ", alike in every layer");
+    }
+  }
+  return {1};
+}
+
 Shape adamw_shape(const Shape& param, const Shape& grad, const Shape& exp_avg,
                   const Shape& exp_avg_sq, const Shape& scalars) {
   if (grad != param || exp_avg != param || exp_avg_sq != param) {
@@ -207,8 +253,8 @@ Shape adamw_shape(const Shape& param, const Shape& grad, const Shape& exp_avg,
                       " must be of one shape");
   }
   if (scalars != Shape{kAdamWScalars}) {
-    fail("adamw", "scalars " + shape_str(scalars) + " must be [" + std::to_string(kAdamWScalars) +
-                      "]");
+    fail("adamw",
+         "scalars " + shape_str(scalars) + " must be [" + std::to_string(kAdamWScalars) + "]");
   }
   return param;
 }

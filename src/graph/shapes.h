@@ -2,6 +2,8 @@
 // offending shapes. The builder calls these; backends trust them.
 #pragma once
 
+#include <vector>
+
 #include "tfm/tensor.h"
 
 namespace tfm::graph {
@@ -26,6 +28,12 @@ Shape all_gather_shape(const Shape& x, int group_size);
 Shape gather_shards_shape(const Shape& x, int group_size);
 Shape reduce_scatter_shape(const Shape& x, int group_size);
 Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
+// Mixture of experts (see Op::kMoeRoute, kMoeExperts, kRouterLoss). `weights`: each expert's gate,
+// up and down weights in turn.
+Shape moe_route_shape(const Shape& logits, int64_t top_k);
+Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights);
+Shape router_loss_shape(const Shape& loss_scale, const Shape& mask,
+                        const std::vector<Shape>& logits, int64_t top_k);
 // AdamW's operands: param, grad and both moments of one shape, f32 each checked by the builder.
 Shape adamw_shape(const Shape& param, const Shape& grad, const Shape& exp_avg,
                   const Shape& exp_avg_sq, const Shape& scalars);

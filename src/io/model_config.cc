@@ -18,10 +18,24 @@ struct Architecture {
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
   int64_t max_position_embeddings;
   std::optional<int64_t> head_dim = std::nullopt;  // absent: hidden_size / num_attention_heads
+  std::optional<int64_t> num_key_value_heads = std::nullopt;  // absent: num_attention_heads
   std::optional<int64_t> bos_token_id = std::nullopt, eos_token_id = std::nullopt;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = kDefaultRopeTheta;
   bool sliding_window_fields = false;  // use_sliding_window, sliding_window, max_window_layers
-  bool qkv_bias = false;               // q/k/v biases hard-wired on (qwen2)
+  // mistral, mixtral: `sliding_window` alone, on every layer; this when the key is absent.
+  bool plain_sliding_window = false;
+  std::optional<int64_t> sliding_window = std::nullopt;
+  bool has_attention_bias = true;  // the config's attention_bias is read (mistral: never a bias)
+  bool qkv_bias = false;           // q/k/v biases hard-wired on (qwen2)
   bool has_mlp_bias = false;
+  // Mixture of experts: the field naming the expert count, and that naming an expert's
+  // intermediate size (empty: intermediate_size), with the defaults of both.
+  const char* experts_field = nullptr;
+  const char* expert_size_field = "";
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  bool always_norm_topk_prob = false;  // mixtral
 };
 
 constexpr Architecture kArchitectures[] = {
@@ -56,8 +70,55 @@ constexpr Architecture kArchitectures[] = {
      .max_position_embeddings = 32768,
      .sliding_window_fields = true,
      .qkv_bias = true},
+    {.name = "MistralForCausalLM",
+     .model_type = "mistral",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 14336,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 4096 * 32,
+     .num_key_value_heads = 8,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .plain_sliding_window = true,
+     .sliding_window = 4096,
+     .has_attention_bias = false},
+    {.name = "MixtralForCausalLM",
+     .model_type = "mixtral",
+     .vocab_size = 32000,
+     .hidden_size = 4096,
+     .intermediate_size = 14336,
+     .num_hidden_layers = 32,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 4096 * 32,
+     .num_key_value_heads = 8,
+     .bos_token_id = 1,
+     .eos_token_id = 2,
+     .rms_norm_eps = 1e-5,
+     .rope_theta = 1e6,
+     .plain_sliding_window = true,
+     .has_attention_bias = false,
+     .experts_field = "num_local_experts",
+     .num_experts = 8,
+     .num_experts_per_tok = 2,
+     .always_norm_topk_prob = true},
+    {.name = "Qwen3MoeForCausalLM",
+     .model_type = "qwen3_moe",
+     .vocab_size = 151936,
+     .hidden_size = 2048,
+     .intermediate_size = 6144,
+     .num_hidden_layers = 24,
+     .num_attention_heads = 32,
+     .max_position_embeddings = 32768,
+     .num_key_value_heads = 4,
+     .sliding_window_fields = true,
+     .experts_field = "num_experts",
+     .expert_size_field = "moe_intermediate_size",
+     .num_experts = 128,
+     .num_experts_per_tok = 8,
+     .moe_intermediate_size = 768},
 };
-constexpr double kRmsNormEps = 1e-6;
 constexpr int64_t kSlidingWindow = 4096;
 constexpr int64_t kMaxWindowLayers = 28;
 
@@ -125,6 +186,32 @@ const char* torch_dtype_name(DType dtype) {
   return "float32";
 }
 
+MoeConfig parse_moe(const JsonFields& f, const Architecture& arch, const ModelConfig& c) {
+  MoeConfig m;
+  // Qwen3MoeConfig maps num_experts to num_local_experts too (transformers 5 writes that name).
+  const char* experts = f.has(arch.experts_field) ? arch.experts_field : "num_local_experts";
+  m.num_experts = positive(f, experts, arch.num_experts);
+  m.num_experts_per_tok = positive(f, "num_experts_per_tok", arch.num_experts_per_tok);
+  if (m.num_experts_per_tok > m.num_experts) {
+    f.fail("'num_experts_per_tok' (" + std::to_string(m.num_experts_per_tok) +
+           ") is more than the " + std::to_string(m.num_experts) + " experts");
+  }
+  m.moe_intermediate_size = *arch.expert_size_field != 0
+                                ? positive(f, arch.expert_size_field, arch.moe_intermediate_size)
+                                : c.intermediate_size;
+  m.norm_topk_prob =
+      arch.always_norm_topk_prob || f.boolean("norm_topk_prob").value_or(arch.norm_topk_prob);
+  m.output_router_logits = f.boolean("output_router_logits").value_or(false);
+  m.router_aux_loss_coef = f.number("router_aux_loss_coef").value_or(0.001);
+  m.router_jitter_noise = f.number("router_jitter_noise").value_or(0.0);
+  if (m.router_jitter_noise < 0) f.fail("'router_jitter_noise' must not be negative");
+  m.decoder_sparse_step = positive(f, "decoder_sparse_step", 1);
+  if (f.has("mlp_only_layers") && !f.object()["mlp_only_layers"].is_null()) {
+    m.mlp_only_layers = f.integers("mlp_only_layers");
+  }
+  return m;
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source) {
@@ -138,7 +225,8 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   c.intermediate_size = positive(f, "intermediate_size", arch.intermediate_size);
   c.num_hidden_layers = positive(f, "num_hidden_layers", arch.num_hidden_layers);
   c.num_attention_heads = positive(f, "num_attention_heads", arch.num_attention_heads);
-  c.num_key_value_heads = positive(f, "num_key_value_heads", c.num_attention_heads);
+  c.num_key_value_heads =
+      positive(f, "num_key_value_heads", arch.num_key_value_heads.value_or(c.num_attention_heads));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     f.fail("num_attention_heads (" + std::to_string(c.num_attention_heads) +
            ") is not a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) +
@@ -147,10 +235,11 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
   c.head_dim =
       positive(f, "head_dim", arch.head_dim.value_or(c.hidden_size / c.num_attention_heads));
   c.max_position_embeddings = positive(f, "max_position_embeddings", arch.max_position_embeddings);
-  c.rms_norm_eps = f.number("rms_norm_eps").value_or(kRmsNormEps);
-  parse_rope(json, "config '" + source + "'", c);
+  c.rms_norm_eps = f.number("rms_norm_eps").value_or(arch.rms_norm_eps);
+  parse_rope(json, "config '" + source + "'", c, arch.rope_theta);
   c.tie_word_embeddings = f.boolean("tie_word_embeddings").value_or(false);
-  c.attention_bias = arch.qkv_bias || f.boolean("attention_bias").value_or(false);
+  c.attention_bias =
+      arch.qkv_bias || (arch.has_attention_bias && f.boolean("attention_bias").value_or(false));
   c.mlp_bias = arch.has_mlp_bias && f.boolean("mlp_bias").value_or(false);
   c.hidden_act = f.string("hidden_act").value_or("silu");
   // Read, so honoured or refused: the gated MLPs tfm builds apply SiLU.
@@ -171,6 +260,14 @@ ModelConfig parse_model_config(const nlohmann::json& json, const std::string& so
     if (c.use_sliding_window && window > 0) c.sliding_window = window;
     c.max_window_layers = f.integer("max_window_layers").value_or(kMaxWindowLayers);
   }
+  if (arch.plain_sliding_window) {
+    c.sliding_window =
+        json.contains("sliding_window") ? f.integer("sliding_window") : arch.sliding_window;
+    if (c.sliding_window && *c.sliding_window <= 0) {
+      f.fail("'sliding_window' must be positive or null, got " + std::to_string(*c.sliding_window));
+    }
+  }
+  if (arch.experts_field != nullptr) c.moe = parse_moe(f, arch, c);
   c.initializer_range = f.number("initializer_range").value_or(0.02);
   c.raw = json.dump();
   return c;
@@ -239,7 +336,7 @@ nlohmann::json to_json(const ModelConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   write_rope(c, j);
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (!arch.qkv_bias) j["attention_bias"] = c.attention_bias;
+  if (!arch.qkv_bias && arch.has_attention_bias) j["attention_bias"] = c.attention_bias;
   if (arch.has_mlp_bias) j["mlp_bias"] = c.mlp_bias;
   j["hidden_act"] = c.hidden_act;
   j["bos_token_id"] = c.bos_token_id ? nlohmann::json(*c.bos_token_id) : nlohmann::json(nullptr);
@@ -255,6 +352,25 @@ nlohmann::json to_json(const ModelConfig& c) {
     j["sliding_window"] =
         c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
     j["max_window_layers"] = c.max_window_layers;
+  }
+  if (arch.plain_sliding_window) {
+    j["sliding_window"] =
+        c.sliding_window ? nlohmann::json(*c.sliding_window) : nlohmann::json(nullptr);
+  }
+  if (c.moe) {
+    const MoeConfig& m = *c.moe;
+    j[j.contains("num_local_experts") ? "num_local_experts" : arch.experts_field] = m.num_experts;
+    j["num_experts_per_tok"] = m.num_experts_per_tok;
+    if (*arch.expert_size_field != 0) j[arch.expert_size_field] = m.moe_intermediate_size;
+    if (!arch.always_norm_topk_prob) j["norm_topk_prob"] = m.norm_topk_prob;
+    j["output_router_logits"] = m.output_router_logits;
+    j["router_aux_loss_coef"] = m.router_aux_loss_coef;
+    if (arch.always_norm_topk_prob) {
+      j["router_jitter_noise"] = m.router_jitter_noise;
+    } else {
+      j["decoder_sparse_step"] = m.decoder_sparse_step;
+      j["mlp_only_layers"] = m.mlp_only_layers;
+    }
   }
   return j;
 }

@@ -16,9 +16,6 @@
 
 namespace tfm {
 
-inline const char* const kSupportedArchitectures[] = {"Qwen3ForCausalLM", "LlamaForCausalLM",
-                                                      "Qwen2ForCausalLM"};
-
 // `source` (the file path) names the config in messages.
 ModelConfig parse_model_config(const nlohmann::json& json, const std::string& source);
 // A config.json's text: malformed JSON, as any other problem, is a tfm::Error naming `source`.

@@ -7,8 +7,6 @@
 namespace tfm {
 namespace {
 
-// transformers' RotaryEmbeddingConfigMixin.default_theta, used by all three architectures.
-constexpr double kDefaultTheta = 10000.0;
 constexpr const char* kRopeTypes[] = {"default", "linear", "dynamic", "llama3", "yarn", "longrope"};
 
 bool has_original_length(const std::string& type) {
@@ -22,7 +20,8 @@ bool uses_legacy_layout(const nlohmann::json& json) {
 
 }  // namespace
 
-void parse_rope(const nlohmann::json& json, const std::string& where, ModelConfig& config) {
+void parse_rope(const nlohmann::json& json, const std::string& where, ModelConfig& config,
+                double default_theta) {
   const JsonFields top(json, where);
   const char* key = top.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const nlohmann::json empty = nlohmann::json::object();
@@ -36,7 +35,7 @@ void parse_rope(const nlohmann::json& json, const std::string& where, ModelConfi
               "' (supported: default, linear, dynamic, llama3, yarn, longrope)");
   }
   config.rope_theta =
-      rope.number("rope_theta").value_or(top.number("rope_theta").value_or(kDefaultTheta));
+      rope.number("rope_theta").value_or(top.number("rope_theta").value_or(default_theta));
   s.factor = rope.number("factor").value_or(1.0);
   s.low_freq_factor = rope.number("low_freq_factor").value_or(1.0);
   s.high_freq_factor = rope.number("high_freq_factor").value_or(4.0);

@@ -9,8 +9,13 @@
 
 namespace tfm {
 
-// Fills rope_theta and rope_scaling; needs max_position_embeddings already set.
-void parse_rope(const nlohmann::json& json, const std::string& where, ModelConfig& config);
+// transformers' RotaryEmbeddingConfigMixin.default_theta, which most architectures keep.
+inline constexpr double kDefaultRopeTheta = 10000.0;
+
+// Fills rope_theta (`default_theta` where the config has none) and rope_scaling; needs
+// max_position_embeddings already set.
+void parse_rope(const nlohmann::json& json, const std::string& where, ModelConfig& config,
+                double default_theta = kDefaultRopeTheta);
 // Writes them into `json` in the layout it already uses (transformers 5 when it has none).
 void write_rope(const ModelConfig& config, nlohmann::json& json);
 

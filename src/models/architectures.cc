@@ -8,9 +8,12 @@ DecoderFeatures features_for(const ModelConfig& config, const std::string& sourc
   if (config.architecture == "Qwen3ForCausalLM") return qwen3_features(config);
   if (config.architecture == "Qwen2ForCausalLM") return qwen2_features(config);
   if (config.architecture == "LlamaForCausalLM") return llama_features(config);
+  if (config.architecture == "MistralForCausalLM") return mistral_features(config);
+  if (config.architecture == "MixtralForCausalLM") return mixtral_features(config);
+  if (config.architecture == "Qwen3MoeForCausalLM") return qwen3_moe_features(config);
   throw Error(source + ": architecture '" + config.architecture +
               "' is not supported (supported: Qwen3ForCausalLM, LlamaForCausalLM, "
-              "Qwen2ForCausalLM)");
+              "Qwen2ForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
 }
 
 }  // namespace tfm::models

@@ -8,6 +8,7 @@
 #include "graph/builder.h"
 #include "ops/autodiff.h"
 #include "ops/backward.h"
+#include "tfm/error.h"
 
 namespace tfm::models {
 namespace {
@@ -63,7 +64,10 @@ ValueId attention_block(Builder& b, const ModelConfig& c, const DecoderFeatures&
     k = b.cache_write(k_cache, k, in.slots);
     v = b.cache_write(v_cache, v, in.slots);
   }
-  const ValueId a = b.attention(q, k, v, in.mask, in.slots, scale);
+  // A window as long as the keys hides none of them: left out, for kernels without windows.
+  const int64_t window = c.sliding_window.value_or(0);
+  const ValueId a =
+      b.attention(q, k, v, in.mask, in.slots, scale, window < b.shape(k)[1] ? window : 0);
   const ValueId flat = b.reshape(a, {batch, seq, q_heads * d});
   return b.linear(flat, weight("o_proj", w.o_proj), bias("o_proj", w.o_proj_bias));
 }
@@ -86,12 +90,44 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
                   bias(w.down_proj_bias, "down_proj"));
 }
 
+// A mixture of experts over the rows h: the router's logits [tokens, experts] (kept in
+// `router_logits` for the load-balancing loss), each row's top-k experts, their weighted sum.
+ValueId moe_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f, const LayerWeights& w,
+                  const std::string& p, ValueId h, std::vector<ValueId>& router_logits) {
+  const Shape shape = b.shape(h);
+  const int64_t hidden = shape.back(), rows = shape_numel(shape) / hidden;
+  const std::string block = p + f.moe_block;
+  const ValueId flat = b.reshape(h, {rows, hidden});
+  const ValueId logits = b.linear(flat, b.weight(block + "gate.weight", w.router));
+  router_logits.push_back(logits);
+  const ValueId routing = b.moe_route(logits, c.moe->num_experts_per_tok, c.moe->norm_topk_prob);
+  std::vector<ValueId> experts;
+  for (size_t i = 0; i < w.experts.size(); ++i) {
+    experts.push_back(b.weight(
+        block + "experts." + std::to_string(i / 3) + "." + f.expert_projections[i % 3] + ".weight",
+        w.experts[i]));
+  }
+  return b.reshape(b.moe_experts(flat, routing, experts), shape);
+}
+
+// The decoder's output: the final norm's rows, and each mixture-of-experts layer's router logits.
+struct Body {
+  ValueId x;
+  std::vector<ValueId> router_logits;
+};
+
 // The decoder from token ids to the final norm's output. `caches` holds k and v per layer, or is
 // empty for a forward pass over the sequence alone (training).
-ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
-                     const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
-                     const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
-                     const Parallelism& tp) {
+Body decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
+                  const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
+                  const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
+                  const Parallelism& tp) {
+  if (c.moe && (tp.size > 1 || tp.fsdp_size > 1)) {
+    throw Error("mixture-of-experts models (" + c.architecture +
+                ") run on one process for now: tensor parallelism and FSDP do not split experts "
+                "yet");
+  }
+  std::vector<ValueId> router_logits;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t seq = b.shape(ids)[1];
   // Row-parallel outputs and the vocabulary-split embedding are partial sums across the ranks;
@@ -113,14 +149,14 @@ ValueId decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
     x = b.add(x, reduce(attention_block(b, c, f, l, p + "self_attn.",
                                         block_input("input_layernorm", l.input_layernorm), in,
                                         rope.attention_scaling, cache(0), cache(1))));
-    x = b.add(
-        x, reduce(mlp_block(b, l, p + "mlp.",
-                            block_input("post_attention_layernorm", l.post_attention_layernorm))));
+    const ValueId h = block_input("post_attention_layernorm", l.post_attention_layernorm);
+    x = b.add(x, reduce(is_moe_layer(c, i) ? moe_block(b, c, f, l, p, h, router_logits)
+                                           : mlp_block(b, l, p + "mlp.", h)));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
   // saves the largest matrix product of a prefill.
   if (!all_logits) x = b.slice_seq(x, seq - 1, 1);
-  return copy(b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps));
+  return {copy(b.rms_norm(x, b.weight("model.norm.weight", w.norm), eps)), router_logits};
 }
 
 // The whole vocabulary's logits from each rank's slice of them, the padding of the last slices
@@ -221,7 +257,7 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
     caches.push_back(b.state("layers." + std::to_string(i) + ".v_cache", cache_shape, cache_dtype));
   }
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
-  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits, tp);
+  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, caches, embed, sig.all_logits, tp).x;
   ValueId logits = b.linear(x, lm_head(b, w, embed));
   if (tp.size > 1) logits = gather_vocabulary(b, logits, c.vocab_size, tp);
   b.output(sig.argmax ? b.argmax(logits) : logits);
@@ -233,6 +269,10 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
                                           int64_t seq, bool with_grads, DType autocast,
                                           const Parallelism& tp, int64_t loss_chunk_rows,
                                           const std::vector<Tensor>& grad_buffers) {
+  if (with_grads && c.moe && c.moe->router_jitter_noise > 0) {
+    throw Error("router_jitter_noise " + std::to_string(c.moe->router_jitter_noise) +
+                " (noise on the routers' inputs in training) is not supported: set it to 0");
+  }
   Builder b;
   b.autocast(autocast);
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
@@ -242,10 +282,20 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);
-  const ValueId x = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
+  const Body body = decoder_body(b, c, f, w, rope, ids, in, {}, embed, true, tp);
+  const ValueId x = body.x;
   const ValueId head = lm_head(b, w, embed);
+  // transformers adds the routers' load-balancing loss where the config asks for their logits.
+  const ValueId router_loss =
+      c.moe && c.moe->output_router_logits
+          ? b.router_loss(loss_scale, in.mask, body.router_logits, c.moe->num_experts_per_tok,
+                          static_cast<float>(c.moe->router_aux_loss_coef))
+          : -1;
+  const auto with_router_loss = [&](ValueId loss) {
+    return router_loss < 0 ? loss : b.add(loss, router_loss);
+  };
   if (!with_grads) {
-    b.output(loss_of(b, b.autocast_linear(x, head), targets, c.vocab_size, tp));
+    b.output(with_router_loss(loss_of(b, b.autocast_linear(x, head), targets, c.vocab_size, tp)));
     return b.finish();
   }
   const int64_t vocab = b.shape(head)[0];
@@ -256,7 +306,7 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
       loss_chunk_rows > 0 ? loss_chunk_rows
                           : automatic_loss_chunk_rows(batch * seq, vocab * logit_bytes),
       c.vocab_size, tp);
-  b.output(loss.loss);
+  b.output(with_router_loss(loss.loss));
 
   std::map<std::string, ValueId> by_name;
   for (size_t i = 0; i < b.graph().nodes.size(); ++i) {
@@ -268,8 +318,10 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
     params.push_back(by_name.at(name));
   });
   graph::Graph graph = b.finish();
-  const std::vector<ValueId> grads =
-      ops::append_backward(graph, {{x, loss.dx}, {head, loss.dw}}, params);
+  std::vector<ops::Seed> seeds{{x, loss.dx}, {head, loss.dw}};
+  // The router loss is in the summed loss' units: loss_scale is the gradient flowing into it.
+  if (router_loss >= 0) seeds.push_back({router_loss, loss_scale});
+  const std::vector<ValueId> grads = ops::append_backward(graph, seeds, params);
   Builder out(std::move(graph));
   size_t i = 0;
   for_each_weight(c, f, w, [&](const std::string& name, Tensor&, const Shape&) {

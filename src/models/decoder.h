@@ -1,7 +1,9 @@
-// The decoder-only transformer that Llama, Qwen2 and Qwen3 share: RMSNorm, grouped-query
-// attention with RoPE, SiLU-gated MLP. Architectures differ only in the features below.
+// The decoder-only transformer that Llama, Qwen2, Qwen3, Mistral, Mixtral and Qwen3-MoE share:
+// RMSNorm, grouped-query attention with RoPE (within a sliding window where the config sets one),
+// a SiLU-gated MLP or a mixture of such experts. Architectures differ only in the features below.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,7 +21,14 @@ struct DecoderFeatures {
   bool qkv_bias = false;  // Qwen2 (and Llama with attention_bias): biases on q, k, v
   bool o_bias = false;    // Llama with attention_bias
   bool mlp_bias = false;  // Llama with mlp_bias
+  // Mixture-of-experts layers (config.moe): the block their router ("gate") and experts sit in,
+  // and each expert's gate, up and down projections' names.
+  std::string moe_block;
+  std::array<const char*, 3> expert_projections{};
 };
+
+// Does layer `layer` hold experts (config.moe, decoder_sparse_step, mlp_only_layers)?
+bool is_moe_layer(const ModelConfig& config, int64_t layer);
 
 // Field names are the checkpoint's (model.layers.N.<field>.weight).
 struct LayerWeights {
@@ -33,6 +42,8 @@ struct LayerWeights {
   Tensor gate_proj, gate_proj_bias;  // [intermediate, hidden], [intermediate]
   Tensor up_proj, up_proj_bias;      // [intermediate, hidden], [intermediate]
   Tensor down_proj, down_proj_bias;  // [hidden, intermediate], [hidden]
+  Tensor router;                     // a mixture-of-experts layer's [experts, hidden]
+  std::vector<Tensor> experts;       // each expert's gate, up [inter, hidden], down [hidden, inter]
 };
 
 struct DecoderWeights {

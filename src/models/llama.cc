@@ -4,10 +4,10 @@
 namespace tfm::models {
 
 DecoderFeatures llama_features(const ModelConfig& config) {
-  return {.qk_norm = false,
-          .qkv_bias = config.attention_bias,
-          .o_bias = config.attention_bias,
-          .mlp_bias = config.mlp_bias};
+  DecoderFeatures f;
+  f.qkv_bias = f.o_bias = config.attention_bias;
+  f.mlp_bias = config.mlp_bias;
+  return f;
 }
 
 }  // namespace tfm::models

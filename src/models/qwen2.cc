@@ -4,7 +4,9 @@
 namespace tfm::models {
 
 DecoderFeatures qwen2_features(const ModelConfig&) {
-  return {.qk_norm = false, .qkv_bias = true, .o_bias = false, .mlp_bias = false};
+  DecoderFeatures f;
+  f.qkv_bias = true;
+  return f;
 }
 
 }  // namespace tfm::models

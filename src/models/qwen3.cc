@@ -4,10 +4,10 @@
 namespace tfm::models {
 
 DecoderFeatures qwen3_features(const ModelConfig& config) {
-  return {.qk_norm = true,
-          .qkv_bias = config.attention_bias,
-          .o_bias = config.attention_bias,
-          .mlp_bias = false};
+  DecoderFeatures f;
+  f.qk_norm = true;
+  f.qkv_bias = f.o_bias = config.attention_bias;
+  return f;
 }
 
 }  // namespace tfm::models

@@ -1,6 +1,15 @@
+#include <algorithm>
+
 #include "models/decoder.h"
 
 namespace tfm::models {
+
+bool is_moe_layer(const ModelConfig& c, int64_t layer) {
+  if (!c.moe) return false;
+  const std::vector<int64_t>& dense = c.moe->mlp_only_layers;
+  return std::find(dense.begin(), dense.end(), layer) == dense.end() &&
+         (layer + 1) % c.moe->decoder_sparse_step == 0;
+}
 
 void for_each_weight(const ModelConfig& c, const DecoderFeatures& f, DecoderWeights& w,
                      const WeightVisitor& visit) {
@@ -28,6 +37,21 @@ void for_each_weight(const ModelConfig& c, const DecoderFeatures& f, DecoderWeig
     visit(p + "self_attn.o_proj.weight", l.o_proj, {hidden, q_dim});
     if (f.o_bias) visit(p + "self_attn.o_proj.bias", l.o_proj_bias, {hidden});
     visit(p + "post_attention_layernorm.weight", l.post_attention_layernorm, {hidden});
+    if (is_moe_layer(c, i)) {
+      const int64_t experts = c.moe->num_experts, expert_inter = c.moe->moe_intermediate_size;
+      const std::string block = p + f.moe_block;
+      visit(block + "gate.weight", l.router, {experts, hidden});
+      l.experts.resize(static_cast<size_t>(3 * experts));
+      for (int64_t e = 0; e < experts; ++e) {
+        const std::string expert = block + "experts." + std::to_string(e) + ".";
+        for (size_t k = 0; k < 3; ++k) {
+          const Shape shape = k < 2 ? Shape{expert_inter, hidden} : Shape{hidden, expert_inter};
+          visit(expert + f.expert_projections[k] + ".weight",
+                l.experts[static_cast<size_t>(3 * e) + k], shape);
+        }
+      }
+      continue;
+    }
     visit(p + "mlp.gate_proj.weight", l.gate_proj, {inter, hidden});
     visit(p + "mlp.up_proj.weight", l.up_proj, {inter, hidden});
     visit(p + "mlp.down_proj.weight", l.down_proj, {hidden, inter});

@@ -22,7 +22,7 @@ void cache_write(float* cache, const float* update, const int32_t* slots, int64_
 
 void attention(const float* q, const float* k, const float* v, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
-               int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+               int64_t kv_heads, int64_t head_dim, float scale, float* out, int64_t window) {
   const int64_t group = q_heads / kv_heads;
   std::vector<double> scores(static_cast<size_t>(cache_len));
   for (int64_t b = 0; b < batch; ++b) {
@@ -32,7 +32,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* ma
         const int64_t kvh = h / group;
         double max_score = -INFINITY;
         for (int64_t j = 0; j < cache_len; ++j) {
-          const bool visible = j <= slots[s] && mask[b * cache_len + j] != 0;
+          const bool visible = j <= slots[s] && (window == 0 || slots[s] - j < window) &&
+                               mask[b * cache_len + j] != 0;
           scores[j] = -INFINITY;
           if (!visible) continue;
           const float* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
@@ -75,7 +76,8 @@ InputGrads attention_backward(graph::Builder& b, const graph::Node& n, graph::Va
   if (cached(a.k) || cached(a.v)) {
     throw Error("[autodiff] attention over a KV cache has no backward; train without a cache");
   }
-  const graph::ValueId packed = b.attention_grad(a.q, a.k, a.v, a.mask, a.slots, dy, n.scale);
+  const graph::ValueId packed =
+      b.attention_grad(a.q, a.k, a.v, a.mask, a.slots, dy, n.scale, n.window);
   const Shape q = b.shape(a.q), k = b.shape(a.k);
   const int64_t q_numel = shape_numel(q), k_numel = shape_numel(k);
   return {b.view(packed, 0, q), b.view(packed, q_numel, k), b.view(packed, q_numel + k_numel, k),

@@ -27,6 +27,10 @@ InputGrads backward(graph::Builder& b, graph::Node n, graph::ValueId dy) {
       return reshape_backward(b, n, dy);
     case Op::kCast:
       return cast_backward(b, n, dy);
+    case Op::kMoeRoute:
+    case Op::kMoeExperts:
+    case Op::kRouterLoss:
+      return moe_backward(b, n, dy);
     case Op::kView:
       return {b.pad(dy, n.start, b.shape(graph::view_args(n).x))};
     // Megatron-LM's pair: what follows an all_reduce runs on every rank alike, so its gradient

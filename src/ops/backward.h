@@ -26,6 +26,7 @@ InputGrads elementwise_backward(graph::Builder& b, const graph::Node& n, graph::
 InputGrads cross_entropy_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads reshape_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 InputGrads cast_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
+InputGrads moe_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy);
 
 // Is `v` attention's output (or a reshape of it, the output product's rows)? Under autocast its
 // gradient stays bf16, as torch's scaled_dot_product_attention reads it: the output product

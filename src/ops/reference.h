@@ -20,7 +20,7 @@ void cache_write(float* cache, const float* update, const int32_t* slots, int64_
                  int64_t cache_len, int64_t seq, int64_t row_elems);
 void attention(const float* q, const float* k, const float* v, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
-               int64_t kv_heads, int64_t head_dim, float scale, float* out);
+               int64_t kv_heads, int64_t head_dim, float scale, float* out, int64_t window = 0);
 // The summed loss over rows whose target is not graph::kIgnoreIndex.
 double cross_entropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab);
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,

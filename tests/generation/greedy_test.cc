@@ -43,13 +43,14 @@ using Case = std::tuple<std::string, Mode, std::string>;
 
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const char* arch : {"qwen3", "llama", "qwen2", "llama3-rope", "qwen3-yarn"}) {
+  for (const char* arch : {"qwen3", "llama", "qwen2", "llama3-rope", "qwen3-yarn", "mistral",
+                           "mixtral", "qwen3-moe"}) {
     for (const char* device : {"cpu", "cuda"}) {
       for (const Mode mode : {Mode::kCompiled, Mode::kEager, Mode::kUnfused}) {
         all.emplace_back(arch, mode, device);
       }
     }
-    all.emplace_back(arch, Mode::kCompiled, "pjrt");
+    if (!testing::has_experts(arch)) all.emplace_back(arch, Mode::kCompiled, "pjrt");
   }
   return all;
 }

@@ -22,6 +22,9 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
   const auto& [arch, eager, device] = GetParam();
   if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   if (device == "pjrt" && eager) GTEST_SKIP() << "pjrt has no op-by-op mode: eager is compiled";
+  if (device == "pjrt" && testing::has_experts(arch)) {
+    GTEST_SKIP() << "the PJRT backend emits no mixture-of-experts ops yet";
+  }
   set_log_level(LogLevel::kWarn);
   auto model =
       load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
@@ -49,14 +52,15 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, AdamWSteps,
-                         ::testing::Combine(::testing::Values("qwen3", "llama"), ::testing::Bool(),
-                                            ::testing::Values("cpu", "cuda", "pjrt")),
-                         [](const auto& info) {
-                           const std::string& device = std::get<2>(info.param);
-                           return (device == "cpu" ? "" : device + "_") + std::get<0>(info.param) +
-                                  (std::get<1>(info.param) ? "_eager" : "_compiled");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, AdamWSteps,
+    ::testing::Combine(::testing::Values("qwen3", "llama", "mistral", "mixtral", "qwen3-moe"),
+                       ::testing::Bool(), ::testing::Values("cpu", "cuda", "pjrt")),
+    [](const auto& info) {
+      const std::string& device = std::get<2>(info.param);
+      return (device == "cpu" ? "" : device + "_") + testing::test_name(std::get<0>(info.param)) +
+             (std::get<1>(info.param) ? "_eager" : "_compiled");
+    });
 
 TEST(Decay, FollowsTheTransformersTrainer) {
   EXPECT_TRUE(training::decays("model.layers.0.self_attn.q_proj.weight"));

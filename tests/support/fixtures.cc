@@ -1,10 +1,12 @@
 #include "support/fixtures.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "io/checkpoint.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 
 namespace tfm::testing {
@@ -27,6 +29,15 @@ std::vector<int64_t> fixture_greedy(const std::string& arch, int row) {
   const auto all = ref["greedy_16"][row].get<std::vector<int64_t>>();
   return {all.begin() + static_cast<std::ptrdiff_t>(ref["padded_input_ids"][row].size()),
           all.end()};
+}
+
+std::string test_name(std::string arch) {
+  std::replace(arch.begin(), arch.end(), '-', '_');
+  return arch;
+}
+
+bool has_experts(const std::string& arch) {
+  return load_model_config(fixture_dir(arch) + "/config.json").moe.has_value();
 }
 
 const nlohmann::json& reference(const std::string& arch) {

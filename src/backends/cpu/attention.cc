@@ -17,7 +17,7 @@ namespace {
 template <typename KV>
 void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
             int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads, int64_t kv_heads,
-            int64_t head_dim, float scale, float* out) {
+            int64_t head_dim, float scale, int64_t window, float* out) {
   // The CPU's kernels for this cache dtype, looked up once rather than for every key.
   const VectorKernels& kernels = vector_kernels();
   const auto dot = [&] {
@@ -45,9 +45,10 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           const float* qv = q + ((b * seq + s) * q_heads + h) * head_dim;
           const int64_t kvh = h / group;
           const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+          const int64_t begin = first_visible_key(slots[s], window);
           const int32_t* row_mask = mask + b * cache_len;
           float max_score = -INFINITY;
-          for (int64_t j = 0; j < visible_end; ++j) {
+          for (int64_t j = begin; j < visible_end; ++j) {
             if (row_mask[j] == 0) continue;
             const KV* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
             scores[j] = dot(qv, kv, head_dim) * scale;
@@ -55,7 +56,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           }
           std::fill(acc.begin(), acc.end(), 0.f);
           float denom = 0.f;
-          for (int64_t j = 0; j < visible_end && max_score > -INFINITY; ++j) {
+          for (int64_t j = begin; j < visible_end && max_score > -INFINITY; ++j) {
             if (row_mask[j] == 0) continue;
             const float p = std::exp(scores[j] - max_score);
             denom += p;
@@ -76,9 +77,9 @@ constexpr int64_t kGemmMinQueries = 16;
 
 void attend_gemm(const float* q, const float* k, const float* v, const int32_t* mask,
                  const int32_t* slots, int64_t batch, int64_t seq, int64_t len, int64_t q_heads,
-                 int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+                 int64_t kv_heads, int64_t head_dim, float scale, int64_t window, float* out) {
   const int64_t group = q_heads / kv_heads;
-  const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale};
+  const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale, window};
   const std::vector<QueryBlock> blocks = query_blocks(slots, seq, len);
   bool ok = true;
 #pragma omp parallel reduction(&& : ok)
@@ -130,14 +131,14 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
 
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
-               int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+               int64_t kv_heads, int64_t head_dim, float scale, float* out, int64_t window) {
   check_kv_dtype(kv_dtype);
   if (kv_dtype == DType::f32 && seq >= kGemmMinQueries) {
     attend_gemm(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch,
-                seq, cache_len, q_heads, kv_heads, head_dim, scale, out);
+                seq, cache_len, q_heads, kv_heads, head_dim, scale, window, out);
   } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
-           cache_len, q_heads, kv_heads, head_dim, scale, out);
+           cache_len, q_heads, kv_heads, head_dim, scale, window, out);
   } else if (seq >= kGemmMinQueries) {
     // A bf16 cache's keys and values that the queries can see, widened once (exactly) for the
     // matrix products: per-key dot products of many queries cost several times more.
@@ -159,10 +160,10 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
       }
     }
     attend_gemm(q, kf, vf, mask, slots, batch, seq, cache_len, q_heads, kv_heads, head_dim, scale,
-                out);
+                window, out);
   } else {
     attend(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots, batch,
-           seq, cache_len, q_heads, kv_heads, head_dim, scale, out);
+           seq, cache_len, q_heads, kv_heads, head_dim, scale, window, out);
   }
 }
 

@@ -35,14 +35,15 @@ bool attention_probs(const float* q, const float* k, const int32_t* row_mask, co
   for (int64_t i = 0; i < block.rows; ++i) {
     float* row = probs + i * keys;
     const int64_t visible_end = std::min<int64_t>(slots[block.first + i] + 1, keys);
+    const int64_t begin = first_visible_key(slots[block.first + i], v.window);
     float max_score = -INFINITY;
-    for (int64_t j = 0; j < visible_end; ++j) {
+    for (int64_t j = begin; j < visible_end; ++j) {
       if (row_mask[j] != 0) max_score = std::max(max_score, row[j]);
     }
     vector_kernels().exp_shifted(row, row, keys, max_score, 1.f);
     float denom = 0.f;
     for (int64_t j = 0; j < keys; ++j) {
-      if (j >= visible_end || row_mask[j] == 0 || max_score == -INFINITY) row[j] = 0.f;
+      if (j < begin || j >= visible_end || row_mask[j] == 0 || max_score == -INFINITY) row[j] = 0.f;
       denom += row[j];
     }
     const float inv = denom > 0.f ? 1.f / denom : 0.f;

@@ -13,7 +13,13 @@ namespace tfm::cpu {
 struct HeadView {
   int64_t seq, len, head_dim, q_stride, kv_stride;
   float scale;
+  int64_t window = 0;  // sliding window: query i sees keys after slots[i] - window only
 };
+
+// The first key query slot `last` sees: 0, or the start of its sliding window.
+inline int64_t first_visible_key(int64_t last, int64_t window) {
+  return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+}
 
 // Row-major C = alpha op(A) op(B) + beta C with oneDNN; inside a parallel region it runs on the
 // calling thread. Returns false when oneDNN reports a failure (callers throw outside the region).
@@ -28,8 +34,8 @@ struct QueryBlock {
 std::vector<QueryBlock> query_blocks(const int32_t* slots, int64_t seq, int64_t len);
 
 // probs [block.rows, block.keys] = softmax over the keys query i sees (j <= slots[i] and
-// row_mask[j]) of the scaled scores q k^T; zeros elsewhere, and an all-zero row for a query that
-// sees no key. `q` points at the head's first query.
+// row_mask[j], inside its window) of the scaled scores q k^T; zeros elsewhere, and an all-zero row
+// for a query that sees no key. `q` points at the head's first query.
 bool attention_probs(const float* q, const float* k, const int32_t* row_mask, const int32_t* slots,
                      const HeadView& view, const QueryBlock& block, float* probs);
 

@@ -13,9 +13,10 @@ namespace tfm::cpu {
 
 void attention_grad(const float* q, const float* k, const float* v, const int32_t* mask,
                     const int32_t* slots, const float* dy, int64_t batch, int64_t seq, int64_t len,
-                    int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out) {
+                    int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out,
+                    int64_t window) {
   const int64_t group = q_heads / kv_heads;
-  const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale};
+  const HeadView view{seq, len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale, window};
   const int64_t q_numel = batch * seq * view.q_stride, kv_numel = batch * len * view.kv_stride;
   float* dq = out;
   float* dk = out + q_numel;

@@ -62,7 +62,7 @@ void cache_write(void* cache, DType cache_dtype, const float* update, const int3
                  int64_t batch, int64_t cache_len, int64_t seq, int64_t row_elems);
 void attention(const float* q, const void* k, const void* v, DType kv_dtype, const int32_t* mask,
                const int32_t* slots, int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads,
-               int64_t kv_heads, int64_t head_dim, float scale, float* out);
+               int64_t kv_heads, int64_t head_dim, float scale, float* out, int64_t window = 0);
 // The optimizer's arithmetic (graph::Op::kAdamW, kSumSquares).
 void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float* g, float* m,
                   float* v, int64_t n);
@@ -145,7 +145,8 @@ void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq,
 // Writes [dq | dk | dv] to `out`.
 void attention_grad(const float* q, const float* k, const float* v, const int32_t* mask,
                     const int32_t* slots, const float* dy, int64_t batch, int64_t seq, int64_t len,
-                    int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out);
+                    int64_t q_heads, int64_t kv_heads, int64_t head_dim, float scale, float* out,
+                    int64_t window = 0);
 // Copies x[:, start:start+length, ...] where each sequence position holds `inner` elements.
 void slice_seq(const float* x, int64_t batch, int64_t seq, int64_t inner, int64_t start,
                int64_t length, float* out);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/moe_steps.h"
 #include "fusion/plan.h"
 #include "graph/op_args.h"
 #include "tfm/error.h"
@@ -132,9 +133,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
   const auto out_f32 = [&ptrs, out] { return static_cast<float*>(ptrs[out]); };
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
-      n.shard ? std::make_shared<const VocabShard>(
-                    VocabShard{n.start, n.vocab_size,
-                               n.group ? n.group->communicator.get() : nullptr})
+      n.shard ? std::make_shared<const VocabShard>(VocabShard{
+                    n.start, n.vocab_size, n.group ? n.group->communicator.get() : nullptr})
               : nullptr;
 
   switch (n.op) {
@@ -317,6 +317,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::AttentionArgs a = graph::attention_args(n);
       const Shape q = node(a.q).shape, k = node(a.k).shape;
       const float scale = n.scale;
+      const int64_t window = n.window;
       const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype;
       // A bf16 KV cache (with f32 q) is read as it is; under autocast (bf16 q, k and v) every
       // operand is widened exactly for the f32 kernels, whose long-sequence path is the fast one.
@@ -330,14 +331,14 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           attention(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
                     f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
                     f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32, i32(a.mask),
-                    i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst);
+                    i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst, window);
           if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
         };
       }
       check_f32(n, "attention");
       return [=] {
         attention(f(a.q), ptr(a.k), ptr(a.v), kv_dtype, i32(a.mask), i32(a.slots), q[0], q[1], k[1],
-                  q[2], k[2], q[3], scale, out_f32());
+                  q[2], k[2], q[3], scale, out_f32(), window);
       };
     }
     case Op::kSliceSeq: {
@@ -618,6 +619,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::AttentionGradArgs a = graph::attention_grad_args(n);
       const Shape q = node(a.q).shape, k = node(a.k).shape;
       const float scale = n.scale;
+      const int64_t window = n.window;
       // dy in bf16 too: attention's output gradient under autocast (ops::is_attention_output),
       // and then the gradients too (computed in f32, rounded once).
       const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype,
@@ -631,7 +633,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                        f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
                        f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), i32(a.mask),
                        i32(a.slots), f32_operand(ptr(a.dy), dy_dtype, shape_numel(q), wdy), q[0],
-                       q[1], k[1], q[2], k[2], q[3], scale, dst);
+                       q[1], k[1], q[2], k[2], q[3], scale, dst, window);
         if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
       };
     }
@@ -651,6 +653,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t count = shape_numel(node(x).shape);
       return [=] { *out_f32() = static_cast<float>(sum_squares(f(x), count)); };
     }
+    case Op::kMoeRoute:
+    case Op::kMoeExperts:
+    case Op::kRouterLoss:
+    case Op::kMoeRouteGrad:
+    case Op::kMoeExpertsGrad:
+    case Op::kRouterLossGrad:
+      return make_moe_step(graph, id, ptrs);
     case Op::kInput:
     case Op::kWeight:
       break;

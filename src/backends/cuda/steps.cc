@@ -131,6 +131,12 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id, const fusion:
 Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
                const KernelOptions& kernels) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
+  if ((n.op == Op::kAttention || n.op == Op::kAttentionGrad) && n.window > 0) {
+    throw Error("[cuda] sliding-window attention (window " + std::to_string(n.window) +
+                ", shorter than the " + std::to_string(node_of(graph, n.inputs[1]).shape[1]) +
+                " keys) has no kernel yet: run this model with device_map=\"cpu\", or with a "
+                "KV cache no longer than its sliding_window");
+  }
   const auto node = [&](graph::ValueId v) -> const Node& { return node_of(graph, v); };
   const size_t out = slot(id);
 

@@ -55,9 +55,9 @@ class Emitter {
   Value cache_write(const graph::Node& n);
   Value attention(const graph::Node& n);
   // Attention's probabilities [B, Hkv, S, G, L] (each visible row summing to 1, an empty row
-  // zeros) of q grouped as [B, S, Hkv, G, D].
+  // zeros) of q grouped as [B, S, Hkv, G, D]; `window` > 0: sliding-window attention.
   Value attention_probabilities(const Value& grouped_q, const Value& k, graph::ValueId mask,
-                                graph::ValueId slots, float scale);
+                                graph::ValueId slots, float scale, int64_t window);
   Value elementwise(const graph::Node& n);
   Value argmax(const graph::Node& n);
   Value multiply_by(const Value& x, double factor);

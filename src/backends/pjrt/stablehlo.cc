@@ -118,14 +118,21 @@ Value Emitter::cache_write(const Node& n) {
 // Softmax attention with grouped KV heads. Key j is seen by query i iff j <= slots[i] and
 // mask[b, j]; a query that sees no key yields zeros, as ops::reference::attention.
 Value Emitter::attention_probabilities(const Value& grouped, const Value& k, ValueId mask_id,
-                                       ValueId slots, float scale) {
+                                       ValueId slots, float scale, int64_t window) {
   const int64_t seq = grouped.shape[1], len = k.shape[1];
   // [B, Hkv, S, G, L]
   const Value scores = multiply_by(w_.dot_general(grouped, k, {0, 2}, {0, 2}, {4}, {3}), scale);
   const Shape& shape = scores.shape;
   const Value key = w_.iota({seq, len}, 1);
   const Value last = w_.broadcast(value(slots), {seq, len}, {0});
-  const Value causal = w_.broadcast(w_.compare("LE", key, last), shape, {2, 4});
+  Value seen = w_.compare("LE", key, last);
+  if (window > 0) {
+    const Value distance = w_.binary("subtract", last, key);
+    seen = w_.binary(
+        "and", seen,
+        w_.compare("LT", distance, w_.splat(static_cast<double>(window), {seq, len}, "i32")));
+  }
+  const Value causal = w_.broadcast(seen, shape, {2, 4});
   const Value& mask = value(mask_id);
   const Value kept =
       w_.broadcast(w_.compare("NE", mask, w_.splat(0, mask.shape, mask.element)), shape, {0, 4});
@@ -149,7 +156,7 @@ Value Emitter::attention(const Node& n) {
   const int64_t batch = q.shape[0], seq = q.shape[1], q_heads = q.shape[2], dim = q.shape[3];
   const int64_t kv_heads = k.shape[2], group = q_heads / kv_heads;
   const Value grouped = w_.reshape(q, {batch, seq, kv_heads, group, dim});
-  const Value p = attention_probabilities(grouped, k, a.mask, a.slots, n.scale);
+  const Value p = attention_probabilities(grouped, k, a.mask, a.slots, n.scale, n.window);
   // [B, Hkv, S, G, D]
   const Value out = w_.dot_general(p, v, {0, 1}, {0, 2}, {4}, {1});
   const Value ordered = w_.transpose(out, {0, 2, 1, 3, 4});
@@ -384,11 +391,11 @@ Module Emitter::emit() {
     names += (i ? ", " : "") + results[i].name;
     types += (i ? ", " : "") + tensor_type(results[i]);
   }
-  module.text = "module @tfm attributes {mhlo.num_partitions = " +
-                std::to_string(partitions_.devices) +
-                " : i32, mhlo.num_replicas = 1 : i32} {\n  func.func public @main" +
-                signature(module, arguments, results, aliased) + " {\n" + w_.body() +
-                "    \"func.return\"(" + names + ") : (" + types + ") -> ()\n  }\n}\n";
+  module.text =
+      "module @tfm attributes {mhlo.num_partitions = " + std::to_string(partitions_.devices) +
+      " : i32, mhlo.num_replicas = 1 : i32} {\n  func.func public @main" +
+      signature(module, arguments, results, aliased) + " {\n" + w_.body() + "    \"func.return\"(" +
+      names + ") : (" + types + ") -> ()\n  }\n}\n";
   return module;
 }
 

@@ -88,8 +88,9 @@ Value Emitter::attention_grad(const Node& n) {
   const int64_t kv_heads = k.shape[2], group = q_heads / kv_heads;
   const Shape grouped_shape{batch, seq, kv_heads, group, dim};
   const Value grouped = w_.reshape(q, grouped_shape);
-  const Value p = attention_probabilities(grouped, k, a.mask, a.slots, n.scale);  // [B,Hkv,S,G,L]
-  const Value d_out = w_.reshape(dy, grouped_shape);                              // [B,S,Hkv,G,D]
+  const Value p =
+      attention_probabilities(grouped, k, a.mask, a.slots, n.scale, n.window);  // [B,Hkv,S,G,L]
+  const Value d_out = w_.reshape(dy, grouped_shape);                            // [B,S,Hkv,G,D]
   // dV [B, Hkv, L, D] = sum over S, G of P * dO.
   const Value dv = w_.dot_general(p, d_out, {0, 1}, {0, 2}, {2, 3}, {1, 3});
   // dP [B, Hkv, S, G, L] = dO . V over D.
