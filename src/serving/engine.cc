@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include "core/device_registry.h"
@@ -98,6 +99,17 @@ Engine::Engine(CausalLMImpl& model, EngineOptions options)
       whole_cache_(whole_buffer_states(model.device())),
       shapes_(plan_engine_shapes(options, model.device().type != "cpu", whole_cache_)),
       rows_(static_cast<size_t>(options.max_num_seqs)) {
+  // A row's entries are spread over the shared cache, so a window over cache slots (what the
+  // attention op applies) is not one over the row's positions.
+  const std::optional<int64_t> window = model.config().sliding_window;
+  if (window && *window < shapes_.cache_len) {
+    throw Error("the model attends within a sliding_window of " + std::to_string(*window) +
+                " tokens, which tfm serve cannot apply yet over its " +
+                std::to_string(shapes_.cache_len) + " cache slots a row (--max-model-len " +
+                std::to_string(options.max_model_len) + "): serve it with a --max-model-len " +
+                "below half the window");
+  }
+
   try {
     cache_ = &model.cache_for(options.max_num_seqs, shapes_.cache_len);
   } catch (const Error& e) {

@@ -2,8 +2,9 @@
 // so, where absent), compiled and eager, against the scalar reference in src/ops reading the
 // cache as stored. Covers grouped KV heads, a left-padded row whose first queries see no key,
 // queries placed mid-cache after earlier tokens, and huge values in masked slots, which must
-// not reach the output. On CUDA, prefill over a bf16 cache runs the flash-style tensor-core
-// kernel, which reads q and the probabilities as bf16: its tolerance is bf16's.
+// not reach the output, and sliding windows (CPU). On CUDA, prefill over a bf16 cache runs the
+// flash-style tensor-core kernel, which reads q and the probabilities as bf16: its tolerance is
+// bf16's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,13 +29,15 @@ struct Case {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
   int64_t first_slot;  // the queries' first slot; the slots before it hold earlier tokens
   DType cache;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string describe(const Case& c) {
   return c.device + "_b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_len" +
          std::to_string(c.cache_len) + "_h" + std::to_string(c.q_heads) + "x" +
          std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) + "_at" +
-         std::to_string(c.first_slot) + "_" + std::string(dtype_name(c.cache));
+         std::to_string(c.first_slot) + "_" + std::string(dtype_name(c.cache)) +
+         (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -75,13 +78,13 @@ TEST_P(CacheAttentionTest, MatchesReference) {
   const ValueId slots_v = g.input("slots", {s}, DType::i32);
   const ValueId k_cache = g.state("k_cache", cache_shape, c.cache);
   const ValueId v_cache = g.state("v_cache", cache_shape, c.cache);
-  g.output(g.attention(qv, k_cache, v_cache, mask_v, slots_v, scale));
+  g.output(g.attention(qv, k_cache, v_cache, mask_v, slots_v, scale, c.window));
   const graph::Graph graph = g.finish();
 
   const std::vector<float> k_stored = rounded(k, c.cache), v_stored = rounded(v, c.cache);
   std::vector<float> want(q.size());
   ops::reference::attention(q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(),
-                            b, s, len, c.q_heads, c.kv_heads, d, scale, want.data());
+                            b, s, len, c.q_heads, c.kv_heads, d, scale, want.data(), c.window);
 
   const bool bf16_reads = c.device == "cuda" && c.cache == DType::bf16 && s > 1;
   const float tol = bf16_reads ? 1e-2f : 2e-5f;
@@ -113,6 +116,13 @@ std::vector<Case> cases() {
           {device, 1, 3, 300, 4, 2, 128, 250, cache});        // a few queries late in a long cache
       all.push_back({device, 2, 9, 24, 2, 1, 24, 2, cache});  // head_dim no kernel tiles
     }
+  }
+  // Sliding windows shorter than the keys: decode, a short prompt (per-key dot products) and
+  // matrix products over query blocks.
+  for (const DType cache : {DType::f32, DType::bf16}) {
+    all.push_back({"cpu", 2, 1, 40, 4, 2, 16, 30, cache, 7});
+    all.push_back({"cpu", 2, 12, 20, 4, 2, 16, 0, cache, 5});
+    all.push_back({"cpu", 1, 70, 96, 2, 1, 32, 5, cache, 33});
   }
   return all;
 }

@@ -187,6 +187,100 @@ TEST(ModelConfigTest, SlidingWindowOnlyWhenUsed) {
   EXPECT_EQ(c.sliding_window, 4096);  // Qwen3Config's default window
 }
 
+// mistralai/Mixtral-8x7B-v0.1's published config.json (transformers 4.36).
+TEST(ModelConfigTest, PublishedMixtral) {
+  const ModelConfig c = parse_model_config(json::parse(R"({
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+    "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+    "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+    "rms_norm_eps": 1e-05, "rope_theta": 1e6, "router_aux_loss_coef": 0.02,
+    "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0", "use_cache": true, "vocab_size": 32000})"),
+                                           "mixtral");
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.sliding_window, std::nullopt);
+  ASSERT_TRUE(c.moe);
+  EXPECT_EQ(std::tie(c.moe->num_experts, c.moe->num_experts_per_tok, c.moe->moe_intermediate_size),
+            std::make_tuple(8, 2, 14336));
+  EXPECT_TRUE(c.moe->norm_topk_prob);  // MixtralTopKRouter always renormalizes
+  EXPECT_FALSE(c.moe->output_router_logits);
+  EXPECT_EQ(c.moe->router_aux_loss_coef, 0.02);
+}
+
+// Qwen/Qwen3-30B-A3B's published config.json (transformers 4.51).
+TEST(ModelConfigTest, PublishedQwen3Moe) {
+  const ModelConfig c = parse_model_config(json::parse(R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+    "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+    "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+    "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})"),
+                                           "qwen3-30b-a3b");
+  ASSERT_TRUE(c.moe);
+  EXPECT_EQ(std::tie(c.moe->num_experts, c.moe->num_experts_per_tok, c.moe->moe_intermediate_size,
+                     c.moe->decoder_sparse_step),
+            std::make_tuple(128, 8, 768, 1));
+  EXPECT_TRUE(c.moe->norm_topk_prob);
+  EXPECT_THAT(c.moe->mlp_only_layers, IsEmpty());
+  EXPECT_EQ(c.intermediate_size, 6144);
+  const ModelConfig back = parse_model_config(to_json(c), "round trip");
+  EXPECT_EQ(back.moe, c.moe);
+}
+
+// mistralai/Mistral-7B-v0.1's published config.json (transformers 4.34).
+TEST(ModelConfigTest, PublishedMistral) {
+  const ModelConfig c = parse_model_config(json::parse(R"({
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})"),
+                                           "mistral");
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_FALSE(c.moe);
+  EXPECT_EQ(parse_model_config(to_json(c), "round trip").sliding_window, 4096);
+}
+
+// The values transformers 5.25's MixtralConfig(), Qwen3MoeConfig() and MistralConfig() hold.
+TEST(ModelConfigTest, MixtureOfExpertsDefaults) {
+  const ModelConfig mixtral = parse_model_config({{"model_type", "mixtral"}}, "m");
+  EXPECT_EQ(std::tie(mixtral.num_key_value_heads, mixtral.max_position_embeddings),
+            std::make_tuple(8, 131072));
+  EXPECT_EQ(mixtral.rms_norm_eps, 1e-5);
+  EXPECT_EQ(mixtral.rope_theta, 1e6);
+  EXPECT_EQ(mixtral.sliding_window, std::nullopt);
+  EXPECT_EQ(std::tie(mixtral.moe->num_experts, mixtral.moe->num_experts_per_tok,
+                     mixtral.moe->moe_intermediate_size),
+            std::make_tuple(8, 2, 14336));
+  EXPECT_EQ(mixtral.moe->router_aux_loss_coef, 0.001);
+
+  const ModelConfig qwen = parse_model_config({{"model_type", "qwen3_moe"}}, "q");
+  EXPECT_EQ(std::tie(qwen.num_key_value_heads, qwen.head_dim, qwen.moe->num_experts,
+                     qwen.moe->num_experts_per_tok, qwen.moe->moe_intermediate_size),
+            std::make_tuple(4, 64, 128, 8, 768));
+  EXPECT_FALSE(qwen.moe->norm_topk_prob);
+  EXPECT_EQ(qwen.rope_theta, 10000.0);
+  // transformers 5 writes Qwen3MoeConfig's num_experts as num_local_experts.
+  EXPECT_EQ(parse_model_config({{"model_type", "qwen3_moe"}, {"num_local_experts", 16}}, "q")
+                .moe->num_experts,
+            16);
+
+  const ModelConfig mistral = parse_model_config({{"model_type", "mistral"}}, "m");
+  EXPECT_EQ(mistral.sliding_window, 4096);
+  EXPECT_EQ(mistral.num_key_value_heads, 8);
+  EXPECT_EQ(mistral.rms_norm_eps, 1e-6);
+}
+
 TEST(ModelConfigTest, YarnInTransformers5Layout) {
   const ModelConfig c =
       parse_model_config(json::parse(
@@ -248,8 +342,9 @@ void expect_config_error(const json& config, const std::string& problem) {
 TEST(ModelConfigTest, UnknownArchitectureListsTheSupportedOnes) {
   expect_config_error({{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}},
                       "unsupported architecture 'GPT2LMHeadModel' (supported: "
-                      "Qwen3ForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM)");
-  expect_config_error({{"model_type", "mistral"}}, "unsupported architecture 'mistral'");
+                      "Qwen3ForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, "
+                      "MixtralForCausalLM, Qwen3MoeForCausalLM)");
+  expect_config_error({{"model_type", "gemma"}}, "unsupported architecture 'gemma'");
   expect_config_error({{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "llama"}},
                       "has model_type 'qwen3', but the config says 'llama'");
 }
@@ -311,6 +406,17 @@ TEST(ModelConfigTest, DeepNestingIsRefused) {
                                          HasSubstr("nested deeper than 1000 levels"))));
   testing_io::write_file(dir / "config.json", config_with(50));
   EXPECT_EQ(load_model_config(dir / "config.json").model_type, "qwen3");
+}
+
+TEST(ModelConfigTest, MixtureOfExpertsFieldsRefusedWhereTheyCannotHold) {
+  expect_config_error({{"model_type", "mixtral"}, {"num_experts_per_tok", 9}},
+                      "'num_experts_per_tok' (9) is more than the 8 experts");
+  expect_config_error({{"model_type", "qwen3_moe"}, {"num_experts", 0}},
+                      "'num_experts' must be positive");
+  expect_config_error({{"model_type", "mixtral"}, {"router_jitter_noise", -1}},
+                      "'router_jitter_noise' must not be negative");
+  expect_config_error({{"model_type", "mistral"}, {"sliding_window", 0}},
+                      "'sliding_window' must be positive or null");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -33,6 +34,7 @@ Tensor ints(std::vector<int32_t> values, const Shape& shape) {
 struct GradCase {
   std::vector<Tensor> params;
   std::function<ValueId(Builder&, const std::vector<ValueId>&)> forward;
+  bool on_pjrt = true;  // the PJRT backend emits the ops too
 };
 
 // The forward graph with y as its only output, and the random seed dy.
@@ -73,7 +75,7 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
   const std::vector<Tensor> compiled = cpu.compile(graph)->run({}).outputs;
   // The same graph as StableHLO through XLA's CPU plugin, where the tests installed it.
   std::vector<Tensor> through_pjrt;
-  if (testing::device_present("pjrt")) {
+  if (c.on_pjrt && testing::device_present("pjrt")) {
     through_pjrt = graph::backend_for(Device{"pjrt", 0}).compile(graph)->run({}).outputs;
   }
   for (size_t p = 0; p < c.params.size(); ++p) {
@@ -162,7 +164,8 @@ TEST(Autodiff, RopeWithScaling) {
 
 // Causal attention over one sequence of `seq` tokens per row (slots 0..seq-1) with `mask`.
 void check_attention_gradients(uint32_t seed, const std::vector<int32_t>& mask_values,
-                               const Shape& q_shape, int64_t kv_heads, float scale) {
+                               const Shape& q_shape, int64_t kv_heads, float scale,
+                               int64_t window = 0) {
   std::mt19937 rng(seed);
   const int64_t batch = q_shape[0], seq = q_shape[1];
   std::vector<int32_t> slot_values(static_cast<size_t>(seq));
@@ -174,7 +177,7 @@ void check_attention_gradients(uint32_t seed, const std::vector<int32_t>& mask_v
       {{random_tensor(q_shape, rng), random_tensor(kv_shape, rng), random_tensor(kv_shape, rng)},
        [=](Builder& b, const std::vector<ValueId>& p) {
          return b.attention(p[0], p[1], p[2], b.weight("mask", mask), b.weight("slots", slots),
-                            scale);
+                            scale, window);
        }});
 }
 
@@ -191,6 +194,66 @@ TEST(Autodiff, AttentionOverManyQueries) {
 
 TEST(Autodiff, CausalAttentionOverTwoQueryBlocks) {
   check_attention_gradients(10, std::vector<int32_t>(70, 1), {1, 70, 2, 4}, 1, 0.5f);
+}
+
+TEST(Autodiff, SlidingWindowAttentionOverTwoQueryBlocks) {
+  std::vector<int32_t> mask(2 * 70, 1);
+  mask[70] = 0;
+  check_attention_gradients(11, mask, {2, 70, 2, 4}, 1, 0.5f, 9);
+}
+
+// Router logits [rows, experts] whose values lie at least 0.1 apart in each row, so the finite
+// differences' steps never change which experts a row picks.
+Tensor separated_logits(int64_t rows, int64_t experts, std::mt19937& rng) {
+  std::vector<float> values(static_cast<size_t>(rows * experts));
+  std::vector<float> row(static_cast<size_t>(experts));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t e = 0; e < experts; ++e)
+      row[static_cast<size_t>(e)] = 0.1f * static_cast<float>(e);
+    std::shuffle(row.begin(), row.end(), rng);
+    std::copy(row.begin(), row.end(), values.begin() + r * experts);
+  }
+  return Tensor::from_vector(values, {rows, experts});
+}
+
+TEST(Autodiff, MoeRouteRenormalizedAndNot) {
+  for (const bool normed : {true, false}) {
+    std::mt19937 rng(12);
+    check_gradients(
+        {{separated_logits(5, 8, rng)},
+         [=](Builder& b, const std::vector<ValueId>& p) { return b.moe_route(p[0], 3, normed); },
+         false});
+  }
+}
+
+TEST(Autodiff, MoeExpertsThroughTheirRouting) {
+  std::mt19937 rng(13);
+  const int64_t rows = 6, hidden = 8, experts = 4, inter = 5;
+  std::vector<Tensor> params{random_tensor({rows, hidden}, rng),
+                             separated_logits(rows, experts, rng)};
+  for (int64_t e = 0; e < experts; ++e) {
+    params.push_back(random_tensor({inter, hidden}, rng));
+    params.push_back(random_tensor({inter, hidden}, rng));
+    params.push_back(random_tensor({hidden, inter}, rng));
+  }
+  check_gradients(
+      {params,
+       [](Builder& b, const std::vector<ValueId>& p) {
+         return b.moe_experts(p[0], b.moe_route(p[1], 2, true), {p.begin() + 2, p.end()});
+       },
+       false});
+}
+
+TEST(Autodiff, RouterLossOverTwoLayersWithAMaskedRow) {
+  std::mt19937 rng(14);
+  const Tensor mask = ints({1, 1, 0, 1, 1, 1}, {2, 3});
+  const Tensor loss_scale = Tensor::from_vector(std::vector<float>{0.25f}, {1});
+  check_gradients({{separated_logits(6, 4, rng), separated_logits(6, 4, rng)},
+                   [=](Builder& b, const std::vector<ValueId>& p) {
+                     return b.router_loss(b.weight("loss_scale", loss_scale),
+                                          b.weight("mask", mask), {p[0], p[1]}, 2, 0.5f);
+                   },
+                   false});
 }
 
 TEST(Autodiff, ElementwiseChainWithSharedInput) {

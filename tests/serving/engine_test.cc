@@ -43,7 +43,7 @@ class EngineTest : public ::testing::Test {
 };
 
 TEST_F(EngineTest, BatchedAndQueuedSequencesGiveTransformersGreedyIds) {
-  for (const char* arch : {"qwen3", "llama", "qwen2"}) {
+  for (const char* arch : {"qwen3", "llama", "qwen2", "mixtral", "qwen3-moe"}) {
     CausalLM model = load(arch);
     Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 2, .max_model_len = 64});
     engine.start();
@@ -267,6 +267,16 @@ TEST_F(EngineTest, RefusesWhatItCannotServe) {
   EXPECT_THROW(engine.submit(std::make_shared<Sequence>(std::vector<int64_t>{1, 2}, greedy(2))),
                EngineFull);
   EXPECT_THROW(Engine(CausalLMAccess::impl(model), {.max_num_seqs = 0}), Error);
+}
+
+TEST_F(EngineTest, RefusesASlidingWindowItCannotApply) {
+  CausalLM model = load("mistral");  // sliding_window 8
+  try {
+    Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 1, .max_model_len = 64});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding_window of 8"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
