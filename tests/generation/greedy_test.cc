@@ -50,7 +50,7 @@ std::vector<Case> cases() {
         all.emplace_back(arch, mode, device);
       }
     }
-    if (!testing::has_experts(arch)) all.emplace_back(arch, Mode::kCompiled, "pjrt");
+    all.emplace_back(arch, Mode::kCompiled, "pjrt");
   }
   return all;
 }

@@ -22,9 +22,6 @@ TEST_P(AdamWSteps, LossesMatchTorch) {
   const auto& [arch, eager, device] = GetParam();
   if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   if (device == "pjrt" && eager) GTEST_SKIP() << "pjrt has no op-by-op mode: eager is compiled";
-  if (device == "pjrt" && testing::has_experts(arch)) {
-    GTEST_SKIP() << "the PJRT backend emits no mixture-of-experts ops yet";
-  }
   set_log_level(LogLevel::kWarn);
   auto model =
       load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});

@@ -30,14 +30,14 @@ struct Case {
 };
 
 // Every case on the CPU and, where a GPU is present, on CUDA; the compiled ones through a PJRT
-// plugin too (a compiler backend has no other mode), but for mixture-of-experts models.
+// plugin too (a compiler backend has no other mode).
 std::vector<Case> on_each_device(std::vector<Case> cases) {
   const size_t count = cases.size();
   for (size_t i = 0; i < count; ++i) {
     Case c = cases[i];
     c.device = "cuda";
     cases.push_back(c);
-    if (c.mode == Mode::kCompiled && !testing::has_experts(c.arch)) {
+    if (c.mode == Mode::kCompiled) {
       c.device = "pjrt";
       cases.push_back(c);
     }

@@ -78,7 +78,7 @@ std::vector<Case> cases() {
         }
       }
       // A compiler backend has one mode: the graph compiled whole.
-      if (!testing::has_experts(arch)) all.emplace_back(arch, Mode::kCompiled, "pjrt", chunk_rows);
+      all.emplace_back(arch, Mode::kCompiled, "pjrt", chunk_rows);
     }
   }
   return all;
@@ -99,7 +99,6 @@ TEST_P(TrainStepBf16, StaysWithinBf16PrecisionOfTransformers) {
   if (!testing::device_present(device)) GTEST_SKIP() << "no " << device << " device present";
   set_log_level(LogLevel::kWarn);
   for (const std::string arch : {"qwen3", "llama", "mistral", "mixtral", "qwen3-moe"}) {
-    if (device == "pjrt" && testing::has_experts(arch)) continue;
     auto model =
         load_causal_lm(testing::fixture_dir(arch), {.dtype = DType::f32, .device_map = device});
     const nlohmann::json& ref = testing::reference(arch);

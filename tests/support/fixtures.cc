@@ -6,7 +6,6 @@
 #include <map>
 
 #include "io/checkpoint.h"
-#include "io/model_config.h"
 #include "io/safetensors.h"
 
 namespace tfm::testing {
@@ -34,10 +33,6 @@ std::vector<int64_t> fixture_greedy(const std::string& arch, int row) {
 std::string test_name(std::string arch) {
   std::replace(arch.begin(), arch.end(), '-', '_');
   return arch;
-}
-
-bool has_experts(const std::string& arch) {
-  return load_model_config(fixture_dir(arch) + "/config.json").moe.has_value();
 }
 
 const nlohmann::json& reference(const std::string& arch) {

@@ -11,9 +11,6 @@ namespace tfm::testing {
 
 std::string fixture_dir(const std::string& arch);  // "qwen3" -> tests/data/fixtures/qwen3
 const nlohmann::json& reference(const std::string& arch);
-// Does the fixture's model have mixture-of-experts layers? The PJRT backend emits none of their
-// ops yet, so those fixtures run on the kernel backends alone.
-bool has_experts(const std::string& arch);
 // The fixture's name as a test name may hold it ('-' becomes '_').
 std::string test_name(std::string arch);
 // A copy of the fixture `arch` in `dir` with its vocabulary cut to the first `vocab_size` ids

@@ -99,6 +99,34 @@ class Emitter {
   // `parts` (element offset, values) written over `base` flat, in order.
   Value written_over(const Value& base, const std::vector<std::pair<int64_t, Value>>& parts);
 
+  // Mixture of experts (stablehlo_moe.cc), over [T, E] router logits.
+  Value row_sum(const Value& x);  // each row's sum, broadcast over the row
+  Value softmax_rows(const Value& logits);
+  Value chosen_experts(const Value& logits, int64_t top_k);  // pred [T, E]
+  Value routing_weights(const Value& logits, int64_t top_k, bool normed);
+  Value moe_route(const graph::Node& n);
+  Value moe_route_grad(const graph::Node& n);
+  struct ExpertRows {
+    Value gate, up, act, down;
+  };
+  ExpertRows expert_rows(const Value& x, graph::ValueId gate_w, graph::ValueId up_w,
+                         graph::ValueId down_w);
+  struct ExpertColumn {
+    Value weight, routed;  // the routing column over a row's shape, and where it is not 0
+  };
+  ExpertColumn expert_column(const Value& routing, int64_t e, const Shape& shape);
+  Value moe_experts(const graph::Node& n);
+  Value moe_experts_grad(const graph::Node& n);
+  struct RouterShares {
+    std::vector<Value> probabilities;      // each layer's softmax [T, E]
+    Value kept_rows;                       // the mask as f32 over [T, E]
+    Value kept;                            // the rows counted, all layers: a scalar
+    Value chosen_share, mean_probability;  // [E]
+  };
+  RouterShares router_shares(const graph::Node& n, size_t layers);
+  Value router_loss(const graph::Node& n);
+  Value router_loss_grad(const graph::Node& n);
+
   // Optimizer (stablehlo_optimizer.cc). An op that writes in place into a view of a state
   // (kAdamW into its parameters' and moments' parts) records the part's new values; a state is
   // read (current) with the writes made so far, as a kernel backend's in-place steps leave it.

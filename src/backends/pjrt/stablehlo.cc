@@ -306,6 +306,18 @@ Value Emitter::emit_node(const Node& n) {
       return adamw(n);
     case Op::kSumSquares:
       return sum_squares(n);
+    case Op::kMoeRoute:
+      return moe_route(n);
+    case Op::kMoeRouteGrad:
+      return moe_route_grad(n);
+    case Op::kMoeExperts:
+      return moe_experts(n);
+    case Op::kMoeExpertsGrad:
+      return moe_experts_grad(n);
+    case Op::kRouterLoss:
+      return router_loss(n);
+    case Op::kRouterLossGrad:
+      return router_loss_grad(n);
     default:
       throw Error(std::string("PJRT backend: op ") + graph::op_name(n.op) + " ('" + n.name +
                   "') is not emitted yet");
