@@ -11,12 +11,18 @@ namespace tfm {
 
 // How a model is split across the processes of a job started by tfmrun (or torchrun): WORLD_SIZE
 // must equal tp_size x fsdp_size. On a device whose compiler partitions programs (pjrt, neuron)
-// it is instead one process whose graphs are each partitioned over tp_size x fsdp_size devices. Ranks r*tp_size .. r*tp_size + tp_size - 1 form one
-// tensor-parallel group; the fsdp_size groups are data-parallel replicas of it, each holding a
-// block of rows of every weight, gradient and optimizer moment (gathered where used).
+// it is instead one process whose graphs are each partitioned over tp_size x fsdp_size devices.
+// Ranks r*tp_size .. r*tp_size + tp_size - 1 form one tensor-parallel group; the fsdp_size groups
+// are data-parallel replicas of it, each holding a block of rows of every weight, gradient and
+// optimizer moment (gathered where used).
 struct DistributedConfig {
   int tp_size = 1;    // each layer's heads, MLP columns and vocabulary split across this many
   int fsdp_size = 1;  // data-parallel ranks sharding the weights and training state
+  // Expert parallelism (transformers' ep_size): a mixture-of-experts model's experts split over
+  // this many ranks, each holding and running only its own. tfm splits them over the
+  // tensor-parallel ranks, which share a batch (transformers' "all_reduce" implementation): 1, or
+  // tp_size.
+  int ep_size = 1;
 };
 
 struct LoadOptions {

@@ -7,16 +7,21 @@ from ._arrays import like, to_numpy
 
 
 class DistributedConfig:
-    """How a model is split: tensor parallel over tp_size ranks, FSDP over fsdp_size (transformers'
-    DistributedConfig). Across processes started by tfmrun; on the pjrt device, one program
-    partitioned over tp_size x fsdp_size of the plugin's devices."""
+    """How a model is split: tensor parallel over tp_size ranks, FSDP over fsdp_size, a
+    mixture-of-experts model's experts over ep_size (1 or tp_size) of the tensor-parallel ranks
+    (transformers' DistributedConfig; enable_expert_parallel=True means ep_size=tp_size). Across
+    processes started by tfmrun; on the pjrt device, one program partitioned over tp_size x
+    fsdp_size of the plugin's devices."""
 
-    def __init__(self, tp_size=1, fsdp_size=1):
-        for name, value in (("tp_size", tp_size), ("fsdp_size", fsdp_size)):
+    def __init__(self, tp_size=1, fsdp_size=1, ep_size=None, enable_expert_parallel=False):
+        if ep_size is None:
+            ep_size = tp_size if enable_expert_parallel else 1
+        for name, value in (("tp_size", tp_size), ("fsdp_size", fsdp_size), ("ep_size", ep_size)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.tp_size = tp_size
         self.fsdp_size = fsdp_size
+        self.ep_size = ep_size
 
 
 def _dtype_name(dtype):
@@ -162,7 +167,7 @@ class AutoModelForCausalLM:
         split = distributed_config or DistributedConfig()
         native = _tfm.CausalLM.from_pretrained(
             str(pretrained_model_name_or_path), _dtype_name(dtype or torch_dtype),
-            _device(device_map), split.tp_size, split.fsdp_size)
+            _device(device_map), split.tp_size, split.fsdp_size, split.ep_size)
         return PreTrainedModel(native, str(pretrained_model_name_or_path))
 
     @staticmethod
@@ -171,7 +176,7 @@ class AutoModelForCausalLM:
         split = distributed_config or DistributedConfig()
         native = _tfm.CausalLM.from_config(str(config_json), _dtype_name(dtype),
                                            _device(device_map), split.tp_size, split.fsdp_size,
-                                           seed)
+                                           split.ep_size, seed)
         return PreTrainedModel(native, str(config_json))
 
 

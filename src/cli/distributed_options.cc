@@ -14,6 +14,10 @@ void add_distributed_options(CLI::App* cmd, DistributedConfig& config) {
       ->check(at_least(1));
   cmd->add_option("--fsdp-size", config.fsdp_size, "Data-parallel (FSDP) ranks")
       ->check(at_least(1));
+  cmd->add_option("--ep-size", config.ep_size,
+                  "Expert-parallel ranks of a mixture-of-experts model: its experts split over "
+                  "the tensor-parallel ranks (1, or --tp-size)")
+      ->check(at_least(1));
 }
 
 bool prints_results() {

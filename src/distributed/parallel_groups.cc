@@ -83,8 +83,15 @@ const ParallelGroups& parallel_groups(const DistributedConfig& config) {
 }
 
 models::Parallelism parallelism(const DistributedConfig& config) {
+  if (config.ep_size != 1 && config.ep_size != config.tp_size) {
+    throw Error("[distributed] ep_size=" + std::to_string(config.ep_size) +
+                " must be 1 or tp_size=" + std::to_string(config.tp_size) +
+                ": tfm splits experts over the tensor-parallel ranks, which share a batch (more "
+                "expert-parallel ranks would exchange tokens by all-to-all, not supported yet)");
+  }
   const ParallelGroups& groups = parallel_groups(config);
   models::Parallelism p;
+  p.expert_parallel = config.ep_size > 1;
   p.writes_files = !groups.world || groups.world->rank() == 0;
   if (config.tp_size > 1) {
     p.rank = groups.tp->rank();

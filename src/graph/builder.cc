@@ -176,17 +176,20 @@ ValueId Builder::moe_route(ValueId logits, int64_t top_k, bool normed) {
   return id;
 }
 
-ValueId Builder::moe_experts(ValueId x, ValueId routing,
-                             const std::vector<ValueId>& expert_weights) {
+ValueId Builder::moe_experts(ValueId x, ValueId routing, const std::vector<ValueId>& expert_weights,
+                             int64_t first_expert) {
   std::vector<Shape> shapes;
   for (ValueId w : expert_weights) shapes.push_back(node(w).shape);
-  const Shape shape = graph::moe_experts_shape(node(x).shape, node(routing).shape, shapes);
+  const Shape shape =
+      graph::moe_experts_shape(node(x).shape, node(routing).shape, shapes, first_expert);
   if (node(x).dtype != DType::f32 || node(routing).dtype != DType::f32) {
     throw Error("[moe_experts] x and routing must be f32");
   }
   std::vector<ValueId> inputs{x, routing};
   inputs.insert(inputs.end(), expert_weights.begin(), expert_weights.end());
-  return add_node(Op::kMoeExperts, std::move(inputs), shape);
+  const ValueId id = add_node(Op::kMoeExperts, std::move(inputs), shape);
+  graph_.nodes.back().start = first_expert;
+  return id;
 }
 
 ValueId Builder::router_loss(ValueId loss_scale, ValueId mask, const std::vector<ValueId>& logits,
@@ -450,6 +453,7 @@ ValueId Builder::moe_grad(const Node& forward, ValueId dy) {
   graph_.nodes.back().top_k = forward.top_k;
   graph_.nodes.back().normed = forward.normed;
   graph_.nodes.back().scale = forward.scale;
+  graph_.nodes.back().start = forward.start;
   return id;
 }
 

@@ -48,7 +48,9 @@ class Builder {
   // Mixture of experts (Op::kMoeRoute, kMoeExperts, kRouterLoss): `expert_weights` holds each
   // expert's gate, up and down weights in turn; `coef` scales the load-balancing loss.
   ValueId moe_route(ValueId logits, int64_t top_k, bool normed);
-  ValueId moe_experts(ValueId x, ValueId routing, const std::vector<ValueId>& expert_weights);
+  // `first_expert`: the routing column of the first expert given (expert parallelism).
+  ValueId moe_experts(ValueId x, ValueId routing, const std::vector<ValueId>& expert_weights,
+                      int64_t first_expert = 0);
   ValueId router_loss(ValueId loss_scale, ValueId mask, const std::vector<ValueId>& logits,
                       int64_t top_k, float coef);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);

@@ -67,8 +67,7 @@ Executable& GraphCache::get(const Signature& signature, const std::function<Grap
   char line[320];
   std::snprintf(line, sizeof line, "%s %s graph [%s] on %s in %.1f ms, arena %.2f MiB",
                 loaded ? "loaded (compile cache hit)" : "compiled", owner_.c_str(),
-                signature.str().c_str(), where.c_str(), ms,
-                static_cast<double>(arena) / (1 << 20));
+                signature.str().c_str(), where.c_str(), ms, static_cast<double>(arena) / (1 << 20));
   log_info(line);
   Executable& made = *executables_.emplace(signature, std::move(exe)).first->second;
   if (executables_.size() == static_cast<size_t>(warn_after_) + 1) {

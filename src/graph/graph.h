@@ -115,10 +115,11 @@ enum class Op : uint8_t {
   kMoeRoute,      // (router logits [T, E] f32) -> routing weights [T, E] f32: softmax over the
                   //   experts, the `top_k` largest kept (the first of equals), renormalized to sum
                   //   to 1 when `normed`, zeros elsewhere (transformers' TopKRouter, densely)
-  kMoeExperts,    // (x [T, H], routing [T, E], then per expert e: w_gate [I, H], w_up [I, H],
-                  //   w_down [H, I]) -> [T, H]: the sum over the experts a row is routed to
-                  //   (routing != 0) of routing * down(silu(gate(x)) * up(x)), each expert's
-                  //   products over only its rows, experts added in order
+  kMoeExperts,    // (x [T, H], routing [T, E], then per expert e held: w_gate [I, H], w_up
+                  //   [I, H], w_down [H, I]) -> [T, H]: the sum over the experts held (routing
+                  //   columns `start` on: expert parallelism) a row is routed to (routing != 0)
+                  //   of routing * down(silu(gate(x)) * up(x)), each expert's products over only
+                  //   its rows, experts added in order
   kRouterLoss,    // (loss_scale [1], mask [B, S] i32, then each MoE layer's router logits [T, E]
                   //   with T = B x S) -> [1]: `scale` x Switch Transformer's load-balancing loss
                   //   (transformers' load_balancing_loss_func over the rows the mask keeps, `top_k`
@@ -168,7 +169,8 @@ struct Node {
                           // and RoPE
   float scale = 1.f;      // kAttention(Grad): softmax scale; kRope(Grad), kPrepareAttention:
                           // attention_scaling
-  int64_t start = 0;      // kSliceSeq: position; kView: element offset; kEmbedding: first id
+  int64_t start = 0;      // kSliceSeq: position; kView: element offset; kEmbedding: first id;
+                          // kMoeExperts(Grad): the first expert's routing column
   bool in_place = false;  // kCrossEntropyGrad: written over input 0, read by nothing after;
                           // kCrossEntropy: writes its gradient over input 0 too;
                           // kLinearGradWeight, kLinearGradInput, kRmsNormGradWeight,

@@ -208,14 +208,18 @@ Shape moe_route_shape(const Shape& logits, int64_t top_k) {
   return logits;
 }
 
-Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights) {
+Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights,
+                        int64_t first_expert) {
   if (x.size() != 2 || routing.size() != 2 || routing[0] != x[0]) {
     fail("moe_experts",
          "x " + shape_str(x) + " must be [T, H] and routing " + shape_str(routing) + " [T, E]");
   }
-  if (static_cast<int64_t>(weights.size()) != 3 * routing[1]) {
-    fail("moe_experts", std::to_string(weights.size()) + " weights for " +
-                            std::to_string(routing[1]) + " experts (3 each: gate, up, down)");
+  const auto experts = static_cast<int64_t>(weights.size() / 3);
+  if (weights.empty() || weights.size() % 3 != 0 || first_expert < 0 ||
+      first_expert + experts > routing[1]) {
+    fail("moe_experts", std::to_string(weights.size()) + " weights (3 an expert: gate, up, down)" +
+                            " from expert " + std::to_string(first_expert) + " of routing " +
+                            shape_str(routing));
   }
   const int64_t hidden = x[1], inter = weights[0].size() == 2 ? weights[0][0] : -1;
   for (size_t i = 0; i < weights.size(); i += 3) {

@@ -31,7 +31,8 @@ Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
 // Mixture of experts (see Op::kMoeRoute, kMoeExperts, kRouterLoss). `weights`: each expert's gate,
 // up and down weights in turn.
 Shape moe_route_shape(const Shape& logits, int64_t top_k);
-Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights);
+Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights,
+                        int64_t first_expert);
 Shape router_loss_shape(const Shape& loss_scale, const Shape& mask,
                         const std::vector<Shape>& logits, int64_t top_k);
 // AdamW's operands: param, grad and both moments of one shape, f32 each checked by the builder.

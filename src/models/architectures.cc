@@ -4,7 +4,9 @@
 
 namespace tfm::models {
 
-DecoderFeatures features_for(const ModelConfig& config, const std::string& source) {
+namespace {
+
+DecoderFeatures architecture_features(const ModelConfig& config, const std::string& source) {
   if (config.architecture == "Qwen3ForCausalLM") return qwen3_features(config);
   if (config.architecture == "Qwen2ForCausalLM") return qwen2_features(config);
   if (config.architecture == "LlamaForCausalLM") return llama_features(config);
@@ -14,6 +16,15 @@ DecoderFeatures features_for(const ModelConfig& config, const std::string& sourc
   throw Error(source + ": architecture '" + config.architecture +
               "' is not supported (supported: Qwen3ForCausalLM, LlamaForCausalLM, "
               "Qwen2ForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
+}
+
+}  // namespace
+
+DecoderFeatures features_for(const ModelConfig& config, const std::string& source,
+                             const Parallelism& tp) {
+  DecoderFeatures f = architecture_features(config, source);
+  f.experts = local_experts(config, tp);
+  return f;
 }
 
 }  // namespace tfm::models

@@ -14,7 +14,9 @@ DecoderFeatures mistral_features(const ModelConfig& config);
 DecoderFeatures mixtral_features(const ModelConfig& config);
 DecoderFeatures qwen3_moe_features(const ModelConfig& config);
 
-// Throws, listing the supported names, when `config.architecture` is not one of them.
-DecoderFeatures features_for(const ModelConfig& config, const std::string& source);
+// Throws, listing the supported names, when `config.architecture` is not one of them. `tp`: how
+// this process holds the model (the experts it holds).
+DecoderFeatures features_for(const ModelConfig& config, const std::string& source,
+                             const Parallelism& tp = {});
 
 }  // namespace tfm::models

@@ -175,9 +175,11 @@ struct Setup {
   Device device;
 };
 
-Setup setup(const std::filesystem::path& config_path, const LoadOptions& options) {
+Setup setup(const std::filesystem::path& config_path, const LoadOptions& options,
+            const models::Parallelism& tp) {
   ModelConfig config = load_model_config(config_path);
-  const models::DecoderFeatures features = models::features_for(config, config_path.string());
+  models::check_tensor_parallel(config, tp, config_path.string());
+  const models::DecoderFeatures features = models::features_for(config, config_path.string(), tp);
   if (config.use_sliding_window) {
     throw Error(config_path.string() + ": use_sliding_window=true is not supported");
   }
@@ -217,8 +219,7 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
                                              const LoadOptions& options,
                                              const models::Parallelism& tp) {
   const std::filesystem::path dir = resolve_pretrained(id_or_path);
-  Setup s = setup(dir / "config.json", options);
-  models::check_tensor_parallel(s.config, tp, (dir / "config.json").string());
+  Setup s = setup(dir / "config.json", options, tp);
   const Checkpoint checkpoint = Checkpoint::open(dir);
   const DType dtype = choose_dtype(options, s.config, checkpoint);
   check_dtype(dtype, dir);
@@ -239,16 +240,15 @@ std::unique_ptr<CausalLMImpl> load_causal_lm(const std::string& id_or_path,
         checkpoint.release(name);
       });
   std::string name = s.config.model_type;
-  return std::make_unique<CausalLMImpl>(
-      std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
-      options.distributed, compile_options(options, s.device));
+  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
+                                        s.device, dtype, std::move(name), tp, options.distributed,
+                                        compile_options(options, s.device));
 }
 
 std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config_json,
                                              const LoadOptions& options, uint64_t seed,
                                              const models::Parallelism& tp) {
-  Setup s = setup(config_json, options);
-  models::check_tensor_parallel(s.config, tp, config_json.string());
+  Setup s = setup(config_json, options, tp);
   const DType dtype = options.dtype.value_or(s.config.dtype.value_or(DType::f32));
   check_dtype(dtype, config_json);
   graph::Backend& backend = graph::backend_for(s.device);
@@ -260,9 +260,9 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
         field = backend.prepare_weight(models::rank_slice(name, field, s.config, tp), dtype);
       });
   std::string name = s.config.model_type;
-  return std::make_unique<CausalLMImpl>(
-      std::move(s.config), s.features, std::move(weights), s.device, dtype, std::move(name), tp,
-      options.distributed, compile_options(options, s.device));
+  return std::make_unique<CausalLMImpl>(std::move(s.config), s.features, std::move(weights),
+                                        s.device, dtype, std::move(name), tp, options.distributed,
+                                        compile_options(options, s.device));
 }
 
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
@@ -281,6 +281,17 @@ void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType
       Tensor gathered = Tensor::empty({host.numel() * tp.size}, DType::f32);
       tp.group->communicator->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
                                          gathered.data_as<float>());
+      if (models::is_expert_weight(name)) {
+        // Each rank holds other experts: the gather brings rank r's in place of this one.
+        for (int r = 0; r < tp.size; ++r) {
+          tensors.emplace_back(models::expert_weight_on_rank(name, r, model.config(), tp),
+                               gathered.slice(r * host.numel(), (r + 1) * host.numel())
+                                   .clone()
+                                   .view(host.shape())
+                                   .to(dtype));
+        }
+        return;
+      }
       host = models::tensor_parallel_unshard(name, gathered, host.shape(), model.config(), tp);
     }
     tensors.emplace_back(name, host.to(dtype));

@@ -103,11 +103,14 @@ ValueId moe_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f, co
   const ValueId routing = b.moe_route(logits, c.moe->num_experts_per_tok, c.moe->norm_topk_prob);
   std::vector<ValueId> experts;
   for (size_t i = 0; i < w.experts.size(); ++i) {
+    const int64_t expert = f.experts.first + static_cast<int64_t>(i / 3);
     experts.push_back(b.weight(
-        block + "experts." + std::to_string(i / 3) + "." + f.expert_projections[i % 3] + ".weight",
+        block + "experts." + std::to_string(expert) + "." + f.expert_projections[i % 3] + ".weight",
         w.experts[i]));
   }
-  return b.reshape(b.moe_experts(flat, routing, experts), shape);
+  // Under expert parallelism each rank adds its experts' share; the all_reduce after the block
+  // sums them.
+  return b.reshape(b.moe_experts(flat, routing, experts, f.experts.first), shape);
 }
 
 // The decoder's output: the final norm's rows, and each mixture-of-experts layer's router logits.
@@ -122,11 +125,6 @@ Body decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                   const DecoderWeights& w, const RopeTables& rope, ValueId ids, const Inputs& in,
                   const std::vector<ValueId>& caches, ValueId embed, bool all_logits,
                   const Parallelism& tp) {
-  if (c.moe && (tp.size > 1 || tp.fsdp_size > 1)) {
-    throw Error("mixture-of-experts models (" + c.architecture +
-                ") run on one process for now: tensor parallelism and FSDP do not split experts "
-                "yet");
-  }
   std::vector<ValueId> router_logits;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t seq = b.shape(ids)[1];
@@ -320,7 +318,9 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   graph::Graph graph = b.finish();
   std::vector<ops::Seed> seeds{{x, loss.dx}, {head, loss.dw}};
   // The router loss is in the summed loss' units: loss_scale is the gradient flowing into it.
-  if (router_loss >= 0) seeds.push_back({router_loss, loss_scale});
+  // Every tensor-parallel rank computes it alike, and the routers' gradients are summed over the
+  // ranks (tensor_parallel_grad): one rank's share is the whole.
+  if (router_loss >= 0 && tp.rank == 0) seeds.push_back({router_loss, loss_scale});
   const std::vector<ValueId> grads = ops::append_backward(graph, seeds, params);
   Builder out(std::move(graph));
   size_t i = 0;

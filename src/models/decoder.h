@@ -25,6 +25,7 @@ struct DecoderFeatures {
   // and each expert's gate, up and down projections' names.
   std::string moe_block;
   std::array<const char*, 3> expert_projections{};
+  ExpertRange experts;  // the experts this process holds (all, or its expert-parallel share)
 };
 
 // Does layer `layer` hold experts (config.moe, decoder_sparse_step, mlp_only_layers)?
@@ -43,7 +44,9 @@ struct LayerWeights {
   Tensor up_proj, up_proj_bias;      // [intermediate, hidden], [intermediate]
   Tensor down_proj, down_proj_bias;  // [hidden, intermediate], [hidden]
   Tensor router;                     // a mixture-of-experts layer's [experts, hidden]
-  std::vector<Tensor> experts;       // each expert's gate, up [inter, hidden], down [hidden, inter]
+  // Each expert held's gate, up [inter, hidden] and down [hidden, inter]
+  // (DecoderFeatures::experts).
+  std::vector<Tensor> experts;
 };
 
 struct DecoderWeights {

@@ -8,14 +8,22 @@
 namespace tfm::models {
 namespace {
 
-enum class Split { kReplicated, kRows, kColumns, kFirstRank };
+// kExpert: whole, on the one rank that holds the expert.
+enum class Split { kReplicated, kRows, kColumns, kFirstRank, kExpert };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A mixture-of-experts layer's router ("mlp.gate" in Qwen3-MoE, "block_sparse_moe.gate" in
+// Mixtral): whole on every rank, each of which routes to all experts but runs only its own.
+bool is_router(const std::string& name) {
+  return ends_with(name, ".mlp.gate.weight") || ends_with(name, ".block_sparse_moe.gate.weight");
+}
+
 Split split_of(const std::string& name) {
+  if (is_expert_weight(name)) return Split::kExpert;
   for (const char* column : {"q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj."}) {
     if (name.find(column) != std::string::npos) return Split::kRows;
   }
@@ -73,17 +81,58 @@ Tensor padded_rows(const Tensor& full, int64_t first, int64_t count) {
   return padded;
 }
 
+// Expert `e`'s position in `name` ("...experts.<e>."), as [begin, end) of its digits.
+std::pair<size_t, size_t> expert_index_at(const std::string& name) {
+  const size_t begin = name.find(".experts.") + 9;
+  return {begin, name.find('.', begin)};
+}
+
 }  // namespace
 
+bool is_expert_weight(const std::string& name) {
+  return name.find(".experts.") != std::string::npos;
+}
+
+ExpertRange local_experts(const ModelConfig& c, const Parallelism& tp) {
+  if (!c.moe) return {};
+  if (!tp.expert_parallel) return {0, c.moe->num_experts};
+  const int64_t count = c.moe->num_experts / tp.size;
+  return {tp.rank * count, count};
+}
+
+std::string expert_weight_on_rank(const std::string& name, int rank, const ModelConfig& c,
+                                  const Parallelism& tp) {
+  const auto [begin, end] = expert_index_at(name);
+  const ExpertRange mine = local_experts(c, tp);
+  const int64_t expert = std::stoll(name.substr(begin, end - begin));
+  const int64_t theirs = rank * mine.count + (expert - mine.first);
+  return name.substr(0, begin) + std::to_string(theirs) + name.substr(end);
+}
+
 void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp, const std::string& source) {
+  if (tp.expert_parallel && !c.moe) {
+    throw Error(source + ": ep_size=" + std::to_string(tp.size) + " needs a mixture-of-experts " +
+                "model; " + c.architecture + " has no experts");
+  }
   if (tp.size == 1) return;
+  if (c.moe && !tp.expert_parallel) {
+    throw Error(source + ": tp_size=" + std::to_string(tp.size) +
+                " on a mixture-of-experts model splits its experts too: set ep_size=" +
+                std::to_string(tp.size));
+  }
+  if (c.moe && c.moe->num_experts % tp.size != 0) {
+    throw Error(source + ": ep_size=" + std::to_string(tp.size) +
+                " does not divide num_experts=" + std::to_string(c.moe->num_experts));
+  }
   check_split(c.num_attention_heads, "num_attention_heads", tp, source);
   if (c.num_key_value_heads % tp.size != 0 && tp.size % c.num_key_value_heads != 0) {
     throw Error(source + ": tp_size=" + std::to_string(tp.size) +
                 " and num_key_value_heads=" + std::to_string(c.num_key_value_heads) +
                 ": one must divide the other (KV heads are split, or replicated when fewer)");
   }
-  check_split(c.intermediate_size, "intermediate_size", tp, source);
+  const bool dense_mlp =
+      !c.moe || !c.moe->mlp_only_layers.empty() || c.moe->decoder_sparse_step > 1;
+  if (dense_mlp) check_split(c.intermediate_size, "intermediate_size", tp, source);
 }
 
 int64_t vocabulary_shard_rows(int64_t vocab_size, const Parallelism& tp) {
@@ -108,7 +157,7 @@ Tensor tensor_parallel_unshard(const std::string& name, const Tensor& gathered,
   const int64_t per_rank = shape_numel(shard_shape);
   const auto shard = [&](int64_t r) { return gathered.slice(r * per_rank, (r + 1) * per_rank); };
   const Split split = split_of(name);
-  if (split == Split::kReplicated || split == Split::kFirstRank) {
+  if (split == Split::kReplicated || split == Split::kFirstRank || split == Split::kExpert) {
     return shard(0).clone().view(shard_shape);
   }
   // The ranks whose shards are distinct: all, or one per KV head where heads are replicated.
@@ -177,7 +226,9 @@ graph::ValueId tensor_parallel_grad(graph::Builder& b, graph::ValueId grad, cons
   if (tp.size == 1) return grad;
   // A KV head held by several ranks: each saw only its own query heads' share of the gradient.
   if (is_kv(name) && tp.kv_replicas > 1) return b.sum_over_replicas(grad, tp.kv_replicas, tp.group);
-  if (ends_with(name, "q_norm.weight") || ends_with(name, "k_norm.weight")) {
+  // q and k norms serve only this rank's heads; a router's gradient reaches it from this rank's
+  // experts only.
+  if (ends_with(name, "q_norm.weight") || ends_with(name, "k_norm.weight") || is_router(name)) {
     return b.all_reduce(grad, tp.group);
   }
   if (split_of(name) == Split::kFirstRank && tp.rank != 0) return b.scale(grad, 0.f);
@@ -197,6 +248,7 @@ Tensor tensor_parallel_shard(const std::string& name, const Tensor& full, const 
   if (tp.size == 1) return full;
   switch (split_of(name)) {
     case Split::kReplicated:
+    case Split::kExpert:
       return full;
     case Split::kFirstRank:
       return tp.rank == 0 ? full : Tensor::zeros(full.shape(), full.dtype());

@@ -29,6 +29,9 @@ struct Parallelism {
   int local_world_size = 1;  // ranks a node (the launcher's LOCAL_WORLD_SIZE)
   bool writes_files = true;  // rank 0 of the whole job saves checkpoints
   int kv_replicas = 1;       // ranks that hold each KV head (more than 1 when KV heads < size)
+  // Experts split over the tensor-parallel ranks (DistributedConfig::ep_size == size): rank r
+  // holds experts [r x E / size, (r + 1) x E / size) of every mixture-of-experts layer.
+  bool expert_parallel = false;
   // FSDP blocks all have ceil(rows / fsdp_size) rows, the last ones padded with zero rows; this
   // maps each weight whose slice does not split evenly to its true number of rows.
   std::map<std::string, int64_t> unpadded_rows;
@@ -46,10 +49,22 @@ graph::Partitioning partitioning(int tp_size, int fsdp_size);
 graph::Mesh device_mesh(const Parallelism& p, const Device& device);
 
 // Throws, naming `source` (config.json), when the heads, KV heads or MLP width do not split
-// evenly over tp.size ranks. KV heads fewer than the ranks are replicated: each rank keeps
-// the KV head its query heads use.
+// evenly over tp.size ranks, or the experts over the expert-parallel ones (a mixture-of-experts
+// model splits its experts wherever it splits its heads). KV heads fewer than the ranks are
+// replicated: each rank keeps the KV head its query heads use.
 void check_tensor_parallel(const ModelConfig& config, const Parallelism& tp,
                            const std::string& source);
+// The experts this rank holds of each mixture-of-experts layer: [first, first + count).
+struct ExpertRange {
+  int64_t first = 0, count = 0;
+};
+ExpertRange local_experts(const ModelConfig& config, const Parallelism& tp);
+// Is `name` one expert's weight (held whole by the rank that owns the expert)?
+bool is_expert_weight(const std::string& name);
+// `name`, an expert weight of this rank, as the same weight of the expert rank `rank` holds in
+// its place (the one at the same position in its range).
+std::string expert_weight_on_rank(const std::string& name, int rank, const ModelConfig& config,
+                                  const Parallelism& tp);
 // The rows of each rank's shard of the embedding and lm_head: ceil(vocab_size / tp.size).
 int64_t vocabulary_shard_rows(int64_t vocab_size, const Parallelism& tp);
 // The config as one rank sees it: its share of the attention and KV heads.

@@ -38,12 +38,12 @@ void for_each_weight(const ModelConfig& c, const DecoderFeatures& f, DecoderWeig
     if (f.o_bias) visit(p + "self_attn.o_proj.bias", l.o_proj_bias, {hidden});
     visit(p + "post_attention_layernorm.weight", l.post_attention_layernorm, {hidden});
     if (is_moe_layer(c, i)) {
-      const int64_t experts = c.moe->num_experts, expert_inter = c.moe->moe_intermediate_size;
+      const int64_t expert_inter = c.moe->moe_intermediate_size;
       const std::string block = p + f.moe_block;
-      visit(block + "gate.weight", l.router, {experts, hidden});
-      l.experts.resize(static_cast<size_t>(3 * experts));
-      for (int64_t e = 0; e < experts; ++e) {
-        const std::string expert = block + "experts." + std::to_string(e) + ".";
+      visit(block + "gate.weight", l.router, {c.moe->num_experts, hidden});
+      l.experts.resize(static_cast<size_t>(3 * f.experts.count));
+      for (int64_t e = 0; e < f.experts.count; ++e) {
+        const std::string expert = block + "experts." + std::to_string(f.experts.first + e) + ".";
         for (size_t k = 0; k < 3; ++k) {
           const Shape shape = k < 2 ? Shape{expert_inter, hidden} : Shape{hidden, expert_inter};
           visit(expert + f.expert_projections[k] + ".weight",

@@ -24,10 +24,10 @@ std::optional<DType> dtype_named(const std::optional<std::string>& name) {
 }
 
 LoadOptions load_options(const std::optional<std::string>& dtype, const std::string& device_map,
-                         int tp_size, int fsdp_size) {
+                         int tp_size, int fsdp_size, int ep_size) {
   return {.dtype = dtype_named(dtype),
           .device_map = device_map,
-          .distributed = {.tp_size = tp_size, .fsdp_size = fsdp_size}};
+          .distributed = {.tp_size = tp_size, .fsdp_size = fsdp_size, .ep_size = ep_size}};
 }
 
 // Called for each step's token of row 0 (transformers' streamers take one row) with the GIL
@@ -67,24 +67,27 @@ void bind_model(py::module_& m) {
       .def_static(
           "from_pretrained",
           [](const std::string& id_or_path, const std::optional<std::string>& dtype,
-             const std::string& device_map, int tp_size, int fsdp_size) {
+             const std::string& device_map, int tp_size, int fsdp_size, int ep_size) {
             check_findable(id_or_path);
-            const LoadOptions options = load_options(dtype, device_map, tp_size, fsdp_size);
+            const LoadOptions options =
+                load_options(dtype, device_map, tp_size, fsdp_size, ep_size);
             py::gil_scoped_release release;
             return AutoModelForCausalLM::from_pretrained(id_or_path, options);
           },
           py::arg("id_or_path"), py::arg("dtype"), py::arg("device_map"), py::arg("tp_size"),
-          py::arg("fsdp_size"))
+          py::arg("fsdp_size"), py::arg("ep_size"))
       .def_static(
           "from_config",
           [](const std::string& config_json, const std::optional<std::string>& dtype,
-             const std::string& device_map, int tp_size, int fsdp_size, uint64_t seed) {
-            const LoadOptions options = load_options(dtype, device_map, tp_size, fsdp_size);
+             const std::string& device_map, int tp_size, int fsdp_size, int ep_size,
+             uint64_t seed) {
+            const LoadOptions options =
+                load_options(dtype, device_map, tp_size, fsdp_size, ep_size);
             py::gil_scoped_release release;
             return AutoModelForCausalLM::from_config(config_json, options, seed);
           },
           py::arg("config_json"), py::arg("dtype"), py::arg("device_map"), py::arg("tp_size"),
-          py::arg("fsdp_size"), py::arg("seed"))
+          py::arg("fsdp_size"), py::arg("ep_size"), py::arg("seed"))
       .def(
           "forward",
           [](CausalLM& model, const py::handle& input_ids, const py::handle& attention_mask,
@@ -122,8 +125,7 @@ void bind_model(py::module_& m) {
             counters["graphs_loaded"] = stats.graphs_loaded;
             return py::make_tuple(to_numpy(out), counters);
           },
-          py::arg("input_ids"), py::arg("attention_mask"), py::arg("config"),
-          py::arg("streamer"))
+          py::arg("input_ids"), py::arg("attention_mask"), py::arg("config"), py::arg("streamer"))
       .def(
           "save_pretrained",
           [](CausalLM& model, const std::string& dir, const std::optional<std::string>& dtype) {

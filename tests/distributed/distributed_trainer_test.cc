@@ -40,11 +40,30 @@ fs::path write_rows(const fs::path& dir, int64_t vocab = 1024) {
 
 std::vector<std::string> train_args(const fs::path& data, const fs::path& out, int per_device,
                                     const std::string& model = testing::fixture_dir("qwen3")) {
-  return {"train", "--model", model, "--data", data.string(),
-          "--max_length", "12", "--per_device_train_batch_size", std::to_string(per_device),
-          "--max_steps", "5", "--logging_steps", "1", "--learning_rate", "1e-2",
-          "--max_grad_norm", "1.0", "--save_steps", "0", "--output_dir", out.string(),
-          "--device", "cpu", "--disable_tqdm"};
+  return {"train",
+          "--model",
+          model,
+          "--data",
+          data.string(),
+          "--max_length",
+          "12",
+          "--per_device_train_batch_size",
+          std::to_string(per_device),
+          "--max_steps",
+          "5",
+          "--logging_steps",
+          "1",
+          "--learning_rate",
+          "1e-2",
+          "--max_grad_norm",
+          "1.0",
+          "--save_steps",
+          "0",
+          "--output_dir",
+          out.string(),
+          "--device",
+          "cpu",
+          "--disable_tqdm"};
 }
 
 // The entries of logs.jsonl that carry `key`.
@@ -107,8 +126,8 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   const int global_batch = l.fsdp == 3 ? 3 : 4;
   // Eval batches of 2 rows per rank: with 4 FSDP ranks the last global batch (2 of 10 rows)
   // leaves two ranks without a target, with 3 one rank.
-  const std::vector<std::string> eval{"--validation_file", data.string(), "--eval_steps", "5",
-                                      "--per_device_eval_batch_size", "2"};
+  const std::vector<std::string> eval{
+      "--validation_file", data.string(), "--eval_steps", "5", "--per_device_eval_batch_size", "2"};
   std::vector<std::string> one_args = train_args(data, dir / "one", global_batch);
   one_args.insert(one_args.end(), eval.begin(), eval.end());
   const auto one = testing::run_binary("tfm", one_args);
@@ -132,8 +151,9 @@ TEST_P(DistributedTrainerTest, MatchesOneProcess) {
   // running size, so where a gradient is near zero its rounding (summed in another order here)
   // moves the weight by a visible part of a step: the bound is 2% of one step (lr 1e-2).
   const Checkpoint a = Checkpoint::open(dir / "one"), b = Checkpoint::open(dir / "four");
-  for (const std::string name : {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
-                                 "model.layers.1.mlp.down_proj.weight", "model.norm.weight"}) {
+  for (const std::string name :
+       {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.1.mlp.down_proj.weight", "model.norm.weight"}) {
     const std::vector<float> x = a.tensor(name).to_f32_vector(), y = b.tensor(name).to_f32_vector();
     ASSERT_EQ(x.size(), y.size()) << name;
     float worst = 0;
@@ -208,11 +228,14 @@ TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
   const Tensor embedding = Checkpoint::open(dir / "four").tensor("model.embed_tokens.weight");
   EXPECT_EQ(embedding.shape(), (Shape{777, 64}));
 
-  const std::vector<std::string> logits{"logits", (dir / "one").string(), "--ids",
-                                        "5,17,388,389,700,776", "--all", "--device", "cpu"};
-  const std::vector<std::string> greedy{"generate", (dir / "one").string(), "--ids", "5,388,776",
-                                        "--print-ids", "--max-new-tokens", "12", "--device", "cpu",
-                                        "--quiet"};
+  const std::vector<std::string> logits{
+      "logits", (dir / "one").string(), "--ids", "5,17,388,389,700,776", "--all", "--device",
+      "cpu"};
+  const std::vector<std::string> greedy{"generate",    (dir / "one").string(),
+                                        "--ids",       "5,388,776",
+                                        "--print-ids", "--max-new-tokens",
+                                        "12",          "--device",
+                                        "cpu",         "--quiet"};
   for (const std::vector<std::string>& command : {logits, greedy}) {
     SCOPED_TRACE(command[0]);
     const auto whole = testing::run_binary("tfm", command);
@@ -224,8 +247,8 @@ TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
     ASSERT_EQ(split->status, 0) << split->out << split->err;
     const std::string prefix = "[rank0]: ";
     ASSERT_EQ(split->out.rfind(prefix, 0), 0u) << split->out;
-    const auto a = nlohmann::json::parse(whole->out), b = nlohmann::json::parse(
-                                                         split->out.substr(prefix.size()));
+    const auto a = nlohmann::json::parse(whole->out),
+               b = nlohmann::json::parse(split->out.substr(prefix.size()));
     if (command == logits) {
       EXPECT_LT(max_difference(a["logits"], b["logits"]), 1e-5);
     } else {
@@ -235,9 +258,43 @@ TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
   fs::remove_all(dir);
 }
 
+// Mixtral's 8 experts split over 4 tensor-parallel ranks (ep_size 4): the one process's logged
+// losses (the routers' load-balancing loss in them) and gradient norms, and a checkpoint holding
+// every expert under its published name.
+TEST(DistributedTrainerExperts, ExpertParallelMatchesOneProcess) {
+  const char* tfm = std::getenv("TFM_BIN");
+  if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
+  const fs::path dir = fresh_dir("experts");
+  const fs::path data = write_rows(dir, 1000);
+  const std::string model = testing::fixture_dir("mixtral");
+  const auto one = testing::run_binary("tfm", train_args(data, dir / "one", 4, model));
+  ASSERT_EQ(one->status, 0) << one->err;
+  std::vector<std::string> split{"--nproc_per_node", "4", "--master_port", port(40), tfm};
+  const std::vector<std::string> args = train_args(data, dir / "four", 4, model);
+  split.insert(split.end(), args.begin(), args.end());
+  split.insert(split.end(), {"--tp-size", "4", "--ep-size", "4"});
+  const auto four = testing::run_binary("tfmrun", split);
+  ASSERT_EQ(four->status, 0) << four->out << four->err;
+  expect_same_steps(log_lines(dir / "one"), log_lines(dir / "four"), four->out);
+
+  const Checkpoint a = Checkpoint::open(dir / "one"), b = Checkpoint::open(dir / "four");
+  for (int e = 0; e < 8; ++e) {
+    for (const char* w : {"w1", "w2", "w3"}) {
+      const std::string name =
+          "model.layers.1.block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight";
+      const std::vector<float> x = a.tensor(name).to_f32_vector(),
+                               y = b.tensor(name).to_f32_vector();
+      ASSERT_EQ(x.size(), y.size()) << name;
+      float worst = 0;
+      for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
+      EXPECT_LT(worst, 2e-4) << name;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, DistributedTrainerTest,
-                         ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4},
-                                           Layout{1, 3}),
+                         ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4}, Layout{1, 3}),
                          [](const auto& info) {
                            return "tp" + std::to_string(info.param.tp) + "_fsdp" +
                                   std::to_string(info.param.fsdp);

@@ -15,7 +15,8 @@ struct ExpertRows {
   std::vector<int64_t> rows;
   std::vector<float> x, gate, up, act, down;
 
-  // Gathers the rows routed to expert `e` and runs its products; false when none is.
+  // Gathers the rows routed to expert `e` (a routing column) and runs its products; false when none
+  // is.
   bool run(const float* x_all, const float* routing, const ExpertWeights& w, const MoeShape& s,
            int64_t e) {
     rows.clear();
@@ -46,8 +47,9 @@ void moe_experts(const float* x, const float* routing, const std::vector<ExpertW
                  const MoeShape& s, float* out) {
   std::fill_n(out, s.rows * s.hidden, 0.f);
   ExpertRows e;
-  for (int64_t expert = 0; expert < s.experts; ++expert) {
-    if (!e.run(x, routing, w[static_cast<size_t>(expert)], s, expert)) continue;
+  for (int64_t held = 0; held < s.held; ++held) {
+    const int64_t expert = s.first + held;
+    if (!e.run(x, routing, w[static_cast<size_t>(held)], s, expert)) continue;
     for (size_t i = 0; i < e.rows.size(); ++i) {
       const int64_t r = e.rows[i];
       const float weight = routing[r * s.experts + expert];
@@ -64,11 +66,12 @@ void moe_experts_grad(const float* x, const float* routing, const std::vector<Ex
   float* dx = out;
   float* d_routing = dx + s.rows * s.hidden;
   float* d_weights = d_routing + s.rows * s.experts;
-  std::fill_n(out, s.rows * (s.hidden + s.experts) + 3 * s.experts * projection, 0.f);
+  std::fill_n(out, s.rows * (s.hidden + s.experts) + 3 * s.held * projection, 0.f);
   ExpertRows e;
   std::vector<float> d_out, d_act, d_gate, d_up, d_x;
-  for (int64_t expert = 0; expert < s.experts; ++expert) {
-    const ExpertWeights& ew = w[static_cast<size_t>(expert)];
+  for (int64_t held = 0; held < s.held; ++held) {
+    const int64_t expert = s.first + held;
+    const ExpertWeights& ew = w[static_cast<size_t>(held)];
     if (!e.run(x, routing, ew, s, expert)) continue;
     const auto n = static_cast<int64_t>(e.rows.size());
     d_out.resize(static_cast<size_t>(n * s.hidden));
@@ -83,7 +86,7 @@ void moe_experts_grad(const float* x, const float* routing, const std::vector<Ex
       }
       d_routing[r * s.experts + expert] = static_cast<float>(dot);
     }
-    float* d_w_gate = d_weights + 3 * expert * projection;
+    float* d_w_gate = d_weights + 3 * held * projection;
     float* d_w_up = d_w_gate + projection;
     float* d_w_down = d_w_up + projection;
     linear_grad_weight(d_out.data(), e.act.data(), n, s.hidden, s.inter, d_w_down);

@@ -18,16 +18,19 @@ struct ExpertWeights {
   DType dtype;
 };
 
-// The shape of a mixture-of-experts layer: rows of x, hidden and expert intermediate sizes.
+// The shape of a mixture-of-experts layer: rows of x, hidden size, routing columns (every
+// expert's), expert intermediate size, and the experts held: routing columns [first, first +
+// held) (all, or one rank's under expert parallelism).
 struct MoeShape {
-  int64_t rows, hidden, experts, inter;
+  int64_t rows, hidden, experts, inter, first, held;
 };
 
-// out [rows, hidden] = the sum over experts e with routing[r, e] != 0 of
+// out [rows, hidden] = the sum over the held experts e with routing[r, e] != 0 of
 // routing[r, e] * down_e(silu(gate_e(x_r)) * up_e(x_r)).
 void moe_experts(const float* x, const float* routing, const std::vector<ExpertWeights>& w,
                  const MoeShape& s, float* out);
-// out = [dx | d routing | each expert's d gate, d up, d down], f32.
+// out = [dx | d routing (the held experts' columns; zeros elsewhere) | each held expert's d gate,
+// d up, d down], f32.
 void moe_experts_grad(const float* x, const float* routing, const std::vector<ExpertWeights>& w,
                       const float* dy, const MoeShape& s, float* out);
 

@@ -38,10 +38,12 @@ ExpertsOperands experts_operands(const graph::Graph& graph, const Node& n) {
   };
   const Shape& x = shape(n.inputs[0]);
   const Shape& routing = shape(n.inputs[1]);
-  ExpertsOperands o{
-      {x[0], x[1], routing[1], shape(n.inputs[2])[0]},
-      std::vector<ValueId>(n.inputs.begin() + 2, n.inputs.begin() + 2 + 3 * routing[1]),
-      graph.nodes[static_cast<size_t>(n.inputs[2])].dtype};
+  // The weights follow x and routing; a gradient's dy comes last.
+  const auto weights =
+      static_cast<int64_t>(n.inputs.size()) - 2 - (n.op == graph::Op::kMoeExpertsGrad ? 1 : 0);
+  ExpertsOperands o{{x[0], x[1], routing[1], shape(n.inputs[2])[0], n.start, weights / 3},
+                    std::vector<ValueId>(n.inputs.begin() + 2, n.inputs.begin() + 2 + weights),
+                    graph.nodes[static_cast<size_t>(n.inputs[2])].dtype};
   for (ValueId w : o.weights) {
     if (graph.nodes[static_cast<size_t>(w)].dtype != o.dtype) {
       throw Error("[moe_experts] every expert weight must have one dtype, got " +

@@ -90,13 +90,13 @@ Emitter::ExpertColumn Emitter::expert_column(const Value& routing, int64_t e, co
 
 Value Emitter::moe_experts(const Node& n) {
   const Value x = f32(n.inputs[0]), routing = f32(n.inputs[1]);
-  const int64_t experts = routing.shape[1];
+  const auto held = static_cast<int64_t>(n.inputs.size() - 2) / 3;
   const Value zeros = w_.splat(0, x.shape, "f32");
   Value y = zeros;
-  for (int64_t e = 0; e < experts; ++e) {
+  for (int64_t e = 0; e < held; ++e) {
     const auto in = [&](int64_t k) { return n.inputs[static_cast<size_t>(2 + 3 * e + k)]; };
     const ExpertRows rows = expert_rows(x, in(0), in(1), in(2));
-    const ExpertColumn r = expert_column(routing, e, x.shape);
+    const ExpertColumn r = expert_column(routing, n.start + e, x.shape);
     // Rows that did not choose the expert take nothing from it, not even a NaN.
     y = w_.binary("add", y, w_.select(r.routed, w_.binary("multiply", r.weight, rows.down), zeros));
   }
@@ -106,17 +106,20 @@ Value Emitter::moe_experts(const Node& n) {
 Value Emitter::moe_experts_grad(const Node& n) {
   const Value x = f32(n.inputs[0]), routing = f32(n.inputs[1]), dy = f32(n.inputs.back());
   const int64_t experts = routing.shape[1];
+  const auto held = static_cast<int64_t>(n.inputs.size() - 3) / 3;
   Value dx = w_.splat(0, x.shape, "f32");
-  std::vector<Value> d_routing, d_weights;
-  for (int64_t e = 0; e < experts; ++e) {
+  // The routing columns of experts not held get no gradient here.
+  std::vector<Value> d_routing(static_cast<size_t>(experts), w_.splat(0, column(x.shape), "f32"));
+  std::vector<Value> d_weights;
+  for (int64_t e = 0; e < held; ++e) {
     const auto in = [&](int64_t k) { return n.inputs[static_cast<size_t>(2 + 3 * e + k)]; };
     const ExpertRows o = expert_rows(x, in(0), in(1), in(2));
-    const ExpertColumn r = expert_column(routing, e, x.shape);
+    const ExpertColumn r = expert_column(routing, n.start + e, x.shape);
     const Value zeros = w_.splat(0, x.shape, "f32");
     const Value d_out = w_.select(r.routed, w_.binary("multiply", r.weight, dy), zeros);
     const Value d_r = w_.select(r.routed, w_.binary("multiply", dy, o.down), zeros);
-    d_routing.push_back(
-        w_.reshape(w_.reduce(d_r, w_.constant(0, "f32"), "add", {1}), column(x.shape)));
+    d_routing[static_cast<size_t>(n.start + e)] =
+        w_.reshape(w_.reduce(d_r, w_.constant(0, "f32"), "add", {1}), column(x.shape));
     // d down [H, I] = d_out^T act; d act = d_out down.
     const Value d_down = w_.dot_general(d_out, o.act, {}, {}, {0}, {0});
     const Value d_act = w_.dot_general(d_out, f32(in(2)), {}, {}, {1}, {0});
