@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # tfm vs transformers, and llama.cpp when given its folder, on CPU: the same checkpoint, the same
 # prompt lengths, one run; prints each one's figures, the ratios, and the CPU's ISA.
-#   bench/cpu_generate.sh [--llama-cpp LLAMA_CPP_DIR] [BUILD_DIR] [MODEL_DIR]
-# Makes MODEL_DIR when it does not exist: random bf16 weights shaped like Qwen3-0.6B
-# (tools/make_random_checkpoint.py; needs pip install torch transformers safetensors). With
+#   bench/cpu_generate.sh [--llama-cpp LLAMA_CPP_DIR] [--shape SHAPE] [BUILD_DIR] [MODEL_DIR]
+# Makes MODEL_DIR when it does not exist: random bf16 weights shaped like Qwen3-0.6B, or SHAPE
+# (tools/make_random_checkpoint.py --shape; qwen3-30b-a3b-4layers: a mixture of experts, whose
+# decode bound counts the routed experts only; needs pip install torch transformers
+# safetensors). With
 # --llama-cpp, a Llama of that shape (llama.cpp snapshots older than Qwen3 convert it) and its bf16
 # GGUF (LLAMA_CPP_DIR/convert_hf_to_gguf.py; needs pip install LLAMA_CPP_DIR/gguf-py), timed by
 # LLAMA_CPP_DIR/build/bin/llama-bench. llama.cpp is built beside tfm, never inside it:
 #   cmake -S DIR -B DIR/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF && cmake --build DIR/build --target llama-bench
 set -euo pipefail
 llama_cpp=""
+shape=qwen3-0.6b
 if [ "${1:-}" = "--llama-cpp" ]; then
   llama_cpp=$(cd "$2" && pwd)
+  shift 2
+fi
+if [ "${1:-}" = "--shape" ]; then
+  shape=$2
   shift 2
 fi
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 architecture=qwen3
 [ -n "$llama_cpp" ] && architecture=llama
-model=${2:-/tmp/$architecture-0.6b}
-[ -f "$model/model.safetensors" ] || python3 "$here/../tools/make_random_checkpoint.py" \
-  --architecture "$architecture" --out "$model" >/dev/null
+model=${2:-/tmp/$architecture-$shape}
+[ -f "$model/config.json" ] || python3 "$here/../tools/make_random_checkpoint.py" \
+  --shape "$shape" --architecture "$architecture" --out "$model" >/dev/null
 tfm=$("$build/bench/generate_bench" "$model" --dtype bf16 --new-tokens 32 --prefill 128,1024)
 hf=$(python3 "$here/anchor_transformers.py" "$model" --new-tokens 32 --prefill 128,1024 2>/dev/null)
 llama="{}"

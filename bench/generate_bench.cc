@@ -1,6 +1,6 @@
 // Generation speed of tfm on one checkpoint: first-call compile time, prefill time for given
 // prompt lengths, batch-1 decode tokens/s, peak resident memory, and the decode limit set by
-// memory bandwidth (weight bytes per token / measured read bandwidth). Prints JSON.
+// memory bandwidth (the weight bytes a token reads / measured read bandwidth). Prints JSON.
 // On an accelerator, --batches adds the decode rate of larger batches (tokens/s over all rows)
 // and each batch's first call, which compiles its shapes.
 //   generate_bench MODEL_DIR|CONFIG.json [--dtype bf16] [--new-tokens 32] [--prefill 128,1024]
@@ -11,6 +11,7 @@
 // --profile 1 times each compiled step on a GPU (tfm::KernelOptions::profile).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -34,7 +35,6 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
-
 std::vector<int64_t> parse_list(const char* text) {
   std::vector<int64_t> values;
   for (const char* p = text; *p;) {
@@ -53,6 +53,28 @@ std::vector<int64_t> prompt_of(int64_t length) {
   std::vector<int64_t> ids(static_cast<size_t>(length));
   std::iota(ids.begin(), ids.end(), 1000);
   return ids;
+}
+
+// The weight bytes a decode step reads: every weight once (the tied embedding counts once, as
+// lm_head; an untied one gives a row a token, left out), but of a mixture-of-experts layer only
+// the experts a token is routed to (num_experts_per_tok of num_experts; the layers as
+// transformers' Qwen3MoeDecoderLayer picks them).
+double decode_bytes(const tfm::CausalLM& model, const std::string& dtype) {
+  const tfm::ModelConfig& c = model.config();
+  const double element = dtype == "bf16" ? 2.0 : 4.0;
+  double all = static_cast<double>(model.weight_bytes());
+  if (!c.tie_word_embeddings) all -= static_cast<double>(c.vocab_size * c.hidden_size) * element;
+  if (!c.moe) return all;
+  const tfm::MoeConfig& m = *c.moe;
+  int64_t layers = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const bool dense =
+        std::find(m.mlp_only_layers.begin(), m.mlp_only_layers.end(), i) != m.mlp_only_layers.end();
+    layers += !dense && (i + 1) % m.decoder_sparse_step == 0;
+  }
+  const double expert_bytes =
+      3.0 * static_cast<double>(m.moe_intermediate_size * c.hidden_size) * element;
+  return all - static_cast<double>(layers * (m.num_experts - m.num_experts_per_tok)) * expert_bytes;
 }
 
 }  // namespace
@@ -113,9 +135,9 @@ int main(int argc, char** argv) {
   const double decode_tps = (warm.new_tokens - 1) / (warm.decode_ms / 1e3);
   out["decode_tokens_per_s"] = decode_tps;
   if (out.contains("bandwidth_gbs")) {
-    // Each decode step streams every weight once (the tied embedding counts once, as lm_head).
-    const double bound =
-        out["bandwidth_gbs"].get<double>() * 1e9 / static_cast<double>(model.weight_bytes());
+    const double bytes = decode_bytes(model, dtype);
+    out["decode_weight_bytes"] = bytes;
+    const double bound = out["bandwidth_gbs"].get<double>() * 1e9 / bytes;
     out["decode_bandwidth_bound_tokens_per_s"] = bound;
     out["decode_fraction_of_bound"] = decode_tps / bound;
   }

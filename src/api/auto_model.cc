@@ -2,6 +2,7 @@
 // the weights are sliced as they load, or, on a device whose backend partitions programs, none:
 // the model loads whole and its graphs are partitioned over the devices of this one process.
 #include <cstdlib>
+#include <string>
 
 #include "distributed/parallel_groups.h"
 #include "models/causal_lm.h"
@@ -15,6 +16,12 @@ models::Parallelism parallelism_for(const LoadOptions& options) {
   const DistributedConfig& d = options.distributed;
   if (!partitions_programs(resolve_device(options.device_map), d)) {
     return distributed::parallelism(d);
+  }
+  if (d.ep_size > 1) {
+    throw Error("[distributed] ep_size=" + std::to_string(d.ep_size) + " on device '" +
+                options.device_map +
+                "', whose compiler partitions one program over its devices: it places the "
+                "experts itself; leave ep_size at 1");
   }
   if (std::getenv("WORLD_SIZE") != nullptr) {
     throw Error("[distributed] device '" + options.device_map +

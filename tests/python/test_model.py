@@ -13,7 +13,7 @@ import tfm
 from conftest import fixture_dir, reference
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "qwen2", "llama"])
+@pytest.mark.parametrize("arch", ["qwen3", "qwen2", "llama", "mistral", "mixtral", "qwen3-moe"])
 def test_logits_and_greedy_ids_are_transformers(arch):
     ref = reference(arch)
     model = tfm.AutoModelForCausalLM.from_pretrained(fixture_dir(arch), dtype="float32",
