@@ -19,9 +19,10 @@ struct DistributedConfig {
   int tp_size = 1;    // each layer's heads, MLP columns and vocabulary split across this many
   int fsdp_size = 1;  // data-parallel ranks sharding the weights and training state
   // Expert parallelism (transformers' ep_size): a mixture-of-experts model's experts split over
-  // this many ranks, each holding and running only its own. tfm splits them over the
-  // tensor-parallel ranks, which share a batch (transformers' "all_reduce" implementation): 1, or
-  // tp_size.
+  // this many ranks, each holding and running only its own: 1; tp_size (over the tensor-parallel
+  // ranks, which share a batch, their shares summed: transformers' "all_reduce"); or, with
+  // tp_size 1, fsdp_size (over the data-parallel ranks, which send their rows to the experts and
+  // back by all-to-all: transformers' "all_to_all").
   int ep_size = 1;
 };
 

@@ -8,10 +8,11 @@ from ._arrays import like, to_numpy
 
 class DistributedConfig:
     """How a model is split: tensor parallel over tp_size ranks, FSDP over fsdp_size, a
-    mixture-of-experts model's experts over ep_size (1 or tp_size) of the tensor-parallel ranks
-    (transformers' DistributedConfig; enable_expert_parallel=True means ep_size=tp_size). Across
-    processes started by tfmrun; on the pjrt device, one program partitioned over tp_size x
-    fsdp_size of the plugin's devices."""
+    mixture-of-experts model's experts over ep_size ranks: the tensor-parallel ones (tp_size) or,
+    with tp_size 1, the FSDP ones (fsdp_size, rows exchanged by all-to-all) (transformers'
+    DistributedConfig; enable_expert_parallel=True means ep_size=tp_size). Across processes
+    started by tfmrun; on the pjrt device, one program partitioned over tp_size x fsdp_size of the
+    plugin's devices."""
 
     def __init__(self, tp_size=1, fsdp_size=1, ep_size=None, enable_expert_parallel=False):
         if ep_size is None:

@@ -16,7 +16,8 @@ void add_distributed_options(CLI::App* cmd, DistributedConfig& config) {
       ->check(at_least(1));
   cmd->add_option("--ep-size", config.ep_size,
                   "Expert-parallel ranks of a mixture-of-experts model: its experts split over "
-                  "the tensor-parallel ranks (1, or --tp-size)")
+                  "the tensor-parallel ranks (--tp-size) or, without them, over the FSDP ranks, "
+                  "which exchange rows by all-to-all (--fsdp-size)")
       ->check(at_least(1));
 }
 

@@ -83,15 +83,21 @@ const ParallelGroups& parallel_groups(const DistributedConfig& config) {
 }
 
 models::Parallelism parallelism(const DistributedConfig& config) {
-  if (config.ep_size != 1 && config.ep_size != config.tp_size) {
+  // Experts split over the tensor-parallel ranks (which share a batch), or over the FSDP ranks
+  // (which exchange rows by all-to-all).
+  const bool over_tp = config.ep_size > 1 && config.ep_size == config.tp_size;
+  const bool over_fsdp =
+      config.ep_size > 1 && config.tp_size == 1 && config.ep_size == config.fsdp_size;
+  if (config.ep_size != 1 && !over_tp && !over_fsdp) {
     throw Error("[distributed] ep_size=" + std::to_string(config.ep_size) +
-                " must be 1 or tp_size=" + std::to_string(config.tp_size) +
-                ": tfm splits experts over the tensor-parallel ranks, which share a batch (more "
-                "expert-parallel ranks would exchange tokens by all-to-all, not supported yet)");
+                " must be 1, tp_size=" + std::to_string(config.tp_size) +
+                " (experts split over the tensor-parallel ranks) or, with tp_size 1, fsdp_size=" +
+                std::to_string(config.fsdp_size) + " (over the data-parallel ranks)");
   }
   const ParallelGroups& groups = parallel_groups(config);
   models::Parallelism p;
-  p.expert_parallel = config.ep_size > 1;
+  p.expert_parallel = over_tp;
+  p.experts_exchanged = over_fsdp;
   p.writes_files = !groups.world || groups.world->rank() == 0;
   if (config.tp_size > 1) {
     p.rank = groups.tp->rank();

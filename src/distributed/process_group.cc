@@ -1,12 +1,13 @@
 #include "distributed/process_group.h"
 
+#include <arpa/inet.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
-#include <arpa/inet.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -98,15 +99,18 @@ ProcessGroupOptions ProcessGroup::options_from_environment() {
 
 ProcessGroup::ProcessGroup(const ProcessGroupOptions& o)
     : ProcessGroup(o.rank, o.world_size, o.timeout,
-                   std::make_shared<TcpStore>(o.master_addr, o.master_port, o.rank == 0,
-                                              o.timeout),
+                   std::make_shared<TcpStore>(o.master_addr, o.master_port, o.rank == 0, o.timeout),
                    local_address_towards(o.master_addr, o.master_port)) {
   connect(*store_);
 }
 
 ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
                            std::shared_ptr<TcpStore> store, std::string host)
-    : rank_(rank), size_(size), timeout_(timeout), store_(std::move(store)), host_(std::move(host)) {}
+    : rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      store_(std::move(store)),
+      host_(std::move(host)) {}
 
 void ProcessGroup::connect(gloo::rendezvous::Store& store) {
   gloo::transport::tcp::attr attr;
@@ -186,6 +190,16 @@ void ProcessGroup::reduce_scatter_sum(const float* in, size_t count, float* out)
   std::vector<float> sum(in, in + count * static_cast<size_t>(size_));
   all_reduce_sum(sum.data(), sum.size());
   std::memcpy(out, sum.data() + static_cast<size_t>(rank_) * count, count * sizeof(float));
+}
+
+void ProcessGroup::all_to_all(const float* in, size_t count, float* out) {
+  run_collective("all_to_all", rank_, [&] {
+    gloo::AlltoallOptions opts(context_);
+    opts.setInput(const_cast<float*>(in), count * static_cast<size_t>(size_));
+    opts.setOutput(out, count * static_cast<size_t>(size_));
+    opts.setTimeout(timeout_);
+    gloo::alltoall(opts);
+  });
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int root) {

@@ -16,7 +16,7 @@ class Context;
 namespace rendezvous {
 class Store;
 }
-}
+}  // namespace gloo
 
 namespace tfm::distributed {
 
@@ -61,6 +61,7 @@ class ProcessGroup : public graph::Communicator {
   void all_reduce_sum(float* data, size_t count) override;
   void all_gather(const float* in, size_t count, float* out) override;
   void reduce_scatter_sum(const float* in, size_t count, float* out) override;
+  void all_to_all(const float* in, size_t count, float* out) override;
   void broadcast_bytes(void* data, size_t bytes, int root) override;
   std::chrono::milliseconds timeout() const override { return timeout_; }
 

@@ -57,7 +57,7 @@ ValueId Builder::weight(std::string name, Tensor tensor) {
   graph_.nodes.back().dtype = tensor.dtype();
   graph_.nodes.back().constant = std::move(tensor);
   const bool autocast = matrix && autocast_ != DType::f32 && node(id).dtype == DType::f32;
-  if (weight_shards_) {
+  if (weight_shards_ && !(whole_weights_ && whole_weights_(node(id).name))) {
     id = gather_shards(id, weight_shards_);
     if (const auto rows = unpadded_rows_.find(node(id).name); rows != unpadded_rows_.end()) {
       Shape shape = node(id).shape;
@@ -424,6 +424,37 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
   return id;
 }
 
+ValueId Builder::moe_dispatch(ValueId x, ValueId routing, int64_t top_k, int64_t ranks) {
+  const ValueId id =
+      add_node(Op::kMoeDispatch, {x, routing},
+               graph::moe_dispatch_shape(node(x).shape, node(routing).shape, top_k, ranks));
+  graph_.nodes.back().top_k = top_k;
+  graph_.nodes.back().expert_ranks = ranks;
+  return id;
+}
+
+ValueId Builder::moe_slots(ValueId routing, int64_t top_k, int64_t ranks) {
+  const ValueId id =
+      add_node(Op::kMoeSlots, {routing}, graph::moe_slots_shape(node(routing).shape, top_k, ranks));
+  graph_.nodes.back().top_k = top_k;
+  graph_.nodes.back().expert_ranks = ranks;
+  return id;
+}
+
+ValueId Builder::moe_combine(ValueId y, ValueId routing, int64_t top_k, int64_t ranks) {
+  const ValueId id =
+      add_node(Op::kMoeCombine, {y, routing},
+               graph::moe_combine_shape(node(y).shape, node(routing).shape, top_k, ranks));
+  graph_.nodes.back().top_k = top_k;
+  graph_.nodes.back().expert_ranks = ranks;
+  return id;
+}
+
+ValueId Builder::all_to_all(ValueId x, std::shared_ptr<const CollectiveGroup> group) {
+  const Shape shape = graph::all_to_all_shape(node(x).shape, group->size());
+  return collective(Op::kAllToAll, x, shape, std::move(group));
+}
+
 ValueId Builder::moe_grad(const Node& forward, ValueId dy) {
   if (node(dy).shape != forward.shape) {
     throw Error(std::string("[") + op_name(forward.op) + "] the gradient " +
@@ -446,6 +477,14 @@ ValueId Builder::moe_grad(const Node& forward, ValueId dy) {
       for (size_t i = 2; i < forward.inputs.size(); ++i)
         numel += shape_numel(node(forward.inputs[i]).shape);
       break;
+    case Op::kMoeDispatch:
+      op = Op::kMoeDispatchGrad;
+      numel = shape_numel(node(forward.inputs[0]).shape);
+      break;
+    case Op::kMoeCombine:
+      op = Op::kMoeCombineGrad;
+      for (ValueId in : forward.inputs) numel += shape_numel(node(in).shape);
+      break;
     default:
       throw Error(std::string("[moe_grad] not a mixture-of-experts op: ") + op_name(forward.op));
   }
@@ -454,6 +493,7 @@ ValueId Builder::moe_grad(const Node& forward, ValueId dy) {
   graph_.nodes.back().normed = forward.normed;
   graph_.nodes.back().scale = forward.scale;
   graph_.nodes.back().start = forward.start;
+  graph_.nodes.back().expert_ranks = forward.expert_ranks;
   return id;
 }
 

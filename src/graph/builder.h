@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -53,6 +54,12 @@ class Builder {
                       int64_t first_expert = 0);
   ValueId router_loss(ValueId loss_scale, ValueId mask, const std::vector<ValueId>& logits,
                       int64_t top_k, float coef);
+  // Experts split over `ranks` ranks that exchange rows (Op::kMoeDispatch, kMoeSlots,
+  // kMoeCombine, kAllToAll).
+  ValueId moe_dispatch(ValueId x, ValueId routing, int64_t top_k, int64_t ranks);
+  ValueId moe_slots(ValueId routing, int64_t top_k, int64_t ranks);
+  ValueId moe_combine(ValueId y, ValueId routing, int64_t top_k, int64_t ranks);
+  ValueId all_to_all(ValueId x, std::shared_ptr<const CollectiveGroup> group);
   ValueId slice_seq(ValueId x, int64_t start, int64_t length);
   ValueId reshape(ValueId x, Shape shape);
   ValueId add(ValueId a, ValueId b);
@@ -94,10 +101,13 @@ class Builder {
   // FSDP: from here on, every weight is this rank's block of rows of the parameter, gathered over
   // `group` where it is used (and again where the backward pass uses it); the weights named in
   // `unpadded_rows` are cut to that many rows after the gather (their last blocks are padded).
+  // `whole`: the names of weights each rank holds whole instead (experts split over the ranks).
   void shard_weights(std::shared_ptr<const CollectiveGroup> group,
-                     std::map<std::string, int64_t> unpadded_rows = {}) {
+                     std::map<std::string, int64_t> unpadded_rows = {},
+                     std::function<bool(const std::string&)> whole = {}) {
     weight_shards_ = std::move(group);
     unpadded_rows_ = std::move(unpadded_rows);
+    whole_weights_ = std::move(whole);
   }
 
   // The backward ops autodiff emits (see Op).
@@ -111,8 +121,8 @@ class Builder {
   ValueId rope_grad(ValueId dy, ValueId positions, ValueId inv_freq, float attention_scaling);
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, ValueId slots, ValueId dy,
                          float scale, int64_t window = 0);
-  // The gradient of a kMoeRoute, kMoeExperts or kRouterLoss node `forward` (its inputs followed
-  // by dy; the shape each Op's comment gives).
+  // The gradient of a kMoeRoute, kMoeExperts, kRouterLoss, kMoeDispatch or kMoeCombine node
+  // `forward` (its inputs followed by dy; the shape each Op's comment gives).
   ValueId moe_grad(const Node& forward, ValueId dy);
   // `in_place`: written over `logits`, in their dtype, which nothing may read afterwards.
   ValueId cross_entropy_grad(ValueId logits, ValueId targets, ValueId d_loss,
@@ -142,6 +152,7 @@ class Builder {
   DType autocast_ = DType::f32;
   std::shared_ptr<const CollectiveGroup> weight_shards_;
   std::map<std::string, int64_t> unpadded_rows_;
+  std::function<bool(const std::string&)> whole_weights_;
   // Every cast made so far, by (value, dtype): products that share an input (q, k and v of one
   // normed row) read one copy, and the backward pass computes that copy again once.
   std::map<std::pair<ValueId, DType>, ValueId> casts_;

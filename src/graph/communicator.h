@@ -18,6 +18,9 @@ class Communicator {
   virtual void all_gather(const float* in, size_t count, float* out) = 0;
   // `in` holds size() x count floats; `out` gets this rank's `count` of their sum over the group.
   virtual void reduce_scatter_sum(const float* in, size_t count, float* out) = 0;
+  // `in` and `out` hold size() x count floats: block r of `in` goes to rank r, block r of `out`
+  // comes from rank r.
+  virtual void all_to_all(const float* in, size_t count, float* out) = 0;
   // Copies `root`'s `bytes` at `data` to every rank (e.g. the NCCL id the CUDA backend's
   // device-side twin of this group starts from).
   virtual void broadcast_bytes(void* data, size_t bytes, int root) = 0;

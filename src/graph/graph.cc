@@ -62,6 +62,18 @@ const char* op_name(Op op) {
       return "reduce_scatter";
     case Op::kSumOverReplicas:
       return "sum_over_replicas";
+    case Op::kAllToAll:
+      return "all_to_all";
+    case Op::kMoeDispatch:
+      return "moe_dispatch";
+    case Op::kMoeSlots:
+      return "moe_slots";
+    case Op::kMoeCombine:
+      return "moe_combine";
+    case Op::kMoeDispatchGrad:
+      return "moe_dispatch_grad";
+    case Op::kMoeCombineGrad:
+      return "moe_combine_grad";
     case Op::kEmbeddingGrad:
       return "embedding_grad";
     case Op::kLinearGradInput:
@@ -111,6 +123,8 @@ bool is_backward(Op op) {
     case Op::kMoeRouteGrad:
     case Op::kMoeExpertsGrad:
     case Op::kRouterLossGrad:
+    case Op::kMoeDispatchGrad:
+    case Op::kMoeCombineGrad:
       return true;
     default:
       return false;

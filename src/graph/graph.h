@@ -78,6 +78,8 @@ enum class Op : uint8_t {
                      //   over `group`
   kSumOverReplicas,  // (x) -> the sum of x over this rank's block of `start` neighbouring ranks of
                      //   `group` (the ranks that hold one replicated KV head)
+  kAllToAll,         // (x [R x group size, ...]) -> the same shape: block r of this rank's rows
+                     //   sent to rank r, block r of the result received from rank r
 
   // Backward ops: what autodiff (graph/autodiff) emits; each names the forward op it inverts.
   kEmbeddingGrad,     // (dy [B, S, H], ids [B, S] i32) -> d table [V, H] (rows of a `shard`);
@@ -112,22 +114,34 @@ enum class Op : uint8_t {
                 //   added in order (the same bits for any thread count), rounded once
 
   // Mixture-of-experts layers (ops/moe.h has the arithmetic).
-  kMoeRoute,      // (router logits [T, E] f32) -> routing weights [T, E] f32: softmax over the
-                  //   experts, the `top_k` largest kept (the first of equals), renormalized to sum
-                  //   to 1 when `normed`, zeros elsewhere (transformers' TopKRouter, densely)
-  kMoeExperts,    // (x [T, H], routing [T, E], then per expert e held: w_gate [I, H], w_up
-                  //   [I, H], w_down [H, I]) -> [T, H]: the sum over the experts held (routing
-                  //   columns `start` on: expert parallelism) a row is routed to (routing != 0)
-                  //   of routing * down(silu(gate(x)) * up(x)), each expert's products over only
-                  //   its rows, experts added in order
-  kRouterLoss,    // (loss_scale [1], mask [B, S] i32, then each MoE layer's router logits [T, E]
-                  //   with T = B x S) -> [1]: `scale` x Switch Transformer's load-balancing loss
-                  //   (transformers' load_balancing_loss_func over the rows the mask keeps, `top_k`
-                  //   experts a row) / loss_scale, so it adds to a loss summed over targets
-  kMoeRouteGrad,  // (router logits, d routing) -> d router logits
-  kMoeExpertsGrad,  // (kMoeExperts' inputs, dy [T, H]) -> [dx | d routing | per expert d w_gate,
-                    //   d w_up, d w_down] flat, split by kView (d routing only where routed)
-  kRouterLossGrad,  // (kRouterLoss' inputs, d loss [1]) -> every layer's d router logits flat
+  kMoeRoute,    // (router logits [T, E] f32) -> routing weights [T, E] f32: softmax over the
+                //   experts, the `top_k` largest kept (the first of equals), renormalized to sum
+                //   to 1 when `normed`, zeros elsewhere (transformers' TopKRouter, densely)
+  kMoeExperts,  // (x [T, H], routing [T, E], then per expert e held: w_gate [I, H], w_up
+                //   [I, H], w_down [H, I]) -> [T, H]: the sum over the experts held (routing
+                //   columns `start` on: expert parallelism) a row is routed to (routing != 0)
+                //   of routing * down(silu(gate(x)) * up(x)), each expert's products over only
+                //   its rows, experts added in order
+  kRouterLoss,  // (loss_scale [1], mask [B, S] i32, then each MoE layer's router logits [T, E]
+                //   with T = B x S) -> [1]: `scale` x Switch Transformer's load-balancing loss
+                //   (transformers' load_balancing_loss_func over the rows the mask keeps, `top_k`
+                //   experts a row) / loss_scale, so it adds to a loss summed over targets
+  // Experts split over `expert_ranks` ranks with their own batches (expert parallelism by
+  // exchange): each (row, chosen expert) pair takes the next slot of the block of the rank holding
+  // the expert, rows in order, a row's experts in order; a block has C = T x min(top_k, E /
+  // expert_ranks) slots, so no pair is ever dropped.
+  kMoeDispatch,      // (x [T, H], routing [T, E]) -> [expert_ranks x C, H]: each slot's row of x,
+                     //   zeros in the slots no pair took
+  kMoeSlots,         // (routing [T, E]) -> [expert_ranks x C, E / expert_ranks]: each slot's expert
+                     //   as a one-hot routing row over its rank's experts (zeros: an empty slot)
+  kMoeCombine,       // (y [expert_ranks x C, H], routing [T, E]) -> [T, H]: the sum over a row's
+                     //   slots of routing x the slot's row of y
+  kMoeRouteGrad,     // (router logits, d routing) -> d router logits
+  kMoeExpertsGrad,   // (kMoeExperts' inputs, dy [T, H]) -> [dx | d routing | per expert d w_gate,
+                     //   d w_up, d w_down] flat, split by kView (d routing only where routed)
+  kRouterLossGrad,   // (kRouterLoss' inputs, d loss [1]) -> every layer's d router logits flat
+  kMoeDispatchGrad,  // (x, routing, dy) -> dx [T, H]: each row the sum of its slots' dy
+  kMoeCombineGrad,   // (y, routing, dy [T, H]) -> [dy | d routing] flat, split by kView
 };
 
 // Targets equal to this contribute no loss, as PyTorch's CrossEntropyLoss(ignore_index=-100).
@@ -195,7 +209,10 @@ struct Node {
                                   // padding, out of the softmax
   bool decays = false;            // kAdamW: weight decay applies
   int64_t window = 0;             // kAttention(Grad): the sliding window (0: none)
-  int64_t top_k = 0;              // kMoeRoute(Grad), kRouterLoss(Grad): experts chosen a row
+  int64_t top_k = 0;              // kMoeRoute(Grad), kRouterLoss(Grad), kMoeDispatch, kMoeSlots,
+                                  // kMoeCombine (and gradients): experts chosen a row
+  int64_t expert_ranks = 0;       // kMoeDispatch, kMoeSlots, kMoeCombine (and gradients): the
+                                  // ranks the experts are split over
   std::shared_ptr<const CollectiveGroup> group;  // collectives, and the ranks a vocabulary is
                                                  // split over
   ElementwiseProgram program;                    // kElementwise

@@ -234,6 +234,44 @@ Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<
   return x;
 }
 
+int64_t moe_slots_per_rank(const Shape& routing, int64_t top_k, int64_t ranks) {
+  moe_route_shape(routing, top_k);
+  if (ranks < 1 || routing[1] % ranks != 0) {
+    fail("moe_dispatch", std::to_string(ranks) + " ranks do not split the " +
+                             std::to_string(routing[1]) + " experts");
+  }
+  return routing[0] * std::min(top_k, routing[1] / ranks);
+}
+
+Shape moe_dispatch_shape(const Shape& x, const Shape& routing, int64_t top_k, int64_t ranks) {
+  if (x.size() != 2 || routing.size() != 2 || x[0] != routing[0]) {
+    fail("moe_dispatch",
+         "x " + shape_str(x) + " must be [T, H] and routing " + shape_str(routing) + " [T, E]");
+  }
+  return {ranks * moe_slots_per_rank(routing, top_k, ranks), x[1]};
+}
+
+Shape moe_slots_shape(const Shape& routing, int64_t top_k, int64_t ranks) {
+  return {ranks * moe_slots_per_rank(routing, top_k, ranks), routing.at(1) / ranks};
+}
+
+Shape moe_combine_shape(const Shape& y, const Shape& routing, int64_t top_k, int64_t ranks) {
+  const int64_t slots = ranks * moe_slots_per_rank(routing, top_k, ranks);
+  if (y.size() != 2 || y[0] != slots) {
+    fail("moe_combine", "y " + shape_str(y) + " must hold " + std::to_string(slots) +
+                            " slots for routing " + shape_str(routing));
+  }
+  return {routing[0], y[1]};
+}
+
+Shape all_to_all_shape(const Shape& x, int group_size) {
+  if (x.empty() || x[0] % group_size != 0) {
+    fail("all_to_all", "x " + shape_str(x) + " must have rows in " + std::to_string(group_size) +
+                           " equal blocks");
+  }
+  return x;
+}
+
 Shape router_loss_shape(const Shape& loss_scale, const Shape& mask,
                         const std::vector<Shape>& logits, int64_t top_k) {
   if (loss_scale != Shape{1} || mask.size() != 2 || logits.empty()) {

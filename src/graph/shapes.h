@@ -33,6 +33,12 @@ Shape cross_entropy_shape(const Shape& logits, const Shape& targets);
 Shape moe_route_shape(const Shape& logits, int64_t top_k);
 Shape moe_experts_shape(const Shape& x, const Shape& routing, const std::vector<Shape>& weights,
                         int64_t first_expert);
+// The slots an exchange of experts over `ranks` ranks gives each rank (Op::kMoeDispatch).
+int64_t moe_slots_per_rank(const Shape& routing, int64_t top_k, int64_t ranks);
+Shape moe_dispatch_shape(const Shape& x, const Shape& routing, int64_t top_k, int64_t ranks);
+Shape moe_slots_shape(const Shape& routing, int64_t top_k, int64_t ranks);
+Shape moe_combine_shape(const Shape& y, const Shape& routing, int64_t top_k, int64_t ranks);
+Shape all_to_all_shape(const Shape& x, int group_size);
 Shape router_loss_shape(const Shape& loss_scale, const Shape& mask,
                         const std::vector<Shape>& logits, int64_t top_k);
 // AdamW's operands: param, grad and both moments of one shape, f32 each checked by the builder.

@@ -43,7 +43,9 @@ CausalLMImpl::CausalLMImpl(ModelConfig config, models::DecoderFeatures features,
       *config_, features_, weights_, [this](const std::string& name, Tensor& t, const Shape& full) {
         weight_bytes_ += t.nbytes();
         const int64_t rows = models::tensor_parallel_rows(name, full, *config_, tp_);
-        if (rows % tp_.fsdp_size != 0) tp_.unpadded_rows[name] = rows;
+        if (rows % tp_.fsdp_size != 0 && !models::held_whole(name, tp_)) {
+          tp_.unpadded_rows[name] = rows;
+        }
       });
 }
 
@@ -270,6 +272,20 @@ void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType
   std::vector<std::pair<std::string, Tensor>> tensors;
   model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
     Tensor host = t.to(kCpu).to(DType::f32);
+    if (models::held_whole(name, tp)) {
+      // Each FSDP rank holds other experts: the gather brings rank r's in place of this one.
+      Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
+      tp.fsdp_group->communicator->all_gather(
+          host.data_as<float>(), static_cast<size_t>(host.numel()), gathered.data_as<float>());
+      for (int r = 0; r < tp.fsdp_size; ++r) {
+        tensors.emplace_back(models::expert_weight_on_rank(name, r, model.config(), tp),
+                             gathered.slice(r * host.numel(), (r + 1) * host.numel())
+                                 .clone()
+                                 .view(host.shape())
+                                 .to(dtype));
+      }
+      return;
+    }
     if (tp.fsdp_size > 1) {
       Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
       tp.fsdp_group->communicator->all_gather(

@@ -93,7 +93,8 @@ ValueId mlp_block(Builder& b, const LayerWeights& w, const std::string& p, Value
 // A mixture of experts over the rows h: the router's logits [tokens, experts] (kept in
 // `router_logits` for the load-balancing loss), each row's top-k experts, their weighted sum.
 ValueId moe_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f, const LayerWeights& w,
-                  const std::string& p, ValueId h, std::vector<ValueId>& router_logits) {
+                  const std::string& p, ValueId h, const Parallelism& tp,
+                  std::vector<ValueId>& router_logits) {
   const Shape shape = b.shape(h);
   const int64_t hidden = shape.back(), rows = shape_numel(shape) / hidden;
   const std::string block = p + f.moe_block;
@@ -108,8 +109,17 @@ ValueId moe_block(Builder& b, const ModelConfig& c, const DecoderFeatures& f, co
         block + "experts." + std::to_string(expert) + "." + f.expert_projections[i % 3] + ".weight",
         w.experts[i]));
   }
-  // Under expert parallelism each rank adds its experts' share; the all_reduce after the block
-  // sums them.
+  if (tp.experts_exchanged) {
+    // Each (row, expert) pair goes to the rank that holds the expert, which runs its experts
+    // over every rank's pairs and sends the results back, to be summed row by row.
+    const int64_t k = c.moe->num_experts_per_tok, ranks = tp.fsdp_size;
+    const ValueId sent = b.all_to_all(b.moe_dispatch(flat, routing, k, ranks), tp.fsdp_group);
+    const ValueId slots = b.all_to_all(b.moe_slots(routing, k, ranks), tp.fsdp_group);
+    const ValueId done = b.all_to_all(b.moe_experts(sent, slots, experts), tp.fsdp_group);
+    return b.reshape(b.moe_combine(done, routing, k, ranks), shape);
+  }
+  // Under expert parallelism over the tensor-parallel ranks each adds its experts' share; the
+  // all_reduce after the block sums them.
   return b.reshape(b.moe_experts(flat, routing, experts, f.experts.first), shape);
 }
 
@@ -148,7 +158,7 @@ Body decoder_body(Builder& b, const ModelConfig& c, const DecoderFeatures& f,
                                         block_input("input_layernorm", l.input_layernorm), in,
                                         rope.attention_scaling, cache(0), cache(1))));
     const ValueId h = block_input("post_attention_layernorm", l.post_attention_layernorm);
-    x = b.add(x, reduce(is_moe_layer(c, i) ? moe_block(b, c, f, l, p, h, router_logits)
+    x = b.add(x, reduce(is_moe_layer(c, i) ? moe_block(b, c, f, l, p, h, tp, router_logits)
                                            : mlp_block(b, l, p + "mlp.", h)));
   }
   // Only the last position's logits are needed to pick the next token; skipping the others
@@ -247,7 +257,10 @@ graph::Graph build_decoder_graph(const ModelConfig& c, const DecoderFeatures& f,
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, len);
   // Every weight after the RoPE table is sharded.
-  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group, tp.unpadded_rows);
+  if (tp.fsdp_size > 1) {
+    b.shard_weights(tp.fsdp_group, tp.unpadded_rows,
+                    [&tp](const std::string& name) { return held_whole(name, tp); });
+  }
   std::vector<ValueId> caches;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const Shape cache_shape{batch, len, c.num_key_value_heads, c.head_dim};
@@ -276,7 +289,10 @@ graph::Graph build_decoder_training_graph(const ModelConfig& c, const DecoderFea
   const ValueId ids = b.input("input_ids", {batch, seq}, DType::i32);
   const Inputs in = common_inputs(b, rope, batch, seq, seq);
   // Every weight after the RoPE table is sharded.
-  if (tp.fsdp_size > 1) b.shard_weights(tp.fsdp_group, tp.unpadded_rows);
+  if (tp.fsdp_size > 1) {
+    b.shard_weights(tp.fsdp_group, tp.unpadded_rows,
+                    [&tp](const std::string& name) { return held_whole(name, tp); });
+  }
   const ValueId targets = b.input("targets", {batch, seq}, DType::i32);
   const ValueId loss_scale = b.input("loss_scale", {1}, DType::f32);
   const ValueId embed = b.weight("model.embed_tokens.weight", w.embed_tokens);

@@ -93,8 +93,16 @@ bool is_expert_weight(const std::string& name) {
   return name.find(".experts.") != std::string::npos;
 }
 
+bool held_whole(const std::string& name, const Parallelism& p) {
+  return p.experts_exchanged && is_expert_weight(name);
+}
+
 ExpertRange local_experts(const ModelConfig& c, const Parallelism& tp) {
   if (!c.moe) return {};
+  if (tp.experts_exchanged) {
+    const int64_t count = c.moe->num_experts / tp.fsdp_size;
+    return {tp.fsdp_rank * count, count};
+  }
   if (!tp.expert_parallel) return {0, c.moe->num_experts};
   const int64_t count = c.moe->num_experts / tp.size;
   return {tp.rank * count, count};
@@ -105,14 +113,20 @@ std::string expert_weight_on_rank(const std::string& name, int rank, const Model
   const auto [begin, end] = expert_index_at(name);
   const ExpertRange mine = local_experts(c, tp);
   const int64_t expert = std::stoll(name.substr(begin, end - begin));
+  // `rank` counts within the group the experts are split over.
   const int64_t theirs = rank * mine.count + (expert - mine.first);
   return name.substr(0, begin) + std::to_string(theirs) + name.substr(end);
 }
 
 void check_tensor_parallel(const ModelConfig& c, const Parallelism& tp, const std::string& source) {
-  if (tp.expert_parallel && !c.moe) {
-    throw Error(source + ": ep_size=" + std::to_string(tp.size) + " needs a mixture-of-experts " +
+  const int ep_size = tp.experts_exchanged ? tp.fsdp_size : tp.size;
+  if ((tp.expert_parallel || tp.experts_exchanged) && !c.moe) {
+    throw Error(source + ": ep_size=" + std::to_string(ep_size) + " needs a mixture-of-experts " +
                 "model; " + c.architecture + " has no experts");
+  }
+  if (tp.experts_exchanged && c.moe->num_experts % ep_size != 0) {
+    throw Error(source + ": ep_size=" + std::to_string(ep_size) +
+                " does not divide num_experts=" + std::to_string(c.moe->num_experts));
   }
   if (tp.size == 1) return;
   if (c.moe && !tp.expert_parallel) {
@@ -198,6 +212,7 @@ Tensor fsdp_shard(const std::string& name, const Tensor& slice, const Parallelis
 
 Tensor rank_slice(const std::string& name, const Tensor& full, const ModelConfig& config,
                   const Parallelism& p) {
+  if (held_whole(name, p)) return full;
   // A row-parallel weight keeps every row on each tensor-parallel rank: taking the FSDP block
   // first copies only that block's columns.
   if (p.size > 1 && split_of(name) == Split::kColumns) {

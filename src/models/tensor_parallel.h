@@ -32,6 +32,10 @@ struct Parallelism {
   // Experts split over the tensor-parallel ranks (DistributedConfig::ep_size == size): rank r
   // holds experts [r x E / size, (r + 1) x E / size) of every mixture-of-experts layer.
   bool expert_parallel = false;
+  // Experts split over the FSDP ranks instead (DistributedConfig::ep_size == fsdp_size with
+  // tp_size 1), which have their own rows: each rank holds E / fsdp_size experts whole, and every
+  // rank's rows go to them and back by all-to-all.
+  bool experts_exchanged = false;
   // FSDP blocks all have ceil(rows / fsdp_size) rows, the last ones padded with zero rows; this
   // maps each weight whose slice does not split evenly to its true number of rows.
   std::map<std::string, int64_t> unpadded_rows;
@@ -61,6 +65,9 @@ struct ExpertRange {
 ExpertRange local_experts(const ModelConfig& config, const Parallelism& tp);
 // Is `name` one expert's weight (held whole by the rank that owns the expert)?
 bool is_expert_weight(const std::string& name);
+// Does this rank hold `name` whole where FSDP would shard it (an expert split over the FSDP
+// ranks)?
+bool held_whole(const std::string& name, const Parallelism& p);
 // `name`, an expert weight of this rank, as the same weight of the expert rank `rank` holds in
 // its place (the one at the same position in its range).
 std::string expert_weight_on_rank(const std::string& name, int rank, const ModelConfig& config,

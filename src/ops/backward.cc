@@ -30,7 +30,13 @@ InputGrads backward(graph::Builder& b, graph::Node n, graph::ValueId dy) {
     case Op::kMoeRoute:
     case Op::kMoeExperts:
     case Op::kRouterLoss:
+    case Op::kMoeDispatch:
+    case Op::kMoeSlots:
+    case Op::kMoeCombine:
       return moe_backward(b, n, dy);
+    // Rows sent to rank r came back from it: the gradient goes the way back.
+    case Op::kAllToAll:
+      return {b.all_to_all(dy, n.group)};
     case Op::kView:
       return {b.pad(dy, n.start, b.shape(graph::view_args(n).x))};
     // Megatron-LM's pair: what follows an all_reduce runs on every rank alike, so its gradient

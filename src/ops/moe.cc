@@ -141,13 +141,32 @@ void router_loss_grad(const std::vector<const float*>& logits, const int32_t* ma
   }
 }
 
+std::vector<int64_t> exchange_slots(const float* routing, int64_t rows, int64_t experts,
+                                    int64_t ranks, int64_t per_rank) {
+  std::vector<int64_t> slots(static_cast<size_t>(rows * experts), -1);
+  std::vector<int64_t> taken(static_cast<size_t>(ranks), 0);
+  const int64_t held = experts / ranks;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t e = 0; e < experts; ++e) {
+      if (routing[r * experts + e] == 0.f) continue;
+      const auto rank = static_cast<size_t>(e / held);
+      slots[static_cast<size_t>(r * experts + e)] =
+          static_cast<int64_t>(rank) * per_rank + taken[rank]++;
+    }
+  }
+  return slots;
+}
+
 // One kernel computes every input's gradient of a mixture-of-experts op; views split its flat
-// output in input order (the router loss's loss_scale and mask get none).
+// output in input order (the router loss's loss_scale and mask get none, nor a dispatch's
+// routing: the gradient of the routing weights flows through the combine).
 InputGrads moe_backward(graph::Builder& b, const graph::Node& n, graph::ValueId dy) {
-  const graph::ValueId packed = b.moe_grad(n, dy);
   InputGrads grads(n.inputs.size(), -1);
-  if (n.op == graph::Op::kMoeRoute) {
-    grads[0] = b.reshape(packed, n.shape);
+  // Which slot a row's expert takes follows from the choices, which carry no gradient.
+  if (n.op == graph::Op::kMoeSlots) return grads;
+  const graph::ValueId packed = b.moe_grad(n, dy);
+  if (n.op == graph::Op::kMoeRoute || n.op == graph::Op::kMoeDispatch) {
+    grads[0] = b.reshape(packed, b.shape(n.inputs[0]));
     return grads;
   }
   const size_t first = n.op == graph::Op::kRouterLoss ? 2 : 0;

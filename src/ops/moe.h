@@ -31,4 +31,10 @@ void router_loss_grad(const std::vector<const float*>& logits, const int32_t* ma
                       int64_t experts, int64_t top_k, double d_loss,
                       const std::vector<float*>& d_logits);
 
+// Experts split over `ranks` ranks that exchange rows (graph::Op::kMoeDispatch): the slot each
+// (row, chosen expert) pair takes, at slots[row x experts + expert], -1 where the row did not
+// choose the expert. Rank d's slots are [d x per_rank, (d + 1) x per_rank), taken in row order.
+std::vector<int64_t> exchange_slots(const float* routing, int64_t rows, int64_t experts,
+                                    int64_t ranks, int64_t per_rank);
+
 }  // namespace tfm::ops

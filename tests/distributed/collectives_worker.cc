@@ -54,6 +54,18 @@ void check(tfm::distributed::ProcessGroup& group) {
     expect(got[static_cast<size_t>(j)] == static_cast<float>(n * (2 * r + j) + n * (n - 1) / 2),
            "reduce_scatter");
   }
+  // all_to_all: rank r sends 100r + q (twice) to rank q, so it receives 100q + r from rank q.
+  std::vector<float> send(static_cast<size_t>(2 * n)), received(send.size());
+  for (int q = 0; q < n; ++q) {
+    send[static_cast<size_t>(2 * q)] = send[static_cast<size_t>(2 * q + 1)] =
+        static_cast<float>(100 * r + q);
+  }
+  group.all_to_all(send.data(), 2, received.data());
+  for (int q = 0; q < n; ++q) {
+    expect(received[static_cast<size_t>(2 * q)] == static_cast<float>(100 * q + r) &&
+               received[static_cast<size_t>(2 * q + 1)] == static_cast<float>(100 * q + r),
+           "all_to_all");
+  }
   // broadcast from the last rank.
   Tensor b = Tensor::from_vector(std::vector<float>{static_cast<float>(r), 7.f}, {2});
   group.broadcast(b, n - 1);

@@ -258,25 +258,38 @@ TEST(DistributedTrainerVocabulary, APaddedVocabularyMatchesOneProcess) {
   fs::remove_all(dir);
 }
 
-// Mixtral's 8 experts split over 4 tensor-parallel ranks (ep_size 4): the one process's logged
-// losses (the routers' load-balancing loss in them) and gradient norms, and a checkpoint holding
-// every expert under its published name.
-TEST(DistributedTrainerExperts, ExpertParallelMatchesOneProcess) {
+// Mixtral's 8 experts split over the 4 tensor-parallel ranks sharing each batch, or over 2 FSDP
+// ranks each with half of it, which send rows to the experts by all-to-all (one process then
+// accumulates two micro-batches: a routers' load-balancing loss is of each rank's rows, as in
+// transformers' Trainer; 5 steps of 2 rows are the data's 10 rows once). The one process's logged
+// losses (that loss in them) and gradient norms, and a checkpoint holding every expert under its
+// published name.
+class DistributedTrainerExperts : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DistributedTrainerExperts, ExpertParallelMatchesOneProcess) {
+  const bool exchanged = GetParam();
   const char* tfm = std::getenv("TFM_BIN");
   if (tfm == nullptr) GTEST_SKIP() << "TFM_BIN is not set (run via ctest)";
-  const fs::path dir = fresh_dir("experts");
+  const fs::path dir = fresh_dir(exchanged ? "exchanged-experts" : "experts");
   const fs::path data = write_rows(dir, 1000);
   const std::string model = testing::fixture_dir("mixtral");
-  const auto one = testing::run_binary("tfm", train_args(data, dir / "one", 4, model));
+  std::vector<std::string> one_args = train_args(data, dir / "one", exchanged ? 1 : 4, model);
+  if (exchanged) one_args.insert(one_args.end(), {"--gradient_accumulation_steps", "2"});
+  const auto one = testing::run_binary("tfm", one_args);
   ASSERT_EQ(one->status, 0) << one->err;
-  std::vector<std::string> split{"--nproc_per_node", "4", "--master_port", port(40), tfm};
-  const std::vector<std::string> args = train_args(data, dir / "four", 4, model);
+  const std::string ranks = exchanged ? "2" : "4";
+  std::vector<std::string> split{"--nproc_per_node", ranks, "--master_port",
+                                 port(exchanged ? 41 : 40), tfm};
+  const std::vector<std::string> args = train_args(data, dir / "four", exchanged ? 1 : 4, model);
   split.insert(split.end(), args.begin(), args.end());
-  split.insert(split.end(), {"--tp-size", "4", "--ep-size", "4"});
+  split.insert(split.end(), {exchanged ? "--fsdp-size" : "--tp-size", ranks, "--ep-size", ranks});
   const auto four = testing::run_binary("tfmrun", split);
   ASSERT_EQ(four->status, 0) << four->out << four->err;
   expect_same_steps(log_lines(dir / "one"), log_lines(dir / "four"), four->out);
 
+  // As in MatchesOneProcess, Adam turns the rounding of near-zero gradients (summed in another
+  // order: micro-batches against ranks) into a visible part of a step; an expert sees few rows,
+  // so more of its gradients are near zero: 5% of one step (lr 1e-2).
   const Checkpoint a = Checkpoint::open(dir / "one"), b = Checkpoint::open(dir / "four");
   for (int e = 0; e < 8; ++e) {
     for (const char* w : {"w1", "w2", "w3"}) {
@@ -287,11 +300,16 @@ TEST(DistributedTrainerExperts, ExpertParallelMatchesOneProcess) {
       ASSERT_EQ(x.size(), y.size()) << name;
       float worst = 0;
       for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
-      EXPECT_LT(worst, 2e-4) << name;
+      EXPECT_LT(worst, 5e-4) << name;
     }
   }
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DistributedTrainerExperts, ::testing::Bool(),
+                         [](const auto& info) {
+                           return std::string(info.param ? "over_fsdp" : "over_tp");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DistributedTrainerTest,
                          ::testing::Values(Layout{2, 2}, Layout{4, 1}, Layout{1, 4}, Layout{1, 3}),

@@ -69,12 +69,14 @@ TEST_P(TensorParallelTrainingTest, FiveStepsMatchOneProcess) {
 // tp=4 over the fixtures' 2 KV heads holds each on two ranks, whose gradients are summed;
 // fsdp=3 divides none of the fixture's row counts, so every block ends in padding. The
 // mixture-of-experts fixtures (8 experts) split their experts over the tensor-parallel ranks,
-// with FSDP sharding each rank's experts, the routers' load-balancing loss in the loss.
+// with FSDP sharding each rank's experts, or over the FSDP ranks, which send their rows to the
+// experts and back by all-to-all; the routers' load-balancing loss is in the loss.
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTrainingTest,
                          ::testing::Values(Layout{"qwen3", 2, 2}, Layout{"qwen2", 4, 1},
                                            Layout{"qwen3", 1, 4}, Layout{"qwen3", 1, 3},
-                                           Layout{"qwen3-moe", 4, 1, 4},
-                                           Layout{"mixtral", 2, 2, 2}),
+                                           Layout{"qwen3-moe", 4, 1, 4}, Layout{"mixtral", 2, 2, 2},
+                                           Layout{"qwen3-moe", 1, 4, 4},
+                                           Layout{"mixtral", 1, 2, 2}),
                          layout_name);
 
 // qwen3: 4 heads over 2 KV heads (tp=4 replicates each KV head on two ranks), tied embeddings;
@@ -83,7 +85,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values(Layout{"qwen3", 4, 1}, Layout{"qwen3", 2, 2},
                                            Layout{"qwen2", 4, 1}, Layout{"qwen2", 1, 4},
                                            Layout{"qwen2", 1, 3}, Layout{"mixtral", 4, 1, 4},
-                                           Layout{"qwen3-moe", 2, 2, 2}),
+                                           Layout{"qwen3-moe", 2, 2, 2},
+                                           Layout{"mixtral", 1, 4, 4}),
                          layout_name);
 
 // `tfm logits --tp-size 2` under tfmrun: rank 0 alone prints, and prints the one-process logits.
@@ -177,7 +180,7 @@ TEST(TensorParallelConfig, WorldSizeMustBeTpTimesFsdp) {
 
 TEST(TensorParallelConfig, ExpertsSplitWhereHeadsDo) {
   expect_load_error(2, {"mixtral", 2, 1}, "splits its experts too: set ep_size=2", 30);
-  expect_load_error(2, {"mixtral", 2, 1, 4}, "ep_size=4 must be 1 or tp_size=2", 31);
+  expect_load_error(2, {"mixtral", 2, 1, 4}, "ep_size=4 must be 1, tp_size=2", 31);
   expect_load_error(3, {"mixtral", 3, 1, 3}, "ep_size=3 does not divide num_experts=8", 32);
   expect_load_error(2, {"qwen3", 2, 1, 2}, "needs a mixture-of-experts model", 33);
 }

@@ -23,6 +23,7 @@ class Member : public Communicator {
   void all_reduce_sum(float*, size_t) override {}
   void all_gather(const float*, size_t, float*) override {}
   void reduce_scatter_sum(const float*, size_t, float*) override {}
+  void all_to_all(const float*, size_t, float*) override {}
   void broadcast_bytes(void*, size_t, int) override {}
   std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(1); }
 
@@ -47,18 +48,27 @@ TEST(MeshTest, GroupsOfTheMeshsRanksPass) {
 }
 
 TEST(MeshTest, ARankOutsideTheMeshIsAnError) {
-  EXPECT_THAT([] { check_mesh(reduced({{0, 1}, {2, 5}}, 1), kFour); },
-              ThrowsMessage<Error>(HasSubstr("names rank 5 of a mesh of 4 devices")));
+  EXPECT_THAT(
+      [] {
+        check_mesh(reduced({{0, 1}, {2, 5}}, 1), kFour);
+      },
+      ThrowsMessage<Error>(HasSubstr("names rank 5 of a mesh of 4 devices")));
 }
 
 TEST(MeshTest, ThisRankMustBeWhereItsCommunicatorSays) {
-  EXPECT_THAT([] { check_mesh(reduced({{0, 1}, {2, 3}}, 0), kFour); },
-              ThrowsMessage<Error>(HasSubstr("rank 3 is in no group at its place 0")));
+  EXPECT_THAT(
+      [] {
+        check_mesh(reduced({{0, 1}, {2, 3}}, 0), kFour);
+      },
+      ThrowsMessage<Error>(HasSubstr("rank 3 is in no group at its place 0")));
 }
 
 TEST(MeshTest, GroupsOfAnotherSizeAreAnError) {
-  EXPECT_THAT([] { check_mesh(reduced({{0, 1, 2}}, 1), kFour); },
-              ThrowsMessage<Error>(HasSubstr("a group of 3 ranks in collectives of 2")));
+  EXPECT_THAT(
+      [] {
+        check_mesh(reduced({{0, 1, 2}}, 1), kFour);
+      },
+      ThrowsMessage<Error>(HasSubstr("a group of 3 ranks in collectives of 2")));
 }
 
 }  // namespace

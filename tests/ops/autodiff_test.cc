@@ -34,6 +34,9 @@ Tensor ints(std::vector<int32_t> values, const Shape& shape) {
 struct GradCase {
   std::vector<Tensor> params;
   std::function<ValueId(Builder&, const std::vector<ValueId>&)> forward;
+  // The PJRT backend emits the ops too (not the exchange of rows between expert-parallel ranks:
+  // a compiler partitions one program instead).
+  bool on_pjrt = true;
 };
 
 // The forward graph with y as its only output, and the random seed dy.
@@ -74,7 +77,7 @@ void check_gradients(const GradCase& c, uint32_t seed = 7) {
   const std::vector<Tensor> compiled = cpu.compile(graph)->run({}).outputs;
   // The same graph as StableHLO through XLA's CPU plugin, where the tests installed it.
   std::vector<Tensor> through_pjrt;
-  if (testing::device_present("pjrt")) {
+  if (c.on_pjrt && testing::device_present("pjrt")) {
     through_pjrt = graph::backend_for(Device{"pjrt", 0}).compile(graph)->run({}).outputs;
   }
   for (size_t p = 0; p < c.params.size(); ++p) {
@@ -238,6 +241,26 @@ TEST(Autodiff, MoeExpertsThroughTheirRouting) {
       {params, [](Builder& b, const std::vector<ValueId>& p) {
          return b.moe_experts(p[0], b.moe_route(p[1], 2, true), {p.begin() + 2, p.end()});
        }});
+}
+
+// Rows sent to two expert-parallel ranks' slots and their results summed back (the all-to-all
+// between them is the collectives tests'), through the routing's logits too.
+TEST(Autodiff, MoeDispatchAndCombine) {
+  std::mt19937 rng(15);
+  const int64_t rows = 6, hidden = 8, experts = 4, ranks = 2, k = 2;
+  const Tensor logits = separated_logits(rows, experts, rng);
+  check_gradients({{random_tensor({rows, hidden}, rng)},
+                   [=](Builder& b, const std::vector<ValueId>& p) {
+                     const ValueId routing = b.moe_route(b.weight("logits", logits), k, true);
+                     return b.moe_dispatch(p[0], routing, k, ranks);
+                   },
+                   false});
+  const int64_t slots = ranks * rows * k;
+  check_gradients({{random_tensor({slots, hidden}, rng), separated_logits(rows, experts, rng)},
+                   [=](Builder& b, const std::vector<ValueId>& p) {
+                     return b.moe_combine(p[0], b.moe_route(p[1], k, false), k, ranks);
+                   },
+                   false});
 }
 
 TEST(Autodiff, RouterLossOverTwoLayersWithAMaskedRow) {

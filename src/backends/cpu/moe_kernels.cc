@@ -111,4 +111,70 @@ void moe_experts_grad(const float* x, const float* routing, const std::vector<Ex
   }
 }
 
+void moe_dispatch(const float* x, const Exchange& e, int64_t hidden, int64_t slot_count,
+                  float* out) {
+  std::fill_n(out, slot_count * hidden, 0.f);
+  for (int64_t r = 0; r < e.rows; ++r) {
+    for (int64_t x_e = 0; x_e < e.experts; ++x_e) {
+      const int64_t slot = e.slots[static_cast<size_t>(r * e.experts + x_e)];
+      if (slot >= 0) std::copy_n(x + r * hidden, hidden, out + slot * hidden);
+    }
+  }
+}
+
+void moe_slots(const Exchange& e, int64_t slot_count, float* out) {
+  std::fill_n(out, slot_count * e.held, 0.f);
+  for (int64_t r = 0; r < e.rows; ++r) {
+    for (int64_t x_e = 0; x_e < e.experts; ++x_e) {
+      const int64_t slot = e.slots[static_cast<size_t>(r * e.experts + x_e)];
+      if (slot >= 0) out[slot * e.held + x_e % e.held] = 1.f;
+    }
+  }
+}
+
+void moe_combine(const float* y, const float* routing, const Exchange& e, int64_t hidden,
+                 float* out) {
+  std::fill_n(out, e.rows * hidden, 0.f);
+  for (int64_t r = 0; r < e.rows; ++r) {
+    for (int64_t x_e = 0; x_e < e.experts; ++x_e) {
+      const int64_t slot = e.slots[static_cast<size_t>(r * e.experts + x_e)];
+      if (slot < 0) continue;
+      const float weight = routing[r * e.experts + x_e];
+      for (int64_t h = 0; h < hidden; ++h) out[r * hidden + h] += weight * y[slot * hidden + h];
+    }
+  }
+}
+
+void moe_dispatch_grad(const float* dy, const Exchange& e, int64_t hidden, float* dx) {
+  std::fill_n(dx, e.rows * hidden, 0.f);
+  for (int64_t r = 0; r < e.rows; ++r) {
+    for (int64_t x_e = 0; x_e < e.experts; ++x_e) {
+      const int64_t slot = e.slots[static_cast<size_t>(r * e.experts + x_e)];
+      if (slot < 0) continue;
+      for (int64_t h = 0; h < hidden; ++h) dx[r * hidden + h] += dy[slot * hidden + h];
+    }
+  }
+}
+
+void moe_combine_grad(const float* y, const float* routing, const float* dy, const Exchange& e,
+                      int64_t hidden, int64_t slot_count, float* out) {
+  float* d_y = out;
+  float* d_routing = out + slot_count * hidden;
+  std::fill_n(out, slot_count * hidden + e.rows * e.experts, 0.f);
+  for (int64_t r = 0; r < e.rows; ++r) {
+    for (int64_t x_e = 0; x_e < e.experts; ++x_e) {
+      const int64_t slot = e.slots[static_cast<size_t>(r * e.experts + x_e)];
+      if (slot < 0) continue;
+      const float weight = routing[r * e.experts + x_e];
+      double dot = 0;
+      for (int64_t h = 0; h < hidden; ++h) {
+        const float g = dy[r * hidden + h];
+        d_y[slot * hidden + h] = weight * g;
+        dot += static_cast<double>(g) * y[slot * hidden + h];
+      }
+      d_routing[r * e.experts + x_e] = static_cast<float>(dot);
+    }
+  }
+}
+
 }  // namespace tfm::cpu

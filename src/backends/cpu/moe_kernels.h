@@ -34,4 +34,24 @@ void moe_experts(const float* x, const float* routing, const std::vector<ExpertW
 void moe_experts_grad(const float* x, const float* routing, const std::vector<ExpertWeights>& w,
                       const float* dy, const MoeShape& s, float* out);
 
+// Experts split over ranks that exchange rows (graph::Op::kMoeDispatch, kMoeSlots, kMoeCombine
+// and their gradients), each pair at its slot (ops::exchange_slots: `slots`, rows x experts).
+struct Exchange {
+  const std::vector<int64_t>& slots;
+  int64_t rows, experts, held;  // held: experts a rank holds
+};
+// out [slots, hidden]: each taken slot's row of x, zeros elsewhere.
+void moe_dispatch(const float* x, const Exchange& e, int64_t hidden, int64_t slot_count,
+                  float* out);
+// out [slots, held]: each taken slot's expert one-hot over its rank's experts.
+void moe_slots(const Exchange& e, int64_t slot_count, float* out);
+// out [rows, hidden] = the sum over a row's slots of routing x y's slot row.
+void moe_combine(const float* y, const float* routing, const Exchange& e, int64_t hidden,
+                 float* out);
+// dx [rows, hidden]: each row the sum of its slots' dy rows.
+void moe_dispatch_grad(const float* dy, const Exchange& e, int64_t hidden, float* dx);
+// out = [d y (slots x hidden) | d routing (rows x experts)].
+void moe_combine_grad(const float* y, const float* routing, const float* dy, const Exchange& e,
+                      int64_t hidden, int64_t slot_count, float* out);
+
 }  // namespace tfm::cpu

@@ -2,6 +2,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe_kernels.h"
+#include "graph/shapes.h"
 #include "ops/moe.h"
 #include "tfm/error.h"
 
@@ -56,6 +57,43 @@ ExpertsOperands experts_operands(const graph::Graph& graph, const Node& n) {
 // The router loss' layers' logits (its inputs after loss_scale and mask, before any d loss).
 std::vector<ValueId> router_logits(const Node& n, bool grad) {
   return {n.inputs.begin() + 2, n.inputs.end() - (grad ? 1 : 0)};
+}
+
+// The steps of an exchange of rows between expert-parallel ranks: the routing input decides
+// every slot (ops::exchange_slots) when the step runs.
+std::function<void()> exchange_step(const graph::Graph& graph, ValueId id,
+                                    std::vector<void*>& ptrs) {
+  const Node& n = graph.nodes[static_cast<size_t>(id)];
+  const auto shape = [&](ValueId v) -> const Shape& {
+    return graph.nodes[static_cast<size_t>(v)].shape;
+  };
+  const Op op = n.op;
+  const ValueId routing = op == Op::kMoeSlots ? n.inputs[0] : n.inputs[1];
+  const int64_t rows = shape(routing)[0], experts = shape(routing)[1];
+  const int64_t ranks = n.expert_ranks;
+  const int64_t per_rank = graph::moe_slots_per_rank(shape(routing), n.top_k, ranks);
+  const int64_t slot_count = ranks * per_rank;
+  // Hidden size: of x (dispatch) or of the slots' rows (combine).
+  const int64_t hidden = op == Op::kMoeSlots ? 0 : shape(n.inputs[0])[1];
+  const ValueId first = n.inputs[0], dy = n.inputs.back();
+  return [=, &ptrs] {
+    const float* r = at(ptrs, routing);
+    const std::vector<int64_t> slots = ops::exchange_slots(r, rows, experts, ranks, per_rank);
+    const Exchange e{slots, rows, experts, experts / ranks};
+    float* out = at(ptrs, id);
+    switch (op) {
+      case Op::kMoeDispatch:
+        return moe_dispatch(at(ptrs, first), e, hidden, slot_count, out);
+      case Op::kMoeSlots:
+        return moe_slots(e, slot_count, out);
+      case Op::kMoeCombine:
+        return moe_combine(at(ptrs, first), r, e, hidden, out);
+      case Op::kMoeDispatchGrad:
+        return moe_dispatch_grad(at(ptrs, dy), e, hidden, out);
+      default:
+        return moe_combine_grad(at(ptrs, first), r, at(ptrs, dy), e, hidden, slot_count, out);
+    }
+  };
 }
 
 }  // namespace
@@ -126,6 +164,12 @@ std::function<void()> make_moe_step(const graph::Graph& graph, ValueId id,
                               d_logits);
       };
     }
+    case Op::kMoeDispatch:
+    case Op::kMoeSlots:
+    case Op::kMoeCombine:
+    case Op::kMoeDispatchGrad:
+    case Op::kMoeCombineGrad:
+      return exchange_step(graph, id, ptrs);
     default:
       break;
   }

@@ -656,10 +656,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kMoeRoute:
     case Op::kMoeExperts:
     case Op::kRouterLoss:
+    case Op::kMoeDispatch:
+    case Op::kMoeSlots:
+    case Op::kMoeCombine:
     case Op::kMoeRouteGrad:
     case Op::kMoeExpertsGrad:
     case Op::kRouterLossGrad:
+    case Op::kMoeDispatchGrad:
+    case Op::kMoeCombineGrad:
       return make_moe_step(graph, id, ptrs);
+    case Op::kAllToAll: {
+      const graph::ValueId x = graph::operand(n);
+      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
+      const auto count = static_cast<size_t>(shape_numel(n.shape) / group->size());
+      return [=] { group->all_to_all(f(x), count, out_f32()); };
+    }
     case Op::kInput:
     case Op::kWeight:
       break;

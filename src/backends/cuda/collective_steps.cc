@@ -32,6 +32,7 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
     case Op::kGatherShards:
     case Op::kReduceScatter:
     case Op::kSumOverReplicas:
+    case Op::kAllToAll:
       break;
     case Op::kCopyToGroup: {
       const size_t x = slot(graph::operand(n)), out = slot(id);
@@ -61,6 +62,11 @@ std::optional<Step> make_collective_step(const graph::Graph& graph, graph::Value
       return [=](StepContext& c) {
         group->reduce_scatter_sum(f32_at(c, x), out_count, f32_at(c, out), c.stream);
       };
+    case Op::kAllToAll: {
+      const size_t block = out_count / static_cast<size_t>(n.group->size());
+      return
+          [=](StepContext& c) { group->all_to_all(f32_at(c, x), block, f32_at(c, out), c.stream); };
+    }
     case Op::kAllGather: {
       const int64_t cols = in_shape.back(), rows = shape_numel(in_shape) / cols,
                     ranks = n.group->size();

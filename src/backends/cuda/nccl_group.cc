@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/device_registry.h"
 #include "backends/cuda/cuda_status.h"
+#include "core/device_registry.h"
 #include "tfm/device.h"
 #include "tfm/error.h"
 
@@ -50,6 +50,16 @@ class Nccl final : public NcclGroup {
   }
   void reduce_scatter_sum(const float* in, size_t count, float* out, cudaStream_t stream) override {
     TFM_NCCL_CALL(nccl().ReduceScatter(in, out, count, ncclFloat, ncclSum, comm_, stream));
+  }
+  // NCCL has no all-to-all of its own: a send and a receive with every rank, grouped.
+  void all_to_all(const float* in, size_t count, float* out, cudaStream_t stream) override {
+    TFM_NCCL_CALL(nccl().GroupStart());
+    for (int r = 0; r < size_; ++r) {
+      const size_t at = static_cast<size_t>(r) * count;
+      TFM_NCCL_CALL(nccl().Send(in + at, count, ncclFloat, r, comm_, stream));
+      TFM_NCCL_CALL(nccl().Recv(out + at, count, ncclFloat, r, comm_, stream));
+    }
+    TFM_NCCL_CALL(nccl().GroupEnd());
   }
 
   std::chrono::milliseconds timeout() const { return timeout_; }

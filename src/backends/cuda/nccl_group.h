@@ -23,6 +23,8 @@ class NcclGroup {
   virtual void all_gather(const float* in, size_t count, float* out, cudaStream_t stream) = 0;
   virtual void reduce_scatter_sum(const float* in, size_t count, float* out,
                                   cudaStream_t stream) = 0;
+  // Block r of `in` (count floats each) to rank r; block r of `out` from rank r.
+  virtual void all_to_all(const float* in, size_t count, float* out, cudaStream_t stream) = 0;
 };
 
 // The twin of `host`, made on first use (collectively: every rank of `host` must ask for it at

@@ -37,6 +37,10 @@ NcclLibrary open_nccl() {
   resolve(handle, "ncclAllReduce", lib.AllReduce);
   resolve(handle, "ncclAllGather", lib.AllGather);
   resolve(handle, "ncclReduceScatter", lib.ReduceScatter);
+  resolve(handle, "ncclSend", lib.Send);
+  resolve(handle, "ncclRecv", lib.Recv);
+  resolve(handle, "ncclGroupStart", lib.GroupStart);
+  resolve(handle, "ncclGroupEnd", lib.GroupEnd);
   resolve(handle, "ncclCommGetAsyncError", lib.CommGetAsyncError);
   resolve(handle, "ncclCommAbort", lib.CommAbort);
   return lib;

@@ -16,6 +16,10 @@ struct NcclLibrary {
   decltype(&ncclAllReduce) AllReduce;
   decltype(&ncclAllGather) AllGather;
   decltype(&ncclReduceScatter) ReduceScatter;
+  decltype(&ncclSend) Send;
+  decltype(&ncclRecv) Recv;
+  decltype(&ncclGroupStart) GroupStart;
+  decltype(&ncclGroupEnd) GroupEnd;
   decltype(&ncclCommGetAsyncError) CommGetAsyncError;
   decltype(&ncclCommAbort) CommAbort;
 };
