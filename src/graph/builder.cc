@@ -424,30 +424,29 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId mask, V
   return id;
 }
 
-ValueId Builder::moe_dispatch(ValueId x, ValueId routing, int64_t top_k, int64_t ranks) {
-  const ValueId id =
-      add_node(Op::kMoeDispatch, {x, routing},
-               graph::moe_dispatch_shape(node(x).shape, node(routing).shape, top_k, ranks));
+ValueId Builder::exchange_node(Op op, std::vector<ValueId> inputs, Shape shape, int64_t top_k,
+                               int64_t ranks) {
+  const ValueId id = add_node(op, std::move(inputs), std::move(shape));
   graph_.nodes.back().top_k = top_k;
   graph_.nodes.back().expert_ranks = ranks;
   return id;
+}
+
+ValueId Builder::moe_dispatch(ValueId x, ValueId routing, int64_t top_k, int64_t ranks) {
+  return exchange_node(Op::kMoeDispatch, {x, routing},
+                       graph::moe_dispatch_shape(node(x).shape, node(routing).shape, top_k, ranks),
+                       top_k, ranks);
 }
 
 ValueId Builder::moe_slots(ValueId routing, int64_t top_k, int64_t ranks) {
-  const ValueId id =
-      add_node(Op::kMoeSlots, {routing}, graph::moe_slots_shape(node(routing).shape, top_k, ranks));
-  graph_.nodes.back().top_k = top_k;
-  graph_.nodes.back().expert_ranks = ranks;
-  return id;
+  return exchange_node(Op::kMoeSlots, {routing},
+                       graph::moe_slots_shape(node(routing).shape, top_k, ranks), top_k, ranks);
 }
 
 ValueId Builder::moe_combine(ValueId y, ValueId routing, int64_t top_k, int64_t ranks) {
-  const ValueId id =
-      add_node(Op::kMoeCombine, {y, routing},
-               graph::moe_combine_shape(node(y).shape, node(routing).shape, top_k, ranks));
-  graph_.nodes.back().top_k = top_k;
-  graph_.nodes.back().expert_ranks = ranks;
-  return id;
+  return exchange_node(Op::kMoeCombine, {y, routing},
+                       graph::moe_combine_shape(node(y).shape, node(routing).shape, top_k, ranks),
+                       top_k, ranks);
 }
 
 ValueId Builder::all_to_all(ValueId x, std::shared_ptr<const CollectiveGroup> group) {

@@ -145,6 +145,9 @@ class Builder {
   void update_state(ValueId state, ValueId value);
   ValueId elementwise(const char* name, std::vector<ValueId> inputs, ElementwiseProgram program);
   ValueId collective(Op op, ValueId x, Shape shape, std::shared_ptr<const CollectiveGroup> group);
+  // A node of an exchange of rows between expert-parallel ranks (Op::kMoeDispatch ...).
+  ValueId exchange_node(Op op, std::vector<ValueId> inputs, Shape shape, int64_t top_k,
+                        int64_t ranks);
   // A view or pad node: `shape`, x's elements from element `start` on, x's dtype.
   ValueId at_offset(Op op, ValueId x, int64_t start, Shape shape);
 

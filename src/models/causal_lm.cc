@@ -267,45 +267,49 @@ std::unique_ptr<CausalLMImpl> init_causal_lm(const std::filesystem::path& config
                                         compile_options(options, s.device));
 }
 
+namespace {
+
+// `host` (f32) from every rank of `group`, one after the other.
+Tensor gathered_over(graph::Communicator& group, Tensor& host) {
+  Tensor gathered = Tensor::empty({host.numel() * group.size()}, DType::f32);
+  group.all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
+                   gathered.data_as<float>());
+  return gathered;
+}
+
+}  // namespace
+
 void save_causal_lm(CausalLMImpl& model, const std::filesystem::path& dir, DType dtype) {
   const models::Parallelism& tp = model.parallelism();
   std::vector<std::pair<std::string, Tensor>> tensors;
+  // Each rank of the group the experts are split over holds other experts: the gather brings
+  // rank r's in place of this one's, each saved under its own name.
+  const auto add_each_ranks_expert = [&](const std::string& name, const Tensor& gathered,
+                                         const Tensor& mine, int ranks) {
+    for (int r = 0; r < ranks; ++r) {
+      tensors.emplace_back(models::expert_weight_on_rank(name, r, model.config(), tp),
+                           gathered.slice(r * mine.numel(), (r + 1) * mine.numel())
+                               .clone()
+                               .view(mine.shape())
+                               .to(dtype));
+    }
+  };
   model.for_each_weight([&](const std::string& name, Tensor& t, const Shape&) {
     Tensor host = t.to(kCpu).to(DType::f32);
     if (models::held_whole(name, tp)) {
-      // Each FSDP rank holds other experts: the gather brings rank r's in place of this one.
-      Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
-      tp.fsdp_group->communicator->all_gather(
-          host.data_as<float>(), static_cast<size_t>(host.numel()), gathered.data_as<float>());
-      for (int r = 0; r < tp.fsdp_size; ++r) {
-        tensors.emplace_back(models::expert_weight_on_rank(name, r, model.config(), tp),
-                             gathered.slice(r * host.numel(), (r + 1) * host.numel())
-                                 .clone()
-                                 .view(host.shape())
-                                 .to(dtype));
-      }
+      add_each_ranks_expert(name, gathered_over(*tp.fsdp_group->communicator, host), host,
+                            tp.fsdp_size);
       return;
     }
     if (tp.fsdp_size > 1) {
-      Tensor gathered = Tensor::empty({host.numel() * tp.fsdp_size}, DType::f32);
-      tp.fsdp_group->communicator->all_gather(
-          host.data_as<float>(), static_cast<size_t>(host.numel()), gathered.data_as<float>());
-      host = models::fsdp_unshard(name, gathered, host.shape(), tp);
+      host = models::fsdp_unshard(name, gathered_over(*tp.fsdp_group->communicator, host),
+                                  host.shape(), tp);
     }
     if (tp.size > 1) {
       // Every rank takes part in the gather; one of them writes.
-      Tensor gathered = Tensor::empty({host.numel() * tp.size}, DType::f32);
-      tp.group->communicator->all_gather(host.data_as<float>(), static_cast<size_t>(host.numel()),
-                                         gathered.data_as<float>());
+      const Tensor gathered = gathered_over(*tp.group->communicator, host);
       if (models::is_expert_weight(name)) {
-        // Each rank holds other experts: the gather brings rank r's in place of this one.
-        for (int r = 0; r < tp.size; ++r) {
-          tensors.emplace_back(models::expert_weight_on_rank(name, r, model.config(), tp),
-                               gathered.slice(r * host.numel(), (r + 1) * host.numel())
-                                   .clone()
-                                   .view(host.shape())
-                                   .to(dtype));
-        }
+        add_each_ranks_expert(name, gathered, host, tp.size);
         return;
       }
       host = models::tensor_parallel_unshard(name, gathered, host.shape(), model.config(), tp);

@@ -62,7 +62,7 @@ def test_expert_parallelism_is_transformers_flag():
     assert tfm.DistributedConfig(tp_size=4, enable_expert_parallel=True).ep_size == 4
     assert tfm.DistributedConfig(tp_size=4).ep_size == 1
     # One process has no expert-parallel ranks to split over: the C++ side names the field.
-    with pytest.raises(RuntimeError, match="ep_size=2 must be 1 or tp_size=1"):
+    with pytest.raises(RuntimeError, match="ep_size=2 must be 1, tp_size=1"):
         tfm.AutoModelForCausalLM.from_pretrained(
             fixture_dir("mixtral"), device_map="cpu",
             distributed_config=tfm.DistributedConfig(ep_size=2))
