@@ -108,6 +108,11 @@ Tensor CausalLMImpl::step(const StepInputs& in, KvCache& cache, bool all_logits,
   return result.outputs.at(0);
 }
 
+void CausalLMImpl::limit_sequence_length(int64_t tokens) {
+  const std::optional<int64_t> window = local_config_.sliding_window;
+  if (window && tokens <= *window) local_config_.sliding_window.reset();
+}
+
 double CausalLMImpl::eval_step(const TrainInputs& in, bool eager, DType autocast) {
   std::vector<Tensor> none;
   return run_training_graph(in, none, eager, autocast, false);

@@ -84,6 +84,10 @@ class CausalLMImpl {
   // fewest even chunks whose logits stay within models::kLossChunkBytes). The result is the same
   // either way.
   void set_loss_chunk_rows(int64_t rows) { loss_chunk_rows_ = rows; }
+  // This model's sequences never pass `tokens` tokens, whatever the KV cache's length (the serving
+  // engine's rows share a longer cache, their entries spread over it): a sliding window that long
+  // or longer hides nothing, and the graphs built from here on leave it out.
+  void limit_sequence_length(int64_t tokens);
 
   const GraphCacheStats& graph_stats() const { return graphs_.stats(); }
   const models::Parallelism& parallelism() const { return tp_; }

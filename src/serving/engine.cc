@@ -100,15 +100,17 @@ Engine::Engine(CausalLMImpl& model, EngineOptions options)
       shapes_(plan_engine_shapes(options, model.device().type != "cpu", whole_cache_)),
       rows_(static_cast<size_t>(options.max_num_seqs)) {
   // A row's entries are spread over the shared cache, so a window over cache slots (what the
-  // attention op applies) is not one over the row's positions.
+  // attention op applies) is not one over the row's positions: served only where no sequence
+  // outgrows the window, which then hides nothing.
   const std::optional<int64_t> window = model.config().sliding_window;
-  if (window && *window < shapes_.cache_len) {
+  if (window && *window < options.max_model_len) {
     throw Error("the model attends within a sliding_window of " + std::to_string(*window) +
-                " tokens, which tfm serve cannot apply yet over its " +
-                std::to_string(shapes_.cache_len) + " cache slots a row (--max-model-len " +
-                std::to_string(options.max_model_len) + "): serve it with a --max-model-len " +
-                "below half the window");
+                " tokens, which tfm serve cannot apply yet over its shared cache: serve it with "
+                "--max-model-len " +
+                std::to_string(*window) + " or less (not " + std::to_string(options.max_model_len) +
+                ")");
   }
+  model.limit_sequence_length(options.max_model_len);
 
   try {
     cache_ = &model.cache_for(options.max_num_seqs, shapes_.cache_len);

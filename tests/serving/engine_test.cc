@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -267,6 +269,47 @@ TEST_F(EngineTest, RefusesWhatItCannotServe) {
   EXPECT_THROW(engine.submit(std::make_shared<Sequence>(std::vector<int64_t>{1, 2}, greedy(2))),
                EngineFull);
   EXPECT_THROW(Engine(CausalLMAccess::impl(model), {.max_num_seqs = 0}), Error);
+}
+
+// Mistral's sliding window (8 tokens here) hides nothing from sequences no longer than it: the
+// engine's rows, spread over a cache longer than the window, give each token the log-probability
+// a forward pass over the whole sequence gives it.
+TEST_F(EngineTest, SequencesWithinASlidingWindowMatchAForwardPass) {
+  CausalLM model = load("mistral");
+  SamplingParams params = greedy(6);
+  params.logprobs = true;
+  std::vector<std::shared_ptr<Sequence>> sequences;
+  std::vector<std::vector<TokenEvent>> events(5);
+  {
+    Engine engine(CausalLMAccess::impl(model), {.max_num_seqs = 2, .max_model_len = 8});
+    engine.start();
+    for (int i = 0; i < 5; ++i) {
+      sequences.push_back(std::make_shared<Sequence>(random_prompt(2, 3 + i), params));
+      engine.submit(sequences.back());
+    }
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      while (events[i].empty() || !events[i].back().finish) {
+        for (TokenEvent& e : sequences[i]->take(100ms)) events[i].push_back(std::move(e));
+        ASSERT_FALSE(sequences[i]->error()) << *sequences[i]->error();
+      }
+    }
+  }  // the engine stops before the model runs anything else: it holds the model's KV cache
+  const int64_t vocab = model.config().vocab_size;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    std::vector<int64_t> ids = sequences[i]->prompt();
+    for (const TokenEvent& e : events[i]) ids.push_back(e.token);
+    const Tensor ids_tensor = Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    const std::vector<float> logits = model.forward(ids_tensor).to_f32_vector();
+    for (size_t t = 0; t < events[i].size(); ++t) {
+      // The log-softmax of the logits at the position before token t.
+      const float* row = logits.data() + (sequences[i]->prompt().size() + t - 1) * vocab;
+      double sum = 0;
+      const float top = *std::max_element(row, row + vocab);
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - top));
+      const double want = row[events[i][t].token] - top - std::log(sum);
+      EXPECT_NEAR(events[i][t].logprob, want, 1e-4) << "sequence " << i << " token " << t;
+    }
+  }
 }
 
 TEST_F(EngineTest, RefusesASlidingWindowItCannotApply) {
