@@ -70,10 +70,12 @@ void top_experts(const float* logits, int64_t experts, int64_t top_k, int64_t* c
   std::copy(order.begin(), order.begin() + top_k, chosen);
 }
 
-void route_row(const float* logits, int64_t experts, int64_t top_k, bool normed, float* routing) {
-  std::vector<float> p(static_cast<size_t>(experts));
+namespace {
+
+// route_row from the row's softmax `p`, computed once by the caller.
+void route_from(const float* logits, const float* p, int64_t experts, int64_t top_k, bool normed,
+                float* routing) {
   std::vector<int64_t> chosen(static_cast<size_t>(top_k));
-  softmax(logits, experts, p.data());
   top_experts(logits, experts, top_k, chosen.data());
   float sum = 0.f;
   for (int64_t e : chosen) sum += p[e];
@@ -81,25 +83,29 @@ void route_row(const float* logits, int64_t experts, int64_t top_k, bool normed,
   for (int64_t e : chosen) routing[e] = normed ? p[e] / sum : p[e];
 }
 
-void route_row_grad(const float* logits, const float* d_routing, int64_t experts, int64_t top_k,
-                    bool normed, float* d_logits) {
-  std::vector<float> w(static_cast<size_t>(experts));
-  route_row(logits, experts, top_k, normed, w.data());
+}  // namespace
+
+void route_row(const float* logits, int64_t experts, int64_t top_k, bool normed, float* routing) {
   std::vector<float> p(static_cast<size_t>(experts));
   softmax(logits, experts, p.data());
+  route_from(logits, p.data(), experts, top_k, normed, routing);
+}
+
+void route_row_grad(const float* logits, const float* d_routing, int64_t experts, int64_t top_k,
+                    bool normed, float* d_logits) {
+  std::vector<float> p(static_cast<size_t>(experts)), w(p.size());
+  softmax(logits, experts, p.data());
+  route_from(logits, p.data(), experts, top_k, normed, w.data());
   // With normed, w is the softmax over the chosen logits alone: its gradient reaches only them.
   // Without, w is the full softmax's chosen entries: every logit moves them through the sum.
+  const float* moved = normed ? w.data() : p.data();
   double dot = 0;
   for (int64_t e = 0; e < experts; ++e) {
     if (w[e] != 0.f) dot += static_cast<double>(w[e]) * d_routing[e];
   }
   for (int64_t e = 0; e < experts; ++e) {
     const double g = w[e] != 0.f ? d_routing[e] : 0.0;
-    if (normed) {
-      d_logits[e] = static_cast<float>(w[e] * (g - dot));
-    } else {
-      d_logits[e] = static_cast<float>(p[e] * (g - dot));
-    }
+    d_logits[e] = static_cast<float>(moved[e] * (g - dot));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "backends/cpu/collective_steps.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe_steps.h"
 #include "fusion/plan.h"
@@ -423,25 +424,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
       return [=, &ptrs] { argmax_rows(f(x), rows, cols, static_cast<int32_t*>(ptrs[out])); };
     }
-    case Op::kAllReduce: {
-      const graph::ValueId x = graph::operand(n);
-      const auto count = static_cast<size_t>(shape_numel(n.shape));
-      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
-      return [=] {
-        std::memcpy(out_f32(), f(x), count * sizeof(float));
-        group->all_reduce_sum(out_f32(), count);
-      };
-    }
-    case Op::kAllGather: {
-      const graph::ValueId x = graph::operand(n);
-      const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
-      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
-      return [=] {
-        std::vector<float> gathered(static_cast<size_t>(rows * cols * group->size()));
-        group->all_gather(f(x), static_cast<size_t>(rows * cols), gathered.data());
-        interleave_gathered(gathered.data(), rows, cols, group->size(), out_f32());
-      };
-    }
     case Op::kCrossEntropy: {
       const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
       const int64_t rows = rows_of(node(a.logits).shape), vocab = node(a.logits).shape.back();
@@ -477,30 +459,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         embedding_grad(f(a.dy), i32(a.ids), count, vocab, hidden, out_f32(), shard.get(),
                        a.acc >= 0);
       };
-    }
-    case Op::kGatherShards: {
-      check_f32(n, "gather_shards");
-      const graph::ValueId x = graph::operand(n);
-      const auto count = static_cast<size_t>(shape_numel(node(x).shape));
-      graph::Communicator* group = n.group->communicator.get();
-      return [=] { group->all_gather(f(x), count, out_f32()); };
-    }
-    case Op::kSumOverReplicas: {
-      const graph::ValueId x = graph::operand(n);
-      const auto count = static_cast<size_t>(shape_numel(n.shape));
-      const int64_t block = n.start;
-      graph::Communicator* group = n.group->communicator.get();
-      return [=] {
-        std::vector<float> all(count * static_cast<size_t>(group->size()));
-        group->all_gather(f(x), count, all.data());
-        sum_replica_block(all.data(), count, group->rank() / block * block, block, out_f32());
-      };
-    }
-    case Op::kReduceScatter: {
-      const graph::ValueId x = graph::operand(n);
-      const auto count = static_cast<size_t>(shape_numel(n.shape));
-      graph::Communicator* group = n.group->communicator.get();
-      return [=] { group->reduce_scatter_sum(f(x), count, out_f32()); };
     }
     case Op::kLinearGradInput: {
       // In place, the product adds into `sum` (graph::fold_gradient_sums).
@@ -665,12 +623,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kMoeDispatchGrad:
     case Op::kMoeCombineGrad:
       return make_moe_step(graph, id, ptrs);
-    case Op::kAllToAll: {
-      const graph::ValueId x = graph::operand(n);
-      const std::shared_ptr<graph::Communicator> group = n.group->communicator;
-      const auto count = static_cast<size_t>(shape_numel(n.shape) / group->size());
-      return [=] { group->all_to_all(f(x), count, out_f32()); };
-    }
+    case Op::kAllReduce:
+    case Op::kAllGather:
+    case Op::kGatherShards:
+    case Op::kSumOverReplicas:
+    case Op::kReduceScatter:
+    case Op::kAllToAll:
+      return make_collective_step(graph, id, ptrs);
     case Op::kInput:
     case Op::kWeight:
       break;
