@@ -307,7 +307,12 @@ def test_a_full_queue_answers_503(model_dir):
         assert running.recv(64).startswith(b"HTTP/1.1 200")  # it holds the one row
         waiting = socket.create_connection((host, int(port)))
         waiting.sendall(request)  # the one place in the queue
-        time.sleep(0.1)
+        # Polled, not slept for: on a loaded machine the second request can take a while to queue.
+        # The running one decodes 480 tokens meanwhile, far longer than a poll.
+        deadline = time.time() + 30
+        while time.time() < deadline and (metric(s, "tfm_num_requests_waiting") < 1
+                                          or metric(s, "tfm_num_requests_running") < 1):
+            time.sleep(0.005)
         status, error = post(s, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
         assert status == 503 and error["error"]["code"] == 503
         running.close()
