@@ -10,6 +10,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/matmul.h"
+#include "backends/cuda/moe_steps.h"
 #include "backends/cuda/product_steps.h"
 #include "backends/cuda/training_steps.h"
 #include "fusion/plan.h"
@@ -122,6 +123,7 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id, const fusion:
     return attention_step_scratch_bytes(graph, n, plan, kernels);
   }
   if (const size_t bytes = collective_scratch_bytes(graph, id)) return bytes;
+  if (const size_t bytes = moe_scratch_bytes(graph, id)) return bytes;
   if (n.op == Op::kLinear || n.op == Op::kGatedLinear || n.op == Op::kQkvLinear) {
     return product_scratch_bytes(graph, n);
   }
@@ -298,6 +300,7 @@ Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan*
       break;
   }
   if (auto s = make_training_step(graph, id)) return *s;
+  if (auto s = make_moe_step(graph, id)) return *s;
   throw Error(std::string("[cuda] no kernel for op ") + graph::op_name(n.op) +
               (n.shard ? " (vocabulary shard)" : "") +
               " yet: run this graph with device_map=\"cpu\"");
