@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cuda/device_math.cuh"
+#include "backends/cuda/moe_rows.cuh"
 
 namespace tfm::cuda {
 namespace {
@@ -21,44 +22,13 @@ constexpr int kExpertsPerLaunch = 64;
 // Rows a warp takes at once: each weight element read feeds that many dot products.
 constexpr int kPairsAtOnce = 4;
 
-// Does logit a of expert i come before logit b of expert j among a row's top experts? The larger
-// first, the first of equals first (ops::top_experts).
-__device__ __forceinline__ bool ranks_before(float a, int64_t i, float b, int64_t j) {
-  return a > b || (a == b && i < j);
-}
-
-// routing = softmax(logits) at each row's top_k experts (divided by their sum when `normed`), 0
-// elsewhere: ops::route_row. The experts are found in order, each the best of those after the
-// last, so nothing but the row is kept.
+// graph::Op::kMoeRoute, a thread a row.
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t rows, int64_t experts,
                                  int64_t top_k, bool normed, float* __restrict__ routing) {
   await_previous_kernels();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  const float* l = logits + r * experts;
-  float* out = routing + r * experts;
-  float max = -INFINITY;
-  for (int64_t e = 0; e < experts; ++e) max = fmaxf(max, l[e]);
-  float sum = 0.f;
-  for (int64_t e = 0; e < experts; ++e) sum += expf(l[e] - max);
-  for (int64_t e = 0; e < experts; ++e) out[e] = 0.f;
-  float last = INFINITY, chosen_sum = 0.f;
-  int64_t last_index = -1;
-  for (int64_t k = 0; k < top_k; ++k) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < experts; ++e) {
-      if (ranks_before(last, last_index, l[e], e) &&
-          (best < 0 || ranks_before(l[e], e, l[best], best))) {
-        best = e;
-      }
-    }
-    out[best] = expf(l[best] - max) / sum;
-    chosen_sum += out[best];
-    last = l[best];
-    last_index = best;
-  }
-  if (!normed) return;
-  for (int64_t e = 0; e < experts; ++e) out[e] /= chosen_sum;
+  route_row(logits + r * experts, experts, top_k, normed, routing + r * experts);
 }
 
 // Where a launch of kMoeExperts keeps its lists: the pairs (row, expert) grouped by expert, rows
@@ -134,12 +104,14 @@ __device__ __forceinline__ void pair_products(const W* a, const W* b, int64_t co
 
 // act[p, c] = silu(gate_e(x[row p])[c]) x up_e(x[row p])[c] for experts first_held ..
 // first_held + gridDim.y - 1 (blockIdx.y the expert in the tables), a warp a column c of `inter`.
+// The gradient keeps gate_e(x) and up_e(x) too, in `kept_gate` and `kept_up` (null: not kept).
 template <typename W>
 __global__ void __launch_bounds__(kMoeThreads)
     moe_gate_up_kernel(const float* __restrict__ x, int64_t hidden, int64_t inter,
                        ExpertWeightTable<W> gate, ExpertWeightTable<W> up, int64_t first_held,
                        const int32_t* __restrict__ offset, const int32_t* __restrict__ row,
-                       float* __restrict__ act) {
+                       float* __restrict__ act, float* __restrict__ kept_gate = nullptr,
+                       float* __restrict__ kept_up = nullptr) {
   await_previous_kernels();
   const int64_t e = first_held + blockIdx.y;
   const int64_t column = static_cast<int64_t>(blockIdx.x) * kMoeWarps + threadIdx.x / 32;
@@ -147,7 +119,13 @@ __global__ void __launch_bounds__(kMoeThreads)
   pair_products(
       gate.w[blockIdx.y], up.w[blockIdx.y], column, hidden, offset[e], offset[e + 1],
       [&](int32_t p) { return x + static_cast<int64_t>(row[p]) * hidden; },
-      [&](int32_t p, float g, float u) { act[p * inter + column] = silu(g) * u; });
+      [&](int32_t p, float g, float u) {
+        act[p * inter + column] = silu(g) * u;
+        if (kept_gate != nullptr) {
+          kept_gate[p * inter + column] = g;
+          kept_up[p * inter + column] = u;
+        }
+      });
 }
 
 // down[p, c] = down_e(act[p])[c], as moe_gate_up_kernel's, a warp a column c of `hidden`.
@@ -166,9 +144,9 @@ __global__ void __launch_bounds__(kMoeThreads)
       [&](int32_t p, float d, float) { down[p * hidden + column] = d; });
 }
 
-// out[r, c] = the sum over the held experts row r is routed to, in order, of routing x down[pair,
-// c]: a thread an element.
-__global__ void moe_combine_pairs_kernel(const float* __restrict__ down,
+// out[r, c] = the sum over the held experts row r is routed to, in order, of routing x
+// per_pair[pair, c] (routing null: of per_pair[pair, c] alone), a thread an element.
+__global__ void moe_combine_pairs_kernel(const float* __restrict__ per_pair,
                                          const float* __restrict__ routing, int64_t rows,
                                          int64_t hidden, int64_t experts, int64_t first,
                                          int64_t held, const int32_t* __restrict__ pair_of,
@@ -180,7 +158,9 @@ __global__ void moe_combine_pairs_kernel(const float* __restrict__ down,
   float sum = 0.f;
   for (int64_t e = 0; e < held; ++e) {
     const int32_t p = pair_of[r * held + e];
-    if (p >= 0) sum += routing[r * experts + first + e] * down[p * hidden + c];
+    if (p < 0) continue;
+    const float v = per_pair[p * hidden + c];
+    sum += routing == nullptr ? v : routing[r * experts + first + e] * v;
   }
   out[i] = sum;
 }
