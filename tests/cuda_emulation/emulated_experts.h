@@ -9,22 +9,12 @@
 
 #include "backends/cuda/moe_kernels.cuh"
 #include "cuda_emulation/emulated_values.h"
-#include "ops/moe.h"
 
 namespace tfm::testing {
 
 struct ExpertsCase {
   int64_t rows, hidden, inter, experts, top_k, first, held, per_launch;
 };
-
-inline std::vector<float> routed(const std::vector<float>& logits, int64_t rows, int64_t experts,
-                                 int64_t top_k, bool normed) {
-  std::vector<float> routing(logits.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    ops::route_row(&logits[r * experts], experts, top_k, normed, &routing[r * experts]);
-  }
-  return routing;
-}
 
 template <typename W>
 struct EmulatedExperts {

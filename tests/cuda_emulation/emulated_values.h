@@ -1,4 +1,5 @@
-// Inputs for the emulated kernels: seeded values, their bf16 copies, and what bf16 storage keeps.
+// Inputs for the emulated kernels: seeded values, their bf16 copies, what bf16 storage keeps, and
+// routing weights as a router makes them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -6,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "ops/moe.h"
 #include "support/random_values.h"
 
 namespace tfm::testing {
@@ -45,6 +47,16 @@ inline std::vector<__nv_bfloat16, Aligned32<__nv_bfloat16>> aligned_bf16(
     const std::vector<float>& values) {
   const std::vector<__nv_bfloat16> narrow = to_bf16(values);
   return {narrow.begin(), narrow.end()};
+}
+
+// Each row of router logits [rows, experts] routed as ops::route_row.
+inline std::vector<float> routed(const std::vector<float>& logits, int64_t rows, int64_t experts,
+                                 int64_t top_k, bool normed) {
+  std::vector<float> routing(logits.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    ops::route_row(&logits[r * experts], experts, top_k, normed, &routing[r * experts]);
+  }
+  return routing;
 }
 
 }  // namespace tfm::testing

@@ -1,5 +1,6 @@
-// The mixture-of-experts launchers (graph::Op::kMoeRoute, kMoeExperts, kRouterLoss and their
-// gradients; kernels in moe_kernels.cuh, moe_grad_kernels.cuh and router_loss_kernels.cuh).
+// The mixture-of-experts launchers (graph::Op::kMoeRoute, kMoeExperts, kRouterLoss, the exchange
+// ops kMoeDispatch, kMoeSlots, kMoeCombine, and their gradients; kernels in moe_kernels.cuh,
+// moe_grad_kernels.cuh, router_loss_kernels.cuh and exchange_kernels.cuh).
 // Router logits, routing weights, activations, results and gradients are f32; the experts'
 // weights f32 or bf16.
 #pragma once
@@ -57,5 +58,17 @@ void router_loss(const std::vector<const float*>& logits, const int32_t* mask,
 void router_loss_grad(const std::vector<const float*>& logits, const int32_t* mask,
                       const float* loss_scale, const float* d_loss, const RouterLossShape& s,
                       void* scratch, float* d_logits, cudaStream_t stream);
+
+// The exchange between expert-parallel ranks of `op` (kMoeDispatch, kMoeSlots, kMoeCombine,
+// kMoeDispatchGrad or kMoeCombineGrad): routing [rows, experts] decides the slots, `ranks` blocks
+// of per_rank each. `first` is x (dispatch) or y (combine); `dy` the gradients' incoming one;
+// `hidden` the rows' width.
+struct ExchangeShape {
+  int64_t rows, experts, ranks, per_rank, hidden;
+};
+enum class ExchangeOp { kDispatch, kSlots, kCombine, kDispatchGrad, kCombineGrad };
+size_t exchange_scratch_bytes(const ExchangeShape& s);
+void moe_exchange(ExchangeOp op, const float* first, const float* routing, const float* dy,
+                  const ExchangeShape& s, void* scratch, float* out, cudaStream_t stream);
 
 }  // namespace tfm::cuda

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cuda/moe.h"
+#include "graph/shapes.h"
 #include "tfm/error.h"
 
 namespace tfm::cuda {
@@ -80,6 +81,38 @@ RouterLossShape router_loss_shape(const graph::Graph& graph, const Node& n) {
   return {logits[0], logits[1], n.top_k, n.scale};
 }
 
+// An exchange op's routing input: its first, or its second after x or y.
+ValueId exchange_routing(const Node& n) {
+  return n.op == Op::kMoeSlots ? n.inputs[0] : n.inputs[1];
+}
+
+bool is_exchange(Op op) {
+  return op == Op::kMoeDispatch || op == Op::kMoeSlots || op == Op::kMoeCombine ||
+         op == Op::kMoeDispatchGrad || op == Op::kMoeCombineGrad;
+}
+
+ExchangeShape exchange_shape(const graph::Graph& graph, const Node& n) {
+  const Shape& routing = node_of(graph, exchange_routing(n)).shape;
+  const int64_t hidden = n.op == Op::kMoeSlots ? 0 : node_of(graph, n.inputs[0]).shape[1];
+  return {routing[0], routing[1], n.expert_ranks,
+          graph::moe_slots_per_rank(routing, n.top_k, n.expert_ranks), hidden};
+}
+
+ExchangeOp exchange_op(Op op) {
+  switch (op) {
+    case Op::kMoeDispatch:
+      return ExchangeOp::kDispatch;
+    case Op::kMoeSlots:
+      return ExchangeOp::kSlots;
+    case Op::kMoeCombine:
+      return ExchangeOp::kCombine;
+    case Op::kMoeDispatchGrad:
+      return ExchangeOp::kDispatchGrad;
+    default:
+      return ExchangeOp::kCombineGrad;
+  }
+}
+
 }  // namespace
 
 size_t moe_scratch_bytes(const graph::Graph& graph, ValueId id) {
@@ -92,7 +125,7 @@ size_t moe_scratch_bytes(const graph::Graph& graph, ValueId id) {
     case Op::kRouterLossGrad:
       return router_loss_scratch_bytes(router_loss_shape(graph, n), router_logit_slots(n).size());
     default:
-      return 0;
+      return is_exchange(n.op) ? exchange_scratch_bytes(exchange_shape(graph, n)) : 0;
   }
 }
 
@@ -154,8 +187,18 @@ std::optional<Step> make_moe_step(const graph::Graph& graph, ValueId id) {
       };
     }
     default:
-      return std::nullopt;
+      break;
   }
+  if (!is_exchange(n.op)) return std::nullopt;
+  const ExchangeShape shape = exchange_shape(graph, n);
+  const ExchangeOp op = exchange_op(n.op);
+  const size_t routing = slot(exchange_routing(n)), first = slot(n.inputs[0]),
+               dy = slot(n.inputs.back());
+  const bool grad = op == ExchangeOp::kDispatchGrad || op == ExchangeOp::kCombineGrad;
+  return [=](StepContext& c) {
+    moe_exchange(op, f32_at(c, first), f32_at(c, routing), grad ? f32_at(c, dy) : nullptr, shape,
+                 c.scratch, f32_at(c, out), c.stream);
+  };
 }
 
 }  // namespace tfm::cuda

@@ -1,5 +1,6 @@
-// Steps for the mixture-of-experts ops (graph::Op::kMoeRoute, kMoeExperts, kRouterLoss and their
-// gradients): make_step asks here before giving up on a node.
+// Steps for the mixture-of-experts ops (graph::Op::kMoeRoute, kMoeExperts, kRouterLoss, the
+// exchange ops kMoeDispatch, kMoeSlots, kMoeCombine, and their gradients): make_step asks here
+// before giving up on a node.
 #pragma once
 
 #include <optional>
