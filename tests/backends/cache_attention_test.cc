@@ -2,7 +2,7 @@
 // so, where absent), compiled and eager, against the scalar reference in src/ops reading the
 // cache as stored. Covers grouped KV heads, a left-padded row whose first queries see no key,
 // queries placed mid-cache after earlier tokens, and huge values in masked slots, which must
-// not reach the output, and sliding windows (CPU). On CUDA, prefill over a bf16 cache runs the
+// not reach the output, and sliding windows. On CUDA, prefill over a bf16 cache runs the
 // flash-style tensor-core kernel, which reads q and the probabilities as bf16: its tolerance is
 // bf16's.
 #include <gtest/gtest.h>
@@ -118,11 +118,13 @@ std::vector<Case> cases() {
     }
   }
   // Sliding windows shorter than the keys: decode, a short prompt (per-key dot products) and
-  // matrix products over query blocks.
-  for (const DType cache : {DType::f32, DType::bf16}) {
-    all.push_back({"cpu", 2, 1, 40, 4, 2, 16, 30, cache, 7});
-    all.push_back({"cpu", 2, 12, 20, 4, 2, 16, 0, cache, 5});
-    all.push_back({"cpu", 1, 70, 96, 2, 1, 32, 5, cache, 33});
+  // matrix products over query blocks (on CUDA: split keys, and products rather than flash).
+  for (const std::string device : {"cpu", "cuda"}) {
+    for (const DType cache : {DType::f32, DType::bf16}) {
+      all.push_back({device, 2, 1, 40, 4, 2, 16, 30, cache, 7});
+      all.push_back({device, 2, 12, 20, 4, 2, 16, 0, cache, 5});
+      all.push_back({device, 1, 70, 96, 2, 1, 32, 5, cache, 33});
+    }
   }
   return all;
 }

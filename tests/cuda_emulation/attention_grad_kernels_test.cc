@@ -4,7 +4,7 @@
 // dP = dy v^T, dS = P * (dP - rowsum(P * dP)), dq = scale dS k, dk = scale dS^T q, dv = P^T dy
 // (dk and dv summed over a KV head's group). Each head_dim register width the launcher picks;
 // grouped KV heads; a left-padded row whose first queries see no key; a masked key amid visible
-// ones; keys no query sees.
+// ones; keys no query sees; sliding windows.
 #include "backends/cuda/attention_grad_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -24,13 +24,14 @@ using testing::random_values;
 
 struct Case {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim, first_slot, padding;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string describe(const Case& c) {
   return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_len" +
          std::to_string(c.cache_len) + "_h" + std::to_string(c.q_heads) + "x" +
          std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) + "_pad" +
-         std::to_string(c.padding);
+         std::to_string(c.padding) + (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -58,7 +59,8 @@ std::vector<float> closed_form(const Case& c, const std::vector<float>& q,
         const auto kv_at = [&](int64_t j) { return ((b * L + j) * c.kv_heads + h / group) * D; };
         std::vector<int64_t> keys;
         for (int64_t j = 0; j < L; ++j) {
-          if (j <= slots[i] && mask[b * L + j] != 0) keys.push_back(j);
+          const bool in_window = c.window == 0 || slots[i] - j < c.window;
+          if (j <= slots[i] && in_window && mask[b * L + j] != 0) keys.push_back(j);
         }
         if (keys.empty()) continue;
         std::vector<double> p(keys.size()), dp(keys.size());
@@ -107,7 +109,7 @@ class AttentionGradKernelsTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionGradKernelsTest, MatchesClosedForm) {
   const Case& c = GetParam();
-  const AttentionShape s{c.batch, c.seq, c.cache_len, c.q_heads, c.kv_heads, c.head_dim};
+  const AttentionShape s{c.batch, c.seq, c.cache_len, c.q_heads, c.kv_heads, c.head_dim, c.window};
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t L = c.cache_len;
   const std::vector<float> q =
@@ -155,12 +157,12 @@ TEST_P(AttentionGradKernelsTest, MatchesClosedForm) {
   expect_close(part(nq + nk, nq + 2 * nk), wanted(nq + nk, nq + 2 * nk), 1e-5f, "dv");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGradKernelsTest,
-                         ::testing::Values(Case{2, 5, 5, 4, 2, 24, 0, 3},
-                                           Case{2, 4, 9, 3, 1, 40, 4, 6},
-                                           Case{2, 3, 9, 2, 2, 72, 4, 5},
-                                           Case{1, 3, 4, 2, 1, 200, 1, 0}),
-                         [](const auto& info) { return describe(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionGradKernelsTest,
+    ::testing::Values(Case{2, 5, 5, 4, 2, 24, 0, 3}, Case{2, 4, 9, 3, 1, 40, 4, 6},
+                      Case{2, 3, 9, 2, 2, 72, 4, 5}, Case{1, 3, 4, 2, 1, 200, 1, 0},
+                      Case{2, 6, 12, 4, 2, 24, 5, 2, 3}, Case{1, 8, 8, 2, 1, 40, 0, 0, 4}),
+    [](const auto& info) { return describe(info.param); });
 
 }  // namespace
 }  // namespace tfm::cuda

@@ -6,7 +6,8 @@
 // output against the scalar reference in src/ops, and [dq | dk | dv] against the cpu backend's
 // attention_grad (checked against finite differences in tests/graph), within bf16's precision.
 // Grouped KV heads, a left-padded row whose first queries see no key, score rows padded past the
-// keys (their padding never read or written), and sizes that leave partial blocks.
+// keys (their padding never read or written), sizes that leave partial blocks, and sliding
+// windows (Mistral's) that hide the first keys from later queries.
 #include "backends/cuda/attention_products_kernels.cuh"
 
 #include <gtest/gtest.h>
@@ -84,13 +85,14 @@ TEST(AttentionProductsKernels, HeadMajorCopies) {
 
 struct Case {
   int64_t batch, seq, len, q_heads, kv_heads, head_dim, first_slot, padding;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string describe(const Case& c) {
   return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_len" +
          std::to_string(c.len) + "_h" + std::to_string(c.q_heads) + "x" +
          std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) + "_pad" +
-         std::to_string(c.padding);
+         std::to_string(c.padding) + (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -130,6 +132,9 @@ TEST_P(AttentionProductsKernelsTest, ForwardAndBackward) {
     return sum;
   };
 
+  const auto sees = [&](int64_t i, int64_t b, int64_t j) {
+    return j <= slots[i] && (c.window == 0 || slots[i] - j < c.window) && mask[b * L + j] != 0;
+  };
   // scores = q k^T (the product), and the closed-form softmax and its gradient.
   std::vector<float> scores(static_cast<size_t>(rows * ld), kNaN), d_probs(scores.size(), kNaN);
   std::vector<float> want_p(scores.size(), 0.f), want_ds(scores.size(), 0.f);
@@ -142,12 +147,12 @@ TEST_P(AttentionProductsKernelsTest, ForwardAndBackward) {
       scores[r * ld + j] = static_cast<float>(score);
       dp[j] = dot(q_row(dy16, r), kv_row(v16, r, j));
       d_probs[r * ld + j] = static_cast<float>(dp[j]);
-      if (j <= slots[i] && mask[b * L + j] != 0) {
+      if (sees(i, b, j)) {
         max_score = std::max(max_score, scale * static_cast<double>(scores[r * ld + j]));
       }
     }
     for (int64_t j = 0; j < L; ++j) {
-      if (j <= slots[i] && mask[b * L + j] != 0) {
+      if (sees(i, b, j)) {
         sum += p[j] = std::exp(scale * static_cast<double>(scores[r * ld + j]) - max_score);
       }
     }
@@ -161,7 +166,7 @@ TEST_P(AttentionProductsKernelsTest, ForwardAndBackward) {
   std::vector<__nv_bfloat16> probs(scores.size(), __float2bfloat16_rn(kNaN));
   cuda_emulation::launch(grid_of(rows), kThreads, 0, [&] {
     masked_softmax_kernel(scores.data(), probs.data(), mask.data(), slots.data(), Hq, S, L, ld,
-                          scale);
+                          scale, c.window);
   });
   const std::vector<float> p16 = widened(probs);
   for (int64_t r = 0; r < rows; ++r) {
@@ -191,7 +196,7 @@ TEST_P(AttentionProductsKernelsTest, ForwardAndBackward) {
   const std::vector<float> qf = widened(q), kf = widened(k), vf = widened(v);
   std::vector<float> want_out(q.size());
   ops::reference::attention(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), B, S, L, Hq,
-                            Hkv, D, scale, want_out.data());
+                            Hkv, D, scale, want_out.data(), c.window);
   expect_close(from_head_major(out_head_major, S, Hq, D), want_out, kBf16Tol, "out");
 
   // The scores' gradient, written over the bf16 probabilities as the step does.
@@ -235,14 +240,16 @@ TEST_P(AttentionProductsKernelsTest, ForwardAndBackward) {
   }
   std::vector<float> want_grads(q.size() + 2 * k.size());
   cpu::attention_grad(qf.data(), kf.data(), vf.data(), mask.data(), slots.data(), dy.data(), B, S,
-                      L, Hq, Hkv, D, scale, want_grads.data());
+                      L, Hq, Hkv, D, scale, want_grads.data(), c.window);
   expect_close(grads, want_grads, kBf16Tol, "[dq | dk | dv]");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionProductsKernelsTest,
                          ::testing::Values(Case{2, 5, 5, 2, 1, 24, 0, 3},
                                            Case{1, 6, 11, 3, 1, 40, 5, 0},
-                                           Case{2, 3, 300, 2, 1, 16, 297, 290}),
+                                           Case{2, 3, 300, 2, 1, 16, 297, 290},
+                                           Case{2, 6, 11, 2, 1, 24, 5, 2, 4},
+                                           Case{1, 4, 40, 2, 2, 16, 36, 0, 7}),
                          [](const auto& info) { return describe(info.param); });
 
 }  // namespace

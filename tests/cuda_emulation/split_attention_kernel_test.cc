@@ -1,8 +1,8 @@
 // The CUDA split-K attention kernel over a static cache (decode, and prefill over an f32 cache),
 // its own source run on the CPU through the emulation in shim/, against the scalar reference in
 // src/ops. A row's chunks run as separate blocks and the last to arrive merges them; the
-// counters it arrives on must be left zero, so each case launches twice. Masked slots hold
-// non-finite values, which must not reach the output.
+// counters it arrives on must be left zero, so each case launches twice. Masked slots, and those
+// before every query's sliding window, hold non-finite values, which must not reach the output.
 #include "backends/cuda/split_attention_kernel.cuh"
 
 #include <gtest/gtest.h>
@@ -23,17 +23,19 @@ using testing::widened;
 struct Case {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim, first_slot, padding;
   bool bf16_cache;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string describe(const Case& c) {
   return "b" + std::to_string(c.batch) + "_seq" + std::to_string(c.seq) + "_len" +
          std::to_string(c.cache_len) + "_d" + std::to_string(c.head_dim) + "_pad" +
-         std::to_string(c.padding) + (c.bf16_cache ? "_bf16" : "_f32");
+         std::to_string(c.padding) + (c.bf16_cache ? "_bf16" : "_f32") +
+         (c.window > 0 ? "_window" + std::to_string(c.window) : "");
 }
 
 template <typename KV, int E>
 void check(const Case& c) {
-  const AttentionShape s{c.batch, c.seq, c.cache_len, c.q_heads, c.kv_heads, c.head_dim};
+  const AttentionShape s{c.batch, c.seq, c.cache_len, c.q_heads, c.kv_heads, c.head_dim, c.window};
   const float scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t row = c.kv_heads * c.head_dim;
   const std::vector<float> q =
@@ -55,9 +57,12 @@ void check(const Case& c) {
   }
   std::vector<float> want(q.size());
   ops::reference::attention(q.data(), k.data(), v.data(), mask.data(), slots.data(), c.batch, c.seq,
-                            c.cache_len, c.q_heads, c.kv_heads, c.head_dim, scale, want.data());
+                            c.cache_len, c.q_heads, c.kv_heads, c.head_dim, scale, want.data(),
+                            c.window);
+  // Keys before every query's window are as good as masked.
+  const int64_t seen_from = c.window > 0 ? c.first_slot - c.window + 1 : 0;
   for (size_t j = 0; j < mask.size(); ++j) {
-    if (mask[j] != 0) continue;
+    if (mask[j] != 0 && static_cast<int64_t>(j) % c.cache_len >= seen_from) continue;
     for (int64_t e = 0; e < row; ++e) {
       k[j * row + e] = std::numeric_limits<float>::infinity();
       v[j * row + e] = std::numeric_limits<float>::quiet_NaN();
@@ -121,7 +126,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitAttentionKernelTest,
                                            Case{1, 1, 1024, 16, 8, 128, 20, 0, true},
                                            Case{1, 1, 2048, 1, 1, 32, 1500, 3, false},
                                            // 3 splits of 21 keys: 5 or 6 a warp, in batches.
-                                           Case{1, 1, 63, 2, 1, 64, 62, 5, true}),
+                                           Case{1, 1, 63, 2, 1, 64, 62, 5, true},
+                                           // Sliding windows: a decode step's last 100 of 901
+                                           // keys, over chunks that start at the window; a
+                                           // prefill's; and one whose padding hides part of it.
+                                           Case{1, 1, 1100, 2, 1, 128, 900, 0, false, 100},
+                                           Case{2, 12, 20, 4, 2, 48, 0, 4, false, 5},
+                                           Case{2, 1, 300, 2, 1, 24, 200, 170, true, 64}),
                          [](const auto& info) { return describe(info.param); });
 
 // Decode with prepare_attention fused in: the kernel gets the token's q, k and v as the products

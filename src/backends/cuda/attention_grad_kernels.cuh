@@ -68,9 +68,10 @@ __device__ __forceinline__ void sum_over_warps(float (&acc)[E]) {
   }
 }
 
-// The query row of a (batch, query, q head) block and the keys it sees: j < end with mask[b, j].
+// The query row of a (batch, query, q head) block and the keys it sees: begin <= j < end with
+// mask[b, j].
 struct QueryRow {
-  int64_t row, b, kv_row0, end;  // kv_row0: row of key 0 of its KV head in k and v
+  int64_t row, b, kv_row0, begin, end;  // kv_row0: row of key 0 of its KV head in k and v
 };
 
 __device__ __forceinline__ QueryRow query_row(const AttentionShape& s, const int32_t* slots) {
@@ -79,7 +80,7 @@ __device__ __forceinline__ QueryRow query_row(const AttentionShape& s, const int
   const int64_t i = token % s.seq, b = token / s.seq;
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int64_t end = min(static_cast<int64_t>(slots[i]) + 1, s.cache_len);
-  return {row, b, b * s.cache_len * s.kv_heads + kvh, end};
+  return {row, b, b * s.cache_len * s.kv_heads + kvh, first_visible_key(slots[i], s.window), end};
 }
 
 template <int E>
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   load_row(o.dy + r.row * D, D, dyr);
   // Online softmax as in the forward kernel, carrying sum(exp(score - max) * dP) along.
   float m = -INFINITY, l = 0.f, t = 0.f;
-  for (int64_t j = warp; j < r.end; j += kWarps) {
+  for (int64_t j = r.begin + warp; j < r.end; j += kWarps) {
     if (o.mask[r.b * s.cache_len + j] == 0) continue;
     const int64_t at = (r.kv_row0 + j * s.kv_heads) * D;
     float kr[E], vr[E];
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   load_row(o.q + r.row * D, D, qr);
   load_row(o.dy + r.row * D, D, dyr);
   const RowStats st = stats[r.row];
-  for (int64_t j = threadIdx.x / 32; j < r.end; j += kWarps) {
+  for (int64_t j = r.begin + threadIdx.x / 32; j < r.end; j += kWarps) {
     if (o.mask[r.b * s.cache_len + j] == 0) continue;
     const int64_t at = (r.kv_row0 + j * s.kv_heads) * D;
     float kr[E], vr[E];
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t pairs = o.mask[b * s.cache_len + j] != 0 ? s.seq * group : 0;
   for (int64_t t = threadIdx.x / 32; t < pairs; t += kWarps) {
     const int64_t i = t / group, h = kvh * group + t % group;
-    if (j > o.slots[i]) continue;
+    if (j > o.slots[i] || j < first_visible_key(o.slots[i], s.window)) continue;
     const int64_t q_row = (b * s.seq + i) * s.q_heads + h;
     float qr[E], dyr[E];
     load_row(o.q + q_row * D, D, qr);

@@ -163,7 +163,7 @@ struct Probabilities {
     masked_softmax(at<float>(c.scratch, l.scores), at<char>(c.scratch, l.probs),
                    static_cast<const int32_t*>(c.ptrs[o.mask]) + first_row * s.cache_len,
                    static_cast<const int32_t*>(c.ptrs[o.slots]), l.chunk, s.q_heads, s.seq,
-                   s.cache_len, l.score_ld, scale, c.stream);
+                   s.cache_len, l.score_ld, scale, s.window, c.stream);
   }
 };
 

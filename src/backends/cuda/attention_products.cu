@@ -32,11 +32,11 @@ void from_head_major(const float* x, int64_t batch, int64_t seq, int64_t heads, 
 
 void masked_softmax(float* scores, void* probs, const int32_t* mask, const int32_t* slots,
                     int64_t batch, int64_t heads, int64_t seq, int64_t len, int64_t ld, float scale,
-                    cudaStream_t stream) {
+                    int64_t window, cudaStream_t stream) {
   const int64_t rows = batch * heads * seq;
   if (rows == 0 || len == 0) return;
   masked_softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      scores, static_cast<__nv_bfloat16*>(probs), mask, slots, heads, seq, len, ld, scale);
+      scores, static_cast<__nv_bfloat16*>(probs), mask, slots, heads, seq, len, ld, scale, window);
   check_launch("masked_softmax");
 }
 

@@ -18,11 +18,12 @@ void to_head_major(const void* x, DType dtype, int64_t batch, int64_t seq, int64
 void from_head_major(const float* x, int64_t batch, int64_t seq, int64_t heads, int64_t head_dim,
                      void* out, DType out_dtype, cudaStream_t stream);
 // scores [batch, heads, seq, len] f32 (rows `ld` elements apart) -> the softmax of scale * scores
-// over the keys query i of batch row b sees (j <= slots[i] and mask[b, j]), in place and as bf16
-// `probs` (same layout); a query that sees no key gets a zero row.
+// over the keys query i of batch row b sees (j <= slots[i], slots[i] - j < window unless window
+// is 0, and mask[b, j]), in place and as bf16 `probs` (same layout); a query that sees no key gets
+// a zero row.
 void masked_softmax(float* scores, void* probs, const int32_t* mask, const int32_t* slots,
                     int64_t batch, int64_t heads, int64_t seq, int64_t len, int64_t ld, float scale,
-                    cudaStream_t stream);
+                    int64_t window, cudaStream_t stream);
 // d_scores (bf16) = scale * probs * (d_probs - sum_j probs * d_probs), row by row (rows `ld`
 // elements apart): the gradient of the unscaled scores.
 void softmax_grad(const float* probs, const float* d_probs, int64_t rows, int64_t len, int64_t ld,

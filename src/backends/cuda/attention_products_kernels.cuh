@@ -40,13 +40,14 @@ __global__ void from_head_major_kernel(const float* x, int64_t seq, int64_t head
 __global__ void __launch_bounds__(kThreads)
     masked_softmax_kernel(float* scores, __nv_bfloat16* probs, const int32_t* mask,
                           const int32_t* slots, int64_t heads, int64_t seq, int64_t len, int64_t ld,
-                          float scale) {
+                          float scale, int64_t window) {
   const int64_t row = blockIdx.x, query = row % seq, b = row / (seq * heads);
   float* x = scores + row * ld;
   __nv_bfloat16* p = probs + row * ld;
   const int32_t* visible_mask = mask + b * len;
   const int64_t last = slots[query];
-  const auto visible = [&](int64_t j) { return j <= last && visible_mask[j] != 0; };
+  const int64_t first = first_visible_key(last, window);
+  const auto visible = [&](int64_t j) { return j >= first && j <= last && visible_mask[j] != 0; };
   float max_score = -INFINITY;
   for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
     if (visible(j)) max_score = fmaxf(max_score, x[j] * scale);

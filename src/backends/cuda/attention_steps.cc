@@ -145,7 +145,9 @@ AttentionPath attention_path(const graph::Graph& graph, const Node& n, const fus
   const graph::AttentionArgs a = operands(n);
   const auto bf16 = [&](graph::ValueId v) { return node_of(graph, v).dtype == DType::bf16; };
   if (bf16(a.q) && bf16(a.k) && bf16(a.v)) {
-    const bool flash = flash_attention_applies(attention_shape(graph, n), DType::bf16);
+    // The flash kernels have no sliding window.
+    const bool flash =
+        n.window == 0 && flash_attention_applies(attention_shape(graph, n), DType::bf16);
     if (n.op == Op::kAttention) return flash ? AttentionPath::kFlash : AttentionPath::kProducts;
     const bool bf16_dy = bf16(graph::attention_grad_args(n).dy);
     return flash && bf16_dy && kernels.flash_attention_grad ? AttentionPath::kFlash

@@ -74,6 +74,12 @@ __device__ __forceinline__ void await_previous_kernels() {
   wait_for_previous_kernels();
 }
 
+// The first key a query at cache slot `slot` sees under a sliding window (0: none, every key from
+// the first): keys j with slot - j < window.
+__device__ __forceinline__ int64_t first_visible_key(int64_t slot, int64_t window) {
+  return window > 0 ? max(int64_t{0}, slot - window + 1) : 0;
+}
+
 // Elements of x before its first 16-byte boundary (at most n).
 __device__ __forceinline__ int64_t before_boundary(const float* x, int64_t n) {
   const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) / sizeof(float) % 4);

@@ -132,8 +132,11 @@ void skinny_gated(const float* x, const void* w_gate, const void* w_up, const In
 // merges the chunks' softmax statistics. The flash kernel splits the keys the same way when its
 // query tiles alone are too few blocks. `scratch` holds attention_scratch_bytes(); `arrivals`
 // holds one counter per (batch, query, q head) row, zero before the launch and left zero after.
+// A sliding `window` (0: none) hides key j from query i unless slots[i] - j < window; the flash
+// kernels have none (attention_path keeps windowed attention off them).
 struct AttentionShape {
   int64_t batch, seq, cache_len, q_heads, kv_heads, head_dim;
+  int64_t window = 0;
 };
 // The new tokens' q, k and v as the products leave them, and what prepare_attention (below)
 // needs to norm, rotate and store them.

@@ -120,14 +120,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t kvh = h / (s.q_heads / s.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t slot = slots[i];
-  const int64_t visible_end = min(slot + 1, s.cache_len);
-  const int64_t keys_per_chunk = max(kMinKeysPerChunk, (visible_end + splits - 1) / splits);
-  const int64_t chunks = max(int64_t{1}, (visible_end + keys_per_chunk - 1) / keys_per_chunk);
+  const int64_t visible_begin = first_visible_key(slot, s.window),
+                visible_end = min(slot + 1, s.cache_len),
+                visible = max(int64_t{0}, visible_end - visible_begin);
+  const int64_t keys_per_chunk = max(kMinKeysPerChunk, (visible + splits - 1) / splits);
+  const int64_t chunks = max(int64_t{1}, (visible + keys_per_chunk - 1) / keys_per_chunk);
   if (split >= chunks) {
     after_early_reads(early);  // a kernel ends only after its wait
     return;
   }
-  const int64_t first = split * keys_per_chunk;
+  const int64_t first = visible_begin + split * keys_per_chunk;
   const int64_t last = min(first + keys_per_chunk, visible_end);
   // The warp's first keys go out before the fresh token is prepared: neither waits on the other.
   KeyBatch<KV, E> batch;

@@ -79,7 +79,7 @@ AttentionShape attention_shape(const graph::Graph& graph, const graph::Node& n) 
                                      : graph::attention_operands(graph::attention_grad_args(n));
   const Shape& q = node_of(graph, a.q).shape;
   const Shape& k = node_of(graph, a.k).shape;
-  return {q[0], q[1], k[1], q[2], k[2], q[3]};
+  return {q[0], q[1], k[1], q[2], k[2], q[3], n.window};
 }
 
 EwKernelProgram to_kernel_program(const graph::ElementwiseProgram& program, size_t inputs) {
@@ -133,12 +133,6 @@ size_t scratch_bytes(const graph::Graph& graph, graph::ValueId id, const fusion:
 Step make_step(const graph::Graph& graph, graph::ValueId id, const fusion::Plan* plan,
                const KernelOptions& kernels) {
   const Node& n = graph.nodes[static_cast<size_t>(id)];
-  if ((n.op == Op::kAttention || n.op == Op::kAttentionGrad) && n.window > 0) {
-    throw Error("[cuda] sliding-window attention (window " + std::to_string(n.window) +
-                ", shorter than the " + std::to_string(node_of(graph, n.inputs[1]).shape[1]) +
-                " keys) has no kernel yet: run this model with device_map=\"cpu\", or with a "
-                "KV cache no longer than its sliding_window");
-  }
   const auto node = [&](graph::ValueId v) -> const Node& { return node_of(graph, v); };
   const size_t out = slot(id);
 
