@@ -78,11 +78,12 @@ void check_exchange(const Exchange& c, int64_t hidden) {
     moe_dispatch_kernel(nullptr, c.slot_count(), c.held(), c.held(), s, slots.data());
   });
   cuda_emulation::launch(grid(c.rows * hidden), kExchangeThreads, 0, [&] {
-    moe_gather_slots_kernel(y.data(), routing.data(), c.rows, c.experts, hidden, s,
-                            combined.data());
+    moe_combine_pairs_kernel(y.data(), routing.data(), c.rows, hidden, c.experts, 0, c.experts,
+                             slot_of.data(), combined.data());
   });
   cuda_emulation::launch(grid(c.rows * hidden), kExchangeThreads, 0, [&] {
-    moe_gather_slots_kernel(dy_slots.data(), nullptr, c.rows, c.experts, hidden, s, dx.data());
+    moe_combine_pairs_kernel(dy_slots.data(), nullptr, c.rows, hidden, c.experts, 0, c.experts,
+                             slot_of.data(), dx.data());
   });
   cuda_emulation::launch(grid(c.slot_count() * hidden), kExchangeThreads, 0, [&] {
     moe_combine_grad_slots_kernel(routing.data(), dy_rows.data(), c.slot_count(), c.experts, hidden,

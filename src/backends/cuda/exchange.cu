@@ -52,10 +52,10 @@ void moe_exchange(ExchangeOp op, const float* first, const float* routing, const
     case ExchangeOp::kCombine:
     case ExchangeOp::kDispatchGrad:
       if (s.rows * s.hidden == 0) return;
-      moe_gather_slots_kernel<<<elements(s.rows * s.hidden), kExchangeThreads, 0, stream>>>(
+      moe_combine_pairs_kernel<<<elements(s.rows * s.hidden), kExchangeThreads, 0, stream>>>(
           op == ExchangeOp::kCombine ? first : dy, op == ExchangeOp::kCombine ? routing : nullptr,
-          s.rows, s.experts, s.hidden, at.slots, out);
-      check_launch("moe_gather_slots");
+          s.rows, s.hidden, s.experts, 0, s.experts, at.slots.slot_of, out);
+      check_launch("moe_combine_pairs");
       return;
     case ExchangeOp::kCombineGrad: {
       float* d_routing = out + slot_count * s.hidden;

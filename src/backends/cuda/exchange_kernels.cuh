@@ -2,12 +2,14 @@
 // and their gradients; see exchange.cu), in a header of their own so tests/cuda_emulation can run
 // them on the CPU. The routing decides every slot on the device, as ops::exchange_slots on the cpu:
 // each (row, chosen expert) pair takes the next slot of the block of the rank holding the expert,
-// rows in order, a row's experts in order.
+// rows in order, a row's experts in order. kMoeCombine and kMoeDispatchGrad sum a row's slots with
+// moe_combine_pairs_kernel, the slots as its pairs.
 #pragma once
 
 #include <cstdint>
 
 #include "backends/cuda/device_math.cuh"
+#include "backends/cuda/moe_combine_kernel.cuh"
 
 namespace tfm::cuda {
 namespace {
@@ -60,26 +62,6 @@ __global__ void moe_dispatch_kernel(const float* __restrict__ x, int64_t slot_co
   } else {
     out[i] = held > 0 ? (s.slot_expert[slot] % held == c ? 1.f : 0.f) : x[r * width + c];
   }
-}
-
-// kMoeCombine: out[r] = the sum over row r's slots, its experts in order, of routing x y[slot]
-// (routing null: of y[slot] alone, kMoeDispatchGrad). A thread an element.
-__global__ void moe_gather_slots_kernel(const float* __restrict__ y,
-                                        const float* __restrict__ routing, int64_t rows,
-                                        int64_t experts, int64_t hidden, ExchangeSlots s,
-                                        float* __restrict__ out) {
-  await_previous_kernels();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * hidden) return;
-  const int64_t r = i / hidden, c = i % hidden;
-  float sum = 0.f;
-  for (int64_t e = 0; e < experts; ++e) {
-    const int32_t slot = s.slot_of[r * experts + e];
-    if (slot < 0) continue;
-    const float v = y[slot * hidden + c];
-    sum += routing == nullptr ? v : routing[r * experts + e] * v;
-  }
-  out[i] = sum;
 }
 
 // kMoeCombineGrad's d y: each slot's routing weight x its row's dy, zeros in an empty slot. A

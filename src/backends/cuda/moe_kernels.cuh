@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backends/cuda/device_math.cuh"
+#include "backends/cuda/moe_combine_kernel.cuh"
 #include "backends/cuda/moe_rows.cuh"
 
 namespace tfm::cuda {
@@ -142,27 +143,6 @@ __global__ void __launch_bounds__(kMoeThreads)
       down_w.w[blockIdx.y], static_cast<const W*>(nullptr), column, inter, offset[e], offset[e + 1],
       [&](int32_t p) { return act + static_cast<int64_t>(p) * inter; },
       [&](int32_t p, float d, float) { down[p * hidden + column] = d; });
-}
-
-// out[r, c] = the sum over the held experts row r is routed to, in order, of routing x
-// per_pair[pair, c] (routing null: of per_pair[pair, c] alone), a thread an element.
-__global__ void moe_combine_pairs_kernel(const float* __restrict__ per_pair,
-                                         const float* __restrict__ routing, int64_t rows,
-                                         int64_t hidden, int64_t experts, int64_t first,
-                                         int64_t held, const int32_t* __restrict__ pair_of,
-                                         float* __restrict__ out) {
-  await_previous_kernels();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * hidden) return;
-  const int64_t r = i / hidden, c = i % hidden;
-  float sum = 0.f;
-  for (int64_t e = 0; e < held; ++e) {
-    const int32_t p = pair_of[r * held + e];
-    if (p < 0) continue;
-    const float v = per_pair[p * hidden + c];
-    sum += routing == nullptr ? v : routing[r * experts + first + e] * v;
-  }
-  out[i] = sum;
 }
 
 }  // namespace
