@@ -104,6 +104,7 @@ class Engine {
     }
   };
 
+  void warm_up();  // every shape once
   void loop();
   void iterate();
   void admit_waiting();  // under mutex_
