@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tfm::cuda {
@@ -137,6 +138,9 @@ __device__ __forceinline__ T block_reduce(T x, Combine combine) {
 inline int blocks_for(int64_t count, int threads) {
   return static_cast<int>((count + threads - 1) / threads);
 }
+
+// Bytes rounded up to 256, the alignment of each buffer a launcher carves out of its scratch.
+inline size_t scratch_aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // How many warps share each of a decode product's `outputs` (columns, or tiles of them), each a
 // slice of k, a power of two up to max_warps: more for products with few outputs, until about

@@ -5,16 +5,15 @@
 namespace tfm::cuda {
 namespace {
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // The slots' tables in the scratch.
 struct ExchangeScratch {
   ExchangeSlots slots;
   size_t bytes;
 
   ExchangeScratch(const ExchangeShape& s, void* base) {
-    const size_t pairs = aligned(sizeof(int32_t) * static_cast<size_t>(s.rows * s.experts)),
-                 per_slot = aligned(sizeof(int32_t) * static_cast<size_t>(s.ranks * s.per_rank));
+    const size_t pairs = scratch_aligned(sizeof(int32_t) * static_cast<size_t>(s.rows * s.experts)),
+                 per_slot =
+                     scratch_aligned(sizeof(int32_t) * static_cast<size_t>(s.ranks * s.per_rank));
     auto* at = static_cast<char*>(base);
     slots.slot_of = reinterpret_cast<int32_t*>(at);
     slots.slot_row = at == nullptr ? nullptr : reinterpret_cast<int32_t*>(at + pairs);
@@ -22,10 +21,6 @@ struct ExchangeScratch {
     bytes = pairs + 2 * per_slot;
   }
 };
-
-unsigned blocks(int64_t count, int64_t per_block) {
-  return static_cast<unsigned>((count + per_block - 1) / per_block);
-}
 
 }  // namespace
 
@@ -35,7 +30,7 @@ void moe_exchange(ExchangeOp op, const float* first, const float* routing, const
                   const ExchangeShape& s, void* scratch, float* out, cudaStream_t stream) {
   const ExchangeScratch at(s, scratch);
   const int64_t slot_count = s.ranks * s.per_rank, held = s.experts / s.ranks;
-  const auto elements = [&](int64_t count) { return blocks(count, kExchangeThreads); };
+  const auto elements = [&](int64_t count) { return blocks_for(count, kExchangeThreads); };
   moe_exchange_slots_kernel<<<1, kExchangeThreads, 0, stream>>>(routing, s.rows, s.experts, s.ranks,
                                                                 s.per_rank, at.slots);
   check_launch("moe_exchange_slots");
@@ -67,9 +62,9 @@ void moe_exchange(ExchangeOp op, const float* first, const float* routing, const
                                       stream>>>(routing, dy, slot_count, s.experts, s.hidden,
                                                 at.slots, out);
       check_launch("moe_combine_grad_slots");
-      moe_combine_grad_routing_kernel<<<blocks(slot_count, kExchangeThreads / 32), kExchangeThreads,
-                                        0, stream>>>(first, dy, slot_count, s.experts, s.hidden,
-                                                     at.slots, d_routing);
+      moe_combine_grad_routing_kernel<<<blocks_for(slot_count, kExchangeThreads / 32),
+                                        kExchangeThreads, 0, stream>>>(
+          first, dy, slot_count, s.experts, s.hidden, at.slots, d_routing);
       check_launch("moe_combine_grad_routing");
       return;
     }

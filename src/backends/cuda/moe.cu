@@ -7,8 +7,6 @@
 namespace tfm::cuda {
 namespace {
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // Where moe_experts (and its gradient, which keeps the gate and up products too) keeps its pairs
 // and its products' results in the scratch.
 struct ExpertsScratch {
@@ -24,7 +22,7 @@ struct ExpertsScratch {
     size_t used = 0;
     const auto take = [&](size_t bytes) {
       char* p = at == nullptr ? nullptr : at + used;
-      used += aligned(bytes);
+      used += scratch_aligned(bytes);
       return p;
     };
     const auto pairs_count = static_cast<size_t>(s.pairs);
@@ -40,10 +38,6 @@ struct ExpertsScratch {
     bytes = used;
   }
 };
-
-unsigned blocks(int64_t count, int64_t per_block) {
-  return static_cast<unsigned>((count + per_block - 1) / per_block);
-}
 
 // The held experts' weights of each kind, at most kExpertsPerLaunch from `begin`, as a kernel
 // takes them.
@@ -82,12 +76,14 @@ void forward_products(const float* x, const float* routing, const MoeExpertWeigh
                                                          s.held, at.pairs);
   check_launch("moe_expert_pairs");
   for_each_launch(w, s.held, [&](const auto& lw, int64_t begin) {
-    moe_gate_up_kernel<<<dim3{blocks(s.inter, kMoeWarps), lw.experts, 1}, kMoeThreads, 0, stream>>>(
-        x, s.hidden, s.inter, lw.gate, lw.up, begin, at.pairs.offset, at.pairs.row, at.act, at.gate,
-        at.up);
+    moe_gate_up_kernel<<<dim3{static_cast<unsigned>(blocks_for(s.inter, kMoeWarps)), lw.experts, 1},
+                         kMoeThreads, 0, stream>>>(x, s.hidden, s.inter, lw.gate, lw.up, begin,
+                                                   at.pairs.offset, at.pairs.row, at.act, at.gate,
+                                                   at.up);
     check_launch("moe_gate_up");
-    moe_down_kernel<<<dim3{blocks(s.hidden, kMoeWarps), lw.experts, 1}, kMoeThreads, 0, stream>>>(
-        at.act, s.inter, s.hidden, lw.down, begin, at.pairs.offset, at.down);
+    moe_down_kernel<<<dim3{static_cast<unsigned>(blocks_for(s.hidden, kMoeWarps)), lw.experts, 1},
+                      kMoeThreads, 0, stream>>>(at.act, s.inter, s.hidden, lw.down, begin,
+                                                at.pairs.offset, at.down);
     check_launch("moe_down");
   });
 }
@@ -95,7 +91,7 @@ void forward_products(const float* x, const float* routing, const MoeExpertWeigh
 // out [rows, hidden] = the sum over each row's pairs of per_pair (times routing, when given).
 void combine(const float* per_pair, const float* routing, const MoeExpertsShape& s,
              const ExpertsScratch& at, float* out, cudaStream_t stream) {
-  moe_combine_pairs_kernel<<<blocks(s.rows * s.hidden, kMoeThreads), kMoeThreads, 0, stream>>>(
+  moe_combine_pairs_kernel<<<blocks_for(s.rows * s.hidden, kMoeThreads), kMoeThreads, 0, stream>>>(
       per_pair, routing, s.rows, s.hidden, s.experts, s.first, s.held, at.pairs.pair_of, out);
   check_launch("moe_combine_pairs");
 }
@@ -105,15 +101,15 @@ void combine(const float* per_pair, const float* routing, const MoeExpertsShape&
 void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool normed,
                float* routing, cudaStream_t stream) {
   if (rows == 0) return;  // a grid of no blocks fails to launch
-  moe_route_kernel<<<blocks(rows, kMoeThreads), kMoeThreads, 0, stream>>>(logits, rows, experts,
-                                                                          top_k, normed, routing);
+  moe_route_kernel<<<blocks_for(rows, kMoeThreads), kMoeThreads, 0, stream>>>(
+      logits, rows, experts, top_k, normed, routing);
   check_launch("moe_route");
 }
 
 void moe_route_grad(const float* logits, const float* d_routing, int64_t rows, int64_t experts,
                     int64_t top_k, bool normed, float* d_logits, cudaStream_t stream) {
   if (rows == 0) return;
-  moe_route_grad_kernel<<<blocks(rows, kMoeThreads), kMoeThreads, 0, stream>>>(
+  moe_route_grad_kernel<<<blocks_for(rows, kMoeThreads), kMoeThreads, 0, stream>>>(
       logits, d_routing, rows, experts, top_k, normed, d_logits);
   check_launch("moe_route_grad");
 }
@@ -146,25 +142,28 @@ void moe_experts_grad(const float* x, const float* routing, const MoeExpertWeigh
   const ExpertsScratch at(s, scratch, true);
   forward_products(x, routing, w, s, at, stream);
   TFM_CUDA(cudaMemsetAsync(d_routing, 0, sizeof(float) * s.rows * s.experts, stream));
-  moe_routing_grad_kernel<<<blocks(s.rows * s.held, kMoeWarps), kMoeThreads, 0, stream>>>(
+  moe_routing_grad_kernel<<<blocks_for(s.rows * s.held, kMoeWarps), kMoeThreads, 0, stream>>>(
       dy, at.down, s.rows, s.hidden, s.experts, s.first, s.held, at.pairs.pair_of, d_routing);
   check_launch("moe_routing_grad");
   for_each_launch(w, s.held, [&](const auto& lw, int64_t begin) {
-    moe_act_grad_kernel<<<dim3{blocks(s.inter, kMoeThreads), lw.experts, 1}, kMoeThreads, 0,
-                          stream>>>(dy, routing, s.experts, s.first, s.hidden, s.inter, lw.down,
-                                    begin, at.pairs.offset, at.pairs.row, at.gate, at.up);
+    moe_act_grad_kernel<<<dim3{static_cast<unsigned>(blocks_for(s.inter, kMoeThreads)), lw.experts,
+                               1},
+                          kMoeThreads, 0, stream>>>(dy, routing, s.experts, s.first, s.hidden,
+                                                    s.inter, lw.down, begin, at.pairs.offset,
+                                                    at.pairs.row, at.gate, at.up);
     check_launch("moe_act_grad");
     // Each pair's d x over its down product, which d routing has read.
-    moe_input_grad_kernel<<<dim3{blocks(s.hidden, kMoeThreads), lw.experts, 1}, kMoeThreads, 0,
-                            stream>>>(at.gate, at.up, s.hidden, s.inter, lw.gate, lw.up, begin,
-                                      at.pairs.offset, at.down);
+    moe_input_grad_kernel<<<dim3{static_cast<unsigned>(blocks_for(s.hidden, kMoeThreads)),
+                                 lw.experts, 1},
+                            kMoeThreads, 0, stream>>>(at.gate, at.up, s.hidden, s.inter, lw.gate,
+                                                      lw.up, begin, at.pairs.offset, at.down);
     check_launch("moe_input_grad");
   });
   combine(at.down, nullptr, s, at, dx, stream);
   const ExpertGradSources sources{at.gate,  at.up,   at.act,          x,
                                   dy,       routing, at.pairs.offset, at.pairs.row,
                                   s.hidden, s.inter, s.experts,       s.first};
-  moe_weight_grad_kernel<<<dim3{blocks(s.inter * s.hidden, kMoeThreads),
+  moe_weight_grad_kernel<<<dim3{static_cast<unsigned>(blocks_for(s.inter * s.hidden, kMoeThreads)),
                                 static_cast<unsigned>(s.held), 3},
                            kMoeThreads, 0, stream>>>(sources, d_weights);
   check_launch("moe_weight_grad");

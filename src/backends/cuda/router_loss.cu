@@ -5,8 +5,6 @@
 namespace tfm::cuda {
 namespace {
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // Where the loss keeps its rows' softmaxes and choices and the experts' shares in the scratch.
 struct RouterScratch {
   RouterStats stats;
@@ -14,13 +12,13 @@ struct RouterScratch {
 
   RouterScratch(const RouterLossShape& s, size_t layers, void* base) {
     const size_t rows = layers * static_cast<size_t>(s.rows);
-    const size_t softmax = aligned(sizeof(RowSoftmax) * rows),
-                 chosen = aligned(sizeof(int32_t) * rows * static_cast<size_t>(s.top_k));
+    const size_t softmax = scratch_aligned(sizeof(RowSoftmax) * rows),
+                 chosen = scratch_aligned(sizeof(int32_t) * rows * static_cast<size_t>(s.top_k));
     auto* at = static_cast<char*>(base);
     stats.softmax = reinterpret_cast<RowSoftmax*>(at);
     stats.chosen = at == nullptr ? nullptr : reinterpret_cast<int32_t*>(at + softmax);
     stats.shares = at == nullptr ? nullptr : reinterpret_cast<double*>(at + softmax + chosen);
-    bytes = softmax + chosen + aligned(sizeof(double) * (2 * s.experts + 1));
+    bytes = softmax + chosen + scratch_aligned(sizeof(double) * (2 * s.experts + 1));
   }
 };
 
