@@ -285,6 +285,49 @@ TEST(Compile, CastsFoldIntoTheOpsTheyRead) {
   expect_same_as_eager(g, cpu::cpu_plan(g), {in});
 }
 
+// Values of several blocks (the CPU steps narrow and widen 65536 floats at a time, the threads
+// sharing the blocks out, each with buffers of its own), in bf16: a norm and a gating written in
+// bf16, and a chain reading bf16 values and writing f32. The same bits as eager, which runs each
+// op and cast whole; and the chain as its closed form.
+TEST(Compile, Bf16StepsOverManyBlocksMatchEager) {
+  constexpr int64_t rows = 1031, cols = 200;  // three blocks and part of a fourth
+  constexpr int64_t count = rows * cols;
+  graph::Builder b;
+  const auto narrow = b.input("narrow", {rows, cols}, DType::bf16);
+  const auto y = b.input("y", {rows, cols}, DType::f32);
+  b.output(b.mul(b.silu(b.cast(narrow, DType::f32)), y));
+  b.autocast(DType::bf16);
+  const auto x = b.input("x", {rows, cols}, DType::f32);
+  const auto w =
+      b.weight("w", Tensor::from_vector<float>(testing::random_values(cols * 8, 3), {8, cols}));
+  const auto norm =
+      b.weight("norm", Tensor::from_vector<float>(testing::random_values(cols, 4), {cols}));
+  b.output(b.linear(b.rms_norm(x, norm, 1e-6f), w));
+  b.output(b.linear(b.mul(b.silu(x), x), w));
+  const graph::Graph g = b.finish();
+
+  const fusion::Plan plan = cpu::cpu_plan(g);
+  EXPECT_EQ(steps_where(plan, [](const graph::Node& n) { return is(n, Op::kRmsNorm) && bf16(n); }),
+            1);
+  EXPECT_EQ(
+      steps_where(plan, [](const graph::Node& n) { return is(n, Op::kElementwise) && bf16(n); }),
+      1);
+  const std::vector<float> narrow_values = testing::random_values(count, 23),
+                           y_values = testing::random_values(count, 24);
+  const std::vector<Tensor> in{
+      Tensor::from_vector<float>(narrow_values, {rows, cols}).to(DType::bf16),
+      Tensor::from_vector<float>(y_values, {rows, cols}),
+      Tensor::from_vector<float>(testing::random_values(count, 25), {rows, cols})};
+  expect_same_as_eager(g, plan, in);
+  const std::vector<float> read = testing::rounded(narrow_values, DType::bf16);
+  std::vector<float> want(static_cast<size_t>(count));
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = static_cast<float>(read[i] / (1 + std::exp(-double{read[i]})) * y_values[i]);
+  }
+  testing::expect_close(cpu::cpu_executable(plan)->run(in).outputs[0].to_f32_vector(), want, 1e-6f,
+                        "silu(narrow) * y");
+}
+
 // The loss gradient the backward products read in bf16 is written in bf16 (to a buffer of its own,
 // no longer over the f32 logits), and casts that read a norm, a norm's input gradient or RoPE's
 // gradient (Llama's dq) through a reshape (heads merged) fold too; a reshape something else reads

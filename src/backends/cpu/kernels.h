@@ -126,6 +126,18 @@ void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_
                          int64_t hidden, float eps, float* dx);
 void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t hidden, float eps,
                           float* dw, bool accumulate = false);
+// RoPE's rotation of one token's heads: by the angle (direction 1, rope) or by minus it
+// (direction -1, rope_grad), the same arithmetic wherever a kernel rotates a row.
+struct TokenRotation {
+  static constexpr int64_t kMaxHalf = 512;
+  // Refuses a head_dim over 2 x kMaxHalf, before any parallel region sets a table.
+  static void check(int64_t head_dim);
+  void set(int32_t position, const float* inv_freq, int64_t head_dim, float attention_scaling,
+           float direction);
+  void apply(const float* in, float* out) const;  // one head's row of head_dim
+  int64_t half = 0;
+  float cos[kMaxHalf], sin[kMaxHalf];
+};
 // dy as RoPE's output gradient, rotated back before the norm's backward reads it
 // (graph::fuse_rope_grads_into_norm_grads): rows of [batch, seq, heads, hidden].
 struct RopeGradRows {
@@ -134,12 +146,18 @@ struct RopeGradRows {
   int64_t batch, seq, heads;
   float attention_scaling;
 };
+// An operand read a row at a time: f32, or bf16 (autocast's products) widened as it is read.
+struct Rows {
+  const void* data;
+  DType dtype;
+};
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (+ residual,
 // or null) in f32 or bf16, and the weight's gradient added into dw_acc, the same bits as the two
-// (and, with `rope`, as rope_grad before them).
-void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
-                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, const RopeGradRows* rope = nullptr);
+// (and, with `rope`, as rope_grad before them). `bf16_copy`, where not null, gets dx rounded to
+// bf16 too (graph::fold_narrow_copies).
+void rms_norm_grads(Rows x, const float* w, Rows dy, const float* residual, int64_t rows,
+                    int64_t hidden, float eps, void* dx, DType dx_dtype, float* dw_acc,
+                    const RopeGradRows* rope = nullptr, uint16_t* bf16_copy = nullptr);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,
                int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float* dx);
 // Writes [dq | dk | dv] to `out`.

@@ -47,6 +47,15 @@ void finish_weight_grad(const std::vector<double>& partial, int threads, int64_t
   }
 }
 
+// Row r of `rows` as f32: where it lies, or widened into `widened`.
+const float* row_as_f32(Rows rows, int64_t r, int64_t hidden, float* widened) {
+  const size_t at = static_cast<size_t>(r * hidden) * dtype_size(rows.dtype);
+  const void* row = static_cast<const char*>(rows.data) + at;
+  if (rows.dtype == DType::f32) return static_cast<const float*>(row);
+  convert_elements(row, rows.dtype, widened, DType::f32, static_cast<size_t>(hidden));
+  return widened;
+}
+
 }  // namespace
 
 void rms_norm_grad_input(const float* x, const float* w, const float* dy, int64_t rows,
@@ -74,35 +83,48 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
   finish_weight_grad(partial, threads, hidden, dw, accumulate);
 }
 
-void rms_norm_grads(const float* x, const float* w, const float* dy, const float* residual,
-                    int64_t rows, int64_t hidden, float eps, void* dx, DType dx_dtype,
-                    float* dw_acc, const RopeGradRows* rope) {
-  std::vector<float> rotated;
-  if (rope != nullptr) {
-    rotated.resize(static_cast<size_t>(rows * hidden));
-    rope_grad(dy, rope->positions, rope->inv_freq, rope->batch, rope->seq, rope->heads, hidden,
-              rope->attention_scaling, rotated.data());
-    dy = rotated.data();
-  }
+void rms_norm_grads(Rows x, const float* w, Rows dy, const float* residual, int64_t rows,
+                    int64_t hidden, float eps, void* dx, DType dx_dtype, float* dw_acc,
+                    const RopeGradRows* rope, uint16_t* bf16_copy) {
+  if (rope != nullptr) TokenRotation::check(hidden);
   const int threads = weight_grad_threads(rows, hidden);
   std::vector<double> partial(static_cast<size_t>(threads * hidden), 0.0);
   const size_t dx_row_bytes = static_cast<size_t>(hidden) * dtype_size(dx_dtype);
 #pragma omp parallel num_threads(threads)
   {
     double* mine = partial.data() + omp_get_thread_num() * hidden;
-    std::vector<float> narrowed(dx_dtype == DType::f32 ? 0 : static_cast<size_t>(hidden));
+    // This thread's rows, widened or rotated, and its dx row before narrowing.
+    std::vector<float> x_row(static_cast<size_t>(hidden)), dy_row(x_row.size()),
+        rotated_row(x_row.size()), dx_row_f32(x_row.size());
+    TokenRotation rotation;
+    int64_t rotation_token = -1;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * hidden;
-      const float* dyr = dy + r * hidden;
+      const float* xr = row_as_f32(x, r, hidden, x_row.data());
+      const float* dyr = row_as_f32(dy, r, hidden, dy_row.data());
+      if (rope != nullptr) {
+        // Rows are [batch, seq, heads]: a token's heads follow one another.
+        const int64_t token = r / rope->heads;
+        if (token != rotation_token) {
+          rotation.set(rope->positions[token], rope->inv_freq, hidden, rope->attention_scaling,
+                       -1.f);
+          rotation_token = token;
+        }
+        rotation.apply(dyr, rotated_row.data());
+        dyr = rotated_row.data();
+      }
       char* dx_row = static_cast<char*>(dx) + static_cast<size_t>(r) * dx_row_bytes;
-      float* dxr = narrowed.empty() ? reinterpret_cast<float*>(dx_row) : narrowed.data();
+      float* dxr = dx_dtype == DType::f32 ? reinterpret_cast<float*>(dx_row) : dx_row_f32.data();
       const double rr = inv_rms(xr, hidden, eps);
       grad_input_row(xr, w, dyr, hidden, rr, dxr);
       if (residual != nullptr) {
         for (int64_t i = 0; i < hidden; ++i) dxr[i] += residual[r * hidden + i];
       }
-      if (!narrowed.empty()) cast(dxr, DType::f32, dx_row, dx_dtype, static_cast<size_t>(hidden));
+      const auto count = static_cast<size_t>(hidden);
+      if (dx_dtype != DType::f32) convert_elements(dxr, DType::f32, dx_row, dx_dtype, count);
+      if (bf16_copy != nullptr) {
+        convert_elements(dxr, DType::f32, bf16_copy + r * hidden, DType::bf16, count);
+      }
       add_weight_grad_row(xr, dyr, hidden, rr, mine);
     }
   }

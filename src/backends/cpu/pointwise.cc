@@ -74,33 +74,48 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, floa
   }
 }
 
+void TokenRotation::check(int64_t head_dim) {
+  if (head_dim / 2 > kMaxHalf) {
+    throw Error("[rope] head_dim " + std::to_string(head_dim) + " is over the cpu kernels' " +
+                std::to_string(2 * kMaxHalf));
+  }
+}
+
+void TokenRotation::set(int32_t position, const float* inv_freq, int64_t head_dim,
+                        float attention_scaling, float direction) {
+  half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    // The angle is formed in f32 as PyTorch does, so large positions round the same way.
+    const float angle = static_cast<float>(position) * inv_freq[i];
+    cos[i] = std::cos(angle) * attention_scaling;
+    sin[i] = std::sin(angle) * attention_scaling * direction;
+  }
+}
+
+void TokenRotation::apply(const float* in, float* out) const {
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = in[i], x2 = in[i + half];
+    out[i] = x1 * cos[i] - x2 * sin[i];
+    out[i + half] = x2 * cos[i] + x1 * sin[i];
+  }
+}
+
 namespace {
 
 // direction +1 rotates by the angle (the forward op), -1 by minus the angle (its gradient).
 void rotate(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
             int64_t seq, int64_t heads, int64_t head_dim, float attention_scaling, float direction,
             float* out) {
-  const int64_t half = head_dim / 2;
+  TokenRotation::check(head_dim);
 #pragma omp parallel for collapse(2) \
     schedule(static) if (batch * seq * heads * head_dim > kParallelMinElements)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) {
-      float cos_table[512], sin_table[512];
-      const float position = static_cast<float>(positions[b * seq + s]);
-      for (int64_t i = 0; i < half; ++i) {
-        // The angle is formed in f32 as PyTorch does, so large positions round the same way.
-        const float angle = position * inv_freq[i];
-        cos_table[i] = std::cos(angle) * attention_scaling;
-        sin_table[i] = std::sin(angle) * attention_scaling * direction;
-      }
+      TokenRotation rotation;
+      rotation.set(positions[b * seq + s], inv_freq, head_dim, attention_scaling, direction);
       for (int64_t h = 0; h < heads; ++h) {
-        const float* in = x + ((b * seq + s) * heads + h) * head_dim;
-        float* o = out + ((b * seq + s) * heads + h) * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const float x1 = in[i], x2 = in[i + half];
-          o[i] = x1 * cos_table[i] - x2 * sin_table[i];
-          o[i + half] = x2 * cos_table[i] + x1 * sin_table[i];
-        }
+        const int64_t at = ((b * seq + s) * heads + h) * head_dim;
+        rotation.apply(x + at, out + at);
       }
     }
   }

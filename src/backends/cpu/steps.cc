@@ -1,5 +1,7 @@
 #include "backends/cpu/steps.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -7,6 +9,7 @@
 #include "backends/cpu/collective_steps.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe_steps.h"
+#include "backends/cpu/scratch.h"
 #include "fusion/plan.h"
 #include "graph/op_args.h"
 #include "tfm/error.h"
@@ -29,7 +32,7 @@ void check_f32(const Node& n, const char* op) {
 // A product's rows as it reads them: x, or rms_norm(x, norm, eps) into `normed` when the node has
 // an input norm (graph::Node::normed; x is f32 then).
 const float* product_rows(const float* x, const float* norm, float eps, int64_t m, int64_t k,
-                          std::vector<float>& normed) {
+                          Scratch& normed) {
   if (norm == nullptr) return x;
   normed.resize(static_cast<size_t>(m * k));
   rms_norm(x, norm, m, k, eps, normed.data());
@@ -38,8 +41,7 @@ const float* product_rows(const float* x, const float* norm, float eps, int64_t 
 
 // An operand of a matrix product as f32: itself, or (bf16 under autocast) widened into `widened`.
 // The products of bf16 values are exact in f32, so this matches a bf16 product accumulated in f32.
-const float* f32_operand(const void* data, DType dtype, int64_t count,
-                         std::vector<float>& widened) {
+const float* f32_operand(const void* data, DType dtype, int64_t count, Scratch& widened) {
   if (dtype == DType::f32) return static_cast<const float*>(data);
   widened.resize(static_cast<size_t>(count));
   cast(data, dtype, widened.data(), DType::f32, static_cast<size_t>(count));
@@ -48,23 +50,34 @@ const float* f32_operand(const void* data, DType dtype, int64_t count,
 
 // Elements first .. first + count - 1 of `data` as f32, as f32_operand gives them.
 const float* f32_range(const void* data, DType dtype, int64_t first, int64_t count,
-                       std::vector<float>& widened) {
+                       Scratch& widened) {
   return f32_operand(
       static_cast<const char*>(data) + first * static_cast<int64_t>(dtype_size(dtype)), dtype,
       count, widened);
 }
 
-// A step of an op that graph::fold_casts may have made write bf16. compute(first, count, dst,
-// second) writes units first .. first + count - 1 of the result (rows, tokens or elements: `unit`
-// floats each) as f32 to dst: the node's own buffer, or for bf16 a block of kNarrowedBlock floats
-// narrowed into it after each call, so no f32 copy of the whole result is ever held. A paired
-// elementwise step (graph::pair_elementwise_siblings) writes its second result to `second` alike;
-// any other step gets null there.
+// A step of an op that graph::fold_casts may have made write bf16, or that reads bf16 inputs.
+// compute(first, count, dst, second) writes units first .. first + count - 1 of the result (rows,
+// tokens or elements: `unit` floats each) as f32 to dst. With f32 inputs and output that is one
+// call on the node's own buffer, the kernels splitting the work among threads. Otherwise the
+// threads share out blocks of kNarrowedBlock floats, each computing its blocks with its own copy of
+// `compute` (and so its own buffers for widened inputs) into the node's buffer or, for bf16, into
+// a block of its own narrowed into place after each call: no f32 copy of the whole result is ever
+// held, and widening and narrowing run on every thread rather than between parallel kernels. A
+// paired elementwise step (graph::pair_elementwise_siblings) writes its second result to `second`
+// alike; any other step gets null there.
 constexpr int64_t kNarrowedBlock = int64_t{1} << 16;
 
+bool reads_narrow_floats(const graph::Graph& graph, const Node& n) {
+  return std::any_of(n.inputs.begin(), n.inputs.end(), [&graph](graph::ValueId v) {
+    const DType d = graph.nodes[static_cast<size_t>(v)].dtype;
+    return d == DType::bf16 || d == DType::f16;
+  });
+}
+
 template <typename Compute>
-std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>& ptrs,
-                                   int64_t unit, Compute compute) {
+std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, size_t out,
+                                   std::vector<void*>& ptrs, int64_t unit, Compute compute) {
   const int64_t units = shape_numel(n.shape) / unit;
   const DType dtype = n.dtype;
   const bool paired = n.op == Op::kElementwise && n.program.results == 2;
@@ -74,22 +87,38 @@ std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>
     return static_cast<char*>(ptrs[out]) + r * second +
            element * static_cast<int64_t>(dtype_size(dtype));
   };
-  if (dtype == DType::f32) {
+  if (dtype == DType::f32 && !reads_narrow_floats(graph, n)) {
     return [=]() mutable {
       compute(0, units, reinterpret_cast<float*>(at(0, 0)),
               paired ? reinterpret_cast<float*>(at(1, 0)) : nullptr);
     };
   }
   const int64_t block = std::max<int64_t>(1, kNarrowedBlock / unit);
-  return [=, rows = std::vector<float>(), second_rows = std::vector<float>()]() mutable {
-    rows.resize(static_cast<size_t>(block * unit));
-    if (paired) second_rows.resize(rows.size());
-    for (int64_t first = 0; first < units; first += block) {
-      const int64_t count = std::min(block, units - first);
-      compute(first, count, rows.data(), paired ? second_rows.data() : nullptr);
-      for (int r = 0; r < (paired ? 2 : 1); ++r) {
-        cast((r == 0 ? rows : second_rows).data(), DType::f32, at(r, first * unit), dtype,
-             static_cast<size_t>(count * unit));
+  const int64_t blocks = (units + block - 1) / block;
+  struct Worker {
+    Compute compute;
+    Scratch rows, second_rows;
+  };
+  return [=, workers = std::vector<Worker>()]() mutable {
+    while (workers.size() < static_cast<size_t>(omp_get_max_threads())) {
+      workers.push_back({compute, {}, {}});
+    }
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      Worker& w = workers[static_cast<size_t>(omp_get_thread_num())];
+      const int64_t first = b * block, count = std::min(block, units - first);
+      const bool narrow = dtype != DType::f32;
+      if (narrow) {
+        w.rows.resize(static_cast<size_t>(block * unit));
+        if (paired) w.second_rows.resize(w.rows.size());
+      }
+      const auto result = [&](int r) {
+        if (narrow) return (r == 0 ? w.rows : w.second_rows).data();
+        return reinterpret_cast<float*>(at(r, first * unit));
+      };
+      w.compute(first, count, result(0), paired ? result(1) : nullptr);
+      for (int r = 0; narrow && r < (paired ? 2 : 1); ++r) {
+        cast(result(r), DType::f32, at(r, first * unit), dtype, static_cast<size_t>(count * unit));
       }
     }
   };
@@ -97,9 +126,9 @@ std::function<void()> with_outputs(const Node& n, size_t out, std::vector<void*>
 
 // The same for a step of one result: compute(first, count, dst).
 template <typename Compute>
-std::function<void()> with_output(const Node& n, size_t out, std::vector<void*>& ptrs, int64_t unit,
-                                  Compute compute) {
-  return with_outputs(n, out, ptrs, unit,
+std::function<void()> with_output(const graph::Graph& graph, const Node& n, size_t out,
+                                  std::vector<void*>& ptrs, int64_t unit, Compute compute) {
+  return with_outputs(graph, n, out, ptrs, unit,
                       [compute](int64_t first, int64_t count, float* dst, float*) mutable {
                         compute(first, count, dst);
                       });
@@ -160,7 +189,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType x_dtype = node(a.x).dtype;
       if (n.dtype == DType::f32) {
         return [=] {
-          std::vector<float> widened;
+          Scratch widened;
           const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
           linear(x, ptr(a.w), dt, a.bias >= 0 ? f(a.bias) : nullptr, m, nn, k, out_f32());
           if (a.residual >= 0) add_into(out_f32(), f(a.residual), m * nn);
@@ -180,7 +209,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t cols =
           std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
       return [=, &ptrs] {
-        std::vector<float> widened, block(static_cast<size_t>(m * cols));
+        Scratch widened, block(static_cast<size_t>(m * cols));
         const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
@@ -208,7 +237,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                               {graph::EwCode::kLoad, 1},
                                               {graph::EwCode::kMul}}};
       return [=] {
-        std::vector<float> widened, normed_rows, gate(static_cast<size_t>(m * nn));
+        Scratch widened, normed_rows, gate(static_cast<size_t>(m * nn));
         const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
                                       a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
         linear(x, ptr(a.w_gate), dt, a.bias_gate >= 0 ? f(a.bias_gate) : nullptr, m, nn, k,
@@ -226,7 +255,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                       node(a.w[2]).shape[0]};
       const float eps = n.eps;
       return [=] {
-        std::vector<float> widened, normed_rows;
+        Scratch widened, normed_rows;
         const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
                                       a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
         float* y = out_f32();
@@ -242,7 +271,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType cache_dtype = node(a.k_cache).dtype;
       const float eps = n.eps, scaling = n.scale;
       return [=] {
-        std::vector<float> k_rotated(static_cast<size_t>(shape_numel(k)));
+        Scratch k_rotated(static_cast<size_t>(shape_numel(k)));
         const float* q_in = f(a.q);
         const float* k_in = f(a.k);
         if (a.q_norm >= 0) {
@@ -278,8 +307,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float eps = n.eps;
       const DType x_dtype = node(a.x).dtype;
       return with_output(
-          n, out, ptrs, hidden,
-          [=, widened = std::vector<float>()](int64_t first, int64_t count, float* dst) mutable {
+          graph, n, out, ptrs, hidden,
+          [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
             rms_norm(f32_range(ptr(a.x), x_dtype, first * hidden, count * hidden, widened), f(a.w),
                      count, hidden, eps, dst);
           });
@@ -296,8 +325,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t row = s[2] * s[3];
       const DType x_dtype = node(a.x).dtype;
       return with_output(
-          n, out, ptrs, row,
-          [=, widened = std::vector<float>()](int64_t first, int64_t count, float* dst) mutable {
+          graph, n, out, ptrs, row,
+          [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
             const float* x = f32_range(ptr(a.x), x_dtype, first * row, count * row, widened);
             if (a.norm >= 0) {
               rms_norm(x, f(a.norm), count * s[2], s[3], eps, dst);
@@ -326,7 +355,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       if (q_dtype != DType::f32) {
         const DType out_dtype = n.dtype;
         return [=, &ptrs] {
-          std::vector<float> wq, wk, wv, narrowed;
+          Scratch wq, wk, wv;
+          std::vector<float> narrowed;
           if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
           float* dst = narrowed.empty() ? out_f32() : narrowed.data();
           attention(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
@@ -358,25 +388,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const std::vector<graph::ValueId> operands = n.inputs;
       std::vector<DType> dtypes;
       for (graph::ValueId v : operands) dtypes.push_back(node(v).dtype);
-      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read;
-      // f32 inputs are read where they lie, in one call.
-      const bool narrow_inputs =
-          std::any_of(dtypes.begin(), dtypes.end(), [](DType d) { return d != DType::f32; });
-      return with_outputs(
-          n, out, ptrs, 1,
-          [=, inputs = std::vector<const float*>(operands.size()),
-           widened = std::vector<std::vector<float>>(operands.size())](
-              int64_t first, int64_t length, float* dst, float* second) mutable {
-            const int64_t block = narrow_inputs ? kNarrowedBlock : std::max<int64_t>(length, 1);
-            for (int64_t begin = first; begin < first + length; begin += block) {
-              const int64_t count = std::min(block, first + length - begin);
-              for (size_t i = 0; i < operands.size(); ++i) {
-                inputs[i] = f32_range(ptr(operands[i]), dtypes[i], begin, count, widened[i]);
-              }
-              elementwise(program, inputs.data(), count, dst + (begin - first),
-                          second != nullptr ? second + (begin - first) : nullptr);
-            }
-          });
+      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read
+      // (with_outputs); f32 inputs are read where they lie.
+      return with_outputs(graph, n, out, ptrs, 1,
+                          [=, inputs = std::vector<const float*>(operands.size()),
+                           widened = std::vector<Scratch>(operands.size())](
+                              int64_t first, int64_t count, float* dst, float* second) mutable {
+                            for (size_t i = 0; i < operands.size(); ++i) {
+                              inputs[i] =
+                                  f32_range(ptr(operands[i]), dtypes[i], first, count, widened[i]);
+                            }
+                            elementwise(program, inputs.data(), count, dst, second);
+                          });
     }
     case Op::kCast: {
       const graph::ValueId x = graph::operand(n);
@@ -472,7 +495,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                  big_products_path() == BigProducts::kBf16;
       return [=, &ptrs] {
         if (a.sum >= 0) ptrs[out] = ptr(a.sum);
-        std::vector<float> widened, narrowed;
+        Scratch widened;
+        std::vector<float> narrowed;
         // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once.
         if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
         float* dx = narrowed.empty() ? out_f32() : narrowed.data();
@@ -501,7 +525,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                   a.acc >= 0);
           return;
         }
-        std::vector<float> dy_widened, x_widened;
+        Scratch dy_widened, x_widened;
         const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, dy_widened);
         const float* x = f32_operand(ptr(a.x), x_dtype, m * k, x_widened);
         linear_grad_weight(dy, x, m, nn, k, out_f32(), a.acc >= 0);
@@ -523,7 +547,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         const int64_t copy_at =
             n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=, &ptrs] {
-          std::vector<float> widened, widened_dy;
           const bool rotated = a.positions >= 0;
           const RopeGradRows rope{rotated ? i32(a.positions) : nullptr,
                                   rotated ? f(a.inv_freq) : nullptr,
@@ -531,14 +554,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                   s[1],
                                   s.size() == 4 ? s[2] : 1,
                                   scaling};
-          rms_norm_grads(f32_operand(ptr(a.x), x_dtype, rows * hidden, widened), f(a.w),
-                         f32_operand(ptr(a.dy), dy_dtype, rows * hidden, widened_dy),
+          auto* copy = copy_at >= 0
+                           ? reinterpret_cast<uint16_t*>(static_cast<char*>(ptrs[out]) + copy_at)
+                           : nullptr;
+          rms_norm_grads({ptr(a.x), x_dtype}, f(a.w), {ptr(a.dy), dy_dtype},
                          a.residual >= 0 ? f(a.residual) : nullptr, rows, hidden, eps, ptrs[out],
-                         dtype, f(a.weight_grad), rotated ? &rope : nullptr);
-          if (copy_at >= 0) {
-            cast(ptrs[out], dtype, static_cast<char*>(ptrs[out]) + copy_at, DType::bf16,
-                 static_cast<size_t>(rows * hidden));
-          }
+                         dtype, f(a.weight_grad), rotated ? &rope : nullptr, copy);
         };
       }
       if (a.positions >= 0 || n.narrow_copy) {
@@ -546,8 +567,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
             "where the weight's gradient is added");
       }
-      return with_output(n, out, ptrs, hidden,
-                         [=, widened = std::vector<float>(), widened_dy = std::vector<float>()](
+      return with_output(graph, n, out, ptrs, hidden,
+                         [=, widened = Scratch(), widened_dy = Scratch()](
                              int64_t first, int64_t count, float* dst) mutable {
                            const int64_t offset = first * hidden;
                            rms_norm_grad_input(
@@ -567,7 +588,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType x_dtype = node(a.x).dtype, dy_dtype = node(a.dy).dtype;
       return [=, &ptrs] {
         if (a.acc >= 0) ptrs[out] = ptr(a.acc);
-        std::vector<float> widened, widened_dy;
+        Scratch widened, widened_dy;
         rms_norm_grad_weight(f32_operand(ptr(a.x), x_dtype, rows * hidden, widened),
                              f32_operand(ptr(a.dy), dy_dtype, rows * hidden, widened_dy), rows,
                              hidden, eps, out_f32(), a.acc >= 0);
@@ -584,7 +605,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                   dy_dtype = node(a.dy).dtype, out_dtype = n.dtype;
       const int64_t grads = shape_numel(n.shape);
       return [=, &ptrs] {
-        std::vector<float> wq, wk, wv, wdy, narrowed;
+        Scratch wq, wk, wv, wdy;
+        std::vector<float> narrowed;
         if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
         float* dst = narrowed.empty() ? out_f32() : narrowed.data();
         attention_grad(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
