@@ -65,14 +65,43 @@ void gemv_leftover(const float* x, int64_t m, const W* w, int64_t r0, int64_t n,
 
 template <int M, typename W>
 void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
-  // One x row leaves registers for more weight streams in flight.
-  constexpr int R = M == 1 ? 2 * kRowsPerTask : kRowsPerTask;
+  constexpr int R = kRowsPerTask;
   const int64_t tiles = n / R;
   // Dynamic chunks of 16 tiles: a thread slowed by the other core's traffic does not hold up the
   // whole product at the barrier.
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t t = 0; t < tiles; ++t) gemv_tile<M, R>(x, w, t * R, k, out, n);
   gemv_leftover(x, M, w, tiles * R, n, k, out);
+}
+
+// x . w_row, four accumulators deep so the FMAs' latency is hidden behind the loads.
+template <typename W>
+float row_dot(const float* x, const W* w, int64_t k) {
+  using simd::Vec;
+  constexpr int64_t kW = simd::kWidth;
+  Vec a0 = simd::zero(), a1 = simd::zero(), a2 = simd::zero(), a3 = simd::zero();
+  int64_t p = 0;
+  for (; p + 4 * kW <= k; p += 4 * kW) {
+    a0 = simd::fma(simd::load(w + p), simd::load(x + p), a0);
+    a1 = simd::fma(simd::load(w + p + kW), simd::load(x + p + kW), a1);
+    a2 = simd::fma(simd::load(w + p + 2 * kW), simd::load(x + p + 2 * kW), a2);
+    a3 = simd::fma(simd::load(w + p + 3 * kW), simd::load(x + p + 3 * kW), a3);
+  }
+  for (; p + kW <= k; p += kW) a0 = simd::fma(simd::load(w + p), simd::load(x + p), a0);
+  float total = simd::sum((a0 + a1) + (a2 + a3));
+  for (; p < k; ++p) total += simd::widen(w[p]) * x[p];
+  return total;
+}
+
+// One row of x (decode at batch 1): each thread reads whole weight rows one after another, a
+// single sequential stream that the hardware prefetcher follows to the memory's bandwidth. The
+// tiles above read R rows side by side, R short streams: on a 2-core AMD EPYC the 197 products
+// of a Qwen3-0.6B decode step streamed at 26-28 GB/s in tiles, 31-38 as whole rows (gemv_bench,
+// bench/RESULTS.md).
+template <typename W>
+void gemv_one_row(const float* x, const W* w, int64_t n, int64_t k, float* out) {
+#pragma omp parallel for schedule(dynamic, 64)
+  for (int64_t r = 0; r < n; ++r) out[r] = row_dot(x, w + r * k, k);
 }
 
 template <typename W>
@@ -83,7 +112,7 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
     float* os = out + m0 * n;
     switch (std::min<int64_t>(4, m - m0)) {
       case 1:
-        gemv_fixed<1>(xs, w, n, k, os);
+        gemv_one_row(xs, w, n, k, os);
         break;
       case 2:
         gemv_fixed<2>(xs, w, n, k, os);
