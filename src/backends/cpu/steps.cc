@@ -495,17 +495,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                  big_products_path() == BigProducts::kBf16;
       return [=, &ptrs] {
         if (a.sum >= 0) ptrs[out] = ptr(a.sum);
-        Scratch widened;
-        std::vector<float> narrowed;
-        // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once.
+        Scratch widened, narrowed;
+        // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once; it is
+        // written over the sum, so only an f32 dx adds into it.
         if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
         float* dx = narrowed.empty() ? out_f32() : narrowed.data();
+        const bool accumulate = a.sum >= 0 && narrowed.empty();
         if (bf16_products) {
           linear_grad_input_bf16(static_cast<const uint16_t*>(ptr(a.dy)),
-                                 static_cast<const uint16_t*>(ptr(a.w)), m, nn, k, dx, a.sum >= 0);
+                                 static_cast<const uint16_t*>(ptr(a.w)), m, nn, k, dx, accumulate);
         } else {
           const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, widened);
-          linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, a.sum >= 0);
+          linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, accumulate);
         }
         if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
       };
@@ -605,8 +606,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                   dy_dtype = node(a.dy).dtype, out_dtype = n.dtype;
       const int64_t grads = shape_numel(n.shape);
       return [=, &ptrs] {
-        Scratch wq, wk, wv, wdy;
-        std::vector<float> narrowed;
+        // attention_grad writes every gradient (dk and dv zeroed first).
+        Scratch wq, wk, wv, wdy, narrowed;
         if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
         float* dst = narrowed.empty() ? out_f32() : narrowed.data();
         attention_grad(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
