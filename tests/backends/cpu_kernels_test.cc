@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
@@ -120,6 +121,40 @@ TEST(CpuKernels, Rope) {
   ops::reference::rope(x.data(), positions.data(), inv_freq.data(), batch, seq, heads, dim, 1.f,
                        want.data());
   expect_close(got, want, 2e-5f);
+}
+
+// RoPE's tables hold 512 angles: a head of 1024 is rotated as the reference does; a wider one is
+// refused by name, by rope and by the norms' backward that rotates inside, never overrun.
+TEST(CpuKernels, RopeUpToItsWidestHeadAndNoWider) {
+  const int64_t dim = 1024;
+  const auto x = random_values(2 * dim, 7);
+  const std::vector<int32_t> positions{3, 60};
+  std::vector<float> inv_freq(dim / 2);
+  for (int64_t i = 0; i < dim / 2; ++i) inv_freq[i] = std::pow(10000.f, -2.f * i / dim);
+  std::vector<float> got(x.size()), want(x.size());
+  cpu::rope(x.data(), positions.data(), inv_freq.data(), 1, 2, 1, dim, 1.f, got.data());
+  ops::reference::rope(x.data(), positions.data(), inv_freq.data(), 1, 2, 1, dim, 1.f, want.data());
+  expect_close(got, want, 2e-5f);
+
+  const int64_t wide = dim + 2;
+  const auto xw = random_values(2 * wide, 8);
+  std::vector<float> wide_freq(wide / 2, 0.5f), out(xw.size()), w(wide, 1.f), dw(wide, 0.f);
+  const auto names_the_head = [](const auto& call) {
+    try {
+      call();
+      ADD_FAILURE() << "a head_dim of 1026 was not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim 1026"), std::string::npos) << e.what();
+    }
+  };
+  names_the_head([&] {
+    cpu::rope(xw.data(), positions.data(), wide_freq.data(), 1, 2, 1, wide, 1.f, out.data());
+  });
+  const cpu::RopeGradRows rotation{positions.data(), wide_freq.data(), 1, 2, 1, 1.f};
+  names_the_head([&] {
+    cpu::rms_norm_grads({xw.data(), DType::f32}, w.data(), {xw.data(), DType::f32}, nullptr, 2,
+                        wide, 1e-6f, out.data(), DType::f32, dw.data(), &rotation);
+  });
 }
 
 TEST(CpuKernels, AttentionWithPaddingAndGroups) {
