@@ -53,6 +53,12 @@ bool reads_rounded_activations(int64_t m, BigProducts path);
 // linear() for bf16 weights along a given path (the tests run every path the CPU can).
 void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                          float* out, BigProducts path);
+// Whether linear_bf16_rows takes products of `m` rows of bf16 x and bf16 weights here.
+bool bf16_rows_path(int64_t m);
+// linear() of x already in bf16 (autocast's activations) on the kBf16 path: read as it is, where
+// linear() would take it widened and round it back (the same products).
+void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t m, int64_t n,
+                      int64_t k, float* out);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
 // out may be x (each pair is read before it is written): prepare_attention rotates in place.
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,

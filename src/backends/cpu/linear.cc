@@ -31,15 +31,37 @@ void gemm_widened_weights(const float* x, const uint16_t* w, int64_t m, int64_t 
   });
 }
 
+void gemm_bf16_products(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                        float* out) {
+  bf16_gemm(m, n, k, {x, k, 1}, {w, 1, k}, out, n, false, "linear");
+}
+
 void gemm_bf16_products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                         float* out) {
   thread_local std::vector<uint16_t> rounded;
   rounded.resize(static_cast<size_t>(m * k));
   round_to_bf16(x, m * k, rounded.data());
-  bf16_gemm(m, n, k, {rounded.data(), k, 1}, {w, 1, k}, out, n, false, "linear");
+  gemm_bf16_products(rounded.data(), w, m, n, k, out);
+}
+
+void add_bias(const float* bias, int64_t m, int64_t n, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
+  }
 }
 
 }  // namespace
+
+bool bf16_rows_path(int64_t m) {
+  return m > kGemvRows && big_products_path() == BigProducts::kBf16;
+}
+
+void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t m, int64_t n,
+                      int64_t k, float* out) {
+  gemm_bf16_products(x, w, m, n, k, out);
+  if (bias != nullptr) add_bias(bias, m, n, out);
+}
 
 bool reads_rounded_activations(int64_t m, BigProducts path) {
   if (path != BigProducts::kBf16) return false;
@@ -80,11 +102,7 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
     throw Error("[linear] weights of dtype " + std::string(dtype_name(w_dtype)) +
                 " are not supported on cpu (f32, bf16)");
   }
-  if (bias == nullptr) return;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) out[i * n + j] += bias[j];
-  }
+  if (bias != nullptr) add_bias(bias, m, n, out);
 }
 
 }  // namespace tfm::cpu

@@ -187,11 +187,19 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = w.dtype;
       const int64_t m = rows_of(node(a.x).shape), nn = w.shape[0], k = w.shape[1];
       const DType x_dtype = node(a.x).dtype;
+      // bf16 x (autocast) with bf16 weights goes to the bf16 products as it is.
+      const bool bf16_rows = x_dtype == DType::bf16 && dt == DType::bf16 && bf16_rows_path(m);
+      const auto as_bf16 = [](const void* p) { return static_cast<const uint16_t*>(p); };
       if (n.dtype == DType::f32) {
         return [=] {
-          Scratch widened;
-          const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
-          linear(x, ptr(a.w), dt, a.bias >= 0 ? f(a.bias) : nullptr, m, nn, k, out_f32());
+          const float* bias = a.bias >= 0 ? f(a.bias) : nullptr;
+          if (bf16_rows) {
+            linear_bf16_rows(as_bf16(ptr(a.x)), as_bf16(ptr(a.w)), bias, m, nn, k, out_f32());
+          } else {
+            Scratch widened;
+            const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
+            linear(x, ptr(a.w), dt, bias, m, nn, k, out_f32());
+          }
           if (a.residual >= 0) add_into(out_f32(), f(a.residual), m * nn);
         };
       }
@@ -210,11 +218,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
       return [=, &ptrs] {
         Scratch widened, block(static_cast<size_t>(m * cols));
-        const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
+        const float* x = bf16_rows ? nullptr : f32_operand(ptr(a.x), x_dtype, m * k, widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
-          linear(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, dt, nullptr, m, width,
-                 k, block.data());
+          const void* w_block = static_cast<const char*>(ptr(a.w)) + first * w_row_bytes;
+          if (bf16_rows) {
+            linear_bf16_rows(as_bf16(ptr(a.x)), as_bf16(w_block), nullptr, m, width, k,
+                             block.data());
+          } else {
+            linear(x, w_block, dt, nullptr, m, width, k, block.data());
+          }
           auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
 #pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
           for (int64_t r = 0; r < m; ++r) {
@@ -491,8 +504,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t m = rows_of(node(a.dy).shape), nn = w.shape[0], k = w.shape[1];
       const DType dy_dtype = node(a.dy).dtype;
       const DType dx_dtype = n.dtype;
-      const bool bf16_products = dt == DType::bf16 && dy_dtype == DType::bf16 && m > kGemvRows &&
-                                 big_products_path() == BigProducts::kBf16;
+      const bool bf16_products = dt == DType::bf16 && dy_dtype == DType::bf16 && bf16_rows_path(m);
       return [=, &ptrs] {
         if (a.sum >= 0) ptrs[out] = ptr(a.sum);
         Scratch widened, narrowed;
@@ -516,8 +528,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::LinearGradWeightArgs a = graph::linear_grad_weight_args(n);
       const int64_t m = rows_of(node(a.dy).shape), nn = n.shape[0], k = n.shape[1];
       const DType dy_dtype = node(a.dy).dtype, x_dtype = node(a.x).dtype;
-      const bool bf16_products = dy_dtype == DType::bf16 && x_dtype == DType::bf16 &&
-                                 m > kGemvRows && big_products_path() == BigProducts::kBf16;
+      const bool bf16_products =
+          dy_dtype == DType::bf16 && x_dtype == DType::bf16 && bf16_rows_path(m);
       return [=, &ptrs] {
         if (a.acc >= 0) ptrs[out] = ptr(a.acc);
         if (bf16_products) {
