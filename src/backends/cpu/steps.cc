@@ -99,6 +99,7 @@ std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, siz
     Compute compute;
     Scratch rows, second_rows;
   };
+  const bool narrow = dtype != DType::f32;
   return [=, workers = std::vector<Worker>()]() mutable {
     while (workers.size() < static_cast<size_t>(omp_get_max_threads())) {
       workers.push_back({compute, {}, {}});
@@ -107,7 +108,6 @@ std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, siz
     for (int64_t b = 0; b < blocks; ++b) {
       Worker& w = workers[static_cast<size_t>(omp_get_thread_num())];
       const int64_t first = b * block, count = std::min(block, units - first);
-      const bool narrow = dtype != DType::f32;
       if (narrow) {
         w.rows.resize(static_cast<size_t>(block * unit));
         if (paired) w.second_rows.resize(w.rows.size());
@@ -187,19 +187,25 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType dt = w.dtype;
       const int64_t m = rows_of(node(a.x).shape), nn = w.shape[0], k = w.shape[1];
       const DType x_dtype = node(a.x).dtype;
-      // bf16 x (autocast) with bf16 weights goes to the bf16 products as it is.
+      // bf16 x (autocast) with bf16 weights goes to the bf16 products as it is; any other x is
+      // read as f32 (`x_f32`, widened once by the step).
       const bool bf16_rows = x_dtype == DType::bf16 && dt == DType::bf16 && bf16_rows_path(m);
-      const auto as_bf16 = [](const void* p) { return static_cast<const uint16_t*>(p); };
+      const auto multiply = [=](const float* x_f32, const void* w_rows, int64_t width,
+                                const float* bias, float* dst) {
+        if (bf16_rows) {
+          linear_bf16_rows(static_cast<const uint16_t*>(ptr(a.x)),
+                           static_cast<const uint16_t*>(w_rows), bias, m, width, k, dst);
+        } else {
+          linear(x_f32, w_rows, dt, bias, m, width, k, dst);
+        }
+      };
+      const auto x_f32 = [=](Scratch& widened) {
+        return bf16_rows ? nullptr : f32_operand(ptr(a.x), x_dtype, m * k, widened);
+      };
       if (n.dtype == DType::f32) {
         return [=] {
-          const float* bias = a.bias >= 0 ? f(a.bias) : nullptr;
-          if (bf16_rows) {
-            linear_bf16_rows(as_bf16(ptr(a.x)), as_bf16(ptr(a.w)), bias, m, nn, k, out_f32());
-          } else {
-            Scratch widened;
-            const float* x = f32_operand(ptr(a.x), x_dtype, m * k, widened);
-            linear(x, ptr(a.w), dt, bias, m, nn, k, out_f32());
-          }
+          Scratch widened;
+          multiply(x_f32(widened), ptr(a.w), nn, a.bias >= 0 ? f(a.bias) : nullptr, out_f32());
           if (a.residual >= 0) add_into(out_f32(), f(a.residual), m * nn);
         };
       }
@@ -218,16 +224,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
       return [=, &ptrs] {
         Scratch widened, block(static_cast<size_t>(m * cols));
-        const float* x = bf16_rows ? nullptr : f32_operand(ptr(a.x), x_dtype, m * k, widened);
+        const float* x = x_f32(widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
-          const void* w_block = static_cast<const char*>(ptr(a.w)) + first * w_row_bytes;
-          if (bf16_rows) {
-            linear_bf16_rows(as_bf16(ptr(a.x)), as_bf16(w_block), nullptr, m, width, k,
-                             block.data());
-          } else {
-            linear(x, w_block, dt, nullptr, m, width, k, block.data());
-          }
+          multiply(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, width, nullptr,
+                   block.data());
           auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
 #pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
           for (int64_t r = 0; r < m; ++r) {
