@@ -5,6 +5,7 @@
 // too, and AVX512_BF16's dot products where present) and for the path tfm chooses, with ROWS
 // rows of x (1: decode of one sequence; up to 8: a serving batch). Prints JSON.
 //   gemv_bench [REPEATS] [ROWS]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
 #include "read_bandwidth.h"
+#include "tfm/tensor.h"
 
 namespace {
 
@@ -41,14 +43,17 @@ int main(int argc, char** argv) {
   const Matrix layer[] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
                           {3072, 1024}, {3072, 1024}, {1024, 3072}};
   const Matrix head{151936, 1024};
-  std::vector<std::vector<uint16_t>> weights;
+  // Tensors, as tfm's weights are (on huge pages, core/host_memory.h).
+  std::vector<tfm::Tensor> weights;
   std::vector<Matrix> shapes;
   size_t bytes = 0;
   for (int l = 0; l < 28; ++l) shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
   shapes.push_back(head);
   for (const Matrix& m : shapes) {
-    weights.emplace_back(static_cast<size_t>(m.n * m.k), uint16_t{0x3c00});  // bf16 0.0078125
-    bytes += weights.back().size() * sizeof(uint16_t);
+    weights.push_back(tfm::Tensor::empty({m.n, m.k}, tfm::DType::bf16));
+    uint16_t* w = weights.back().data_as<uint16_t>();
+    std::fill(w, w + m.n * m.k, uint16_t{0x3c00});  // bf16 0.0078125
+    bytes += weights.back().nbytes();
   }
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
   const int64_t rows = argc > 2 ? std::atoi(argv[2]) : 1;
@@ -66,16 +71,16 @@ int main(int argc, char** argv) {
   };
   for (const tfm::cpu::VectorKernels* set : tfm::cpu::runnable_vector_kernels()) {
     out["by_isa"][set->isa] = report(best_pass(shapes, repeats, [&](size_t i) {
-      set->gemv_bf16(x.data(), weights[i].data(), rows, shapes[i].n, shapes[i].k, y.data());
+      set->gemv_bf16(x.data(), weights[i].data_as<uint16_t>(), rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   if (const tfm::cpu::GemvBf16 dot = tfm::cpu::gemv_bf16_dot_products()) {
     out["by_isa"]["AVX512_BF16 dot products"] = report(best_pass(shapes, repeats, [&](size_t i) {
-      dot(x.data(), weights[i].data(), rows, shapes[i].n, shapes[i].k, y.data());
+      dot(x.data(), weights[i].data_as<uint16_t>(), rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {
-    tfm::cpu::linear(x.data(), weights[i].data(), tfm::DType::bf16, nullptr, rows, shapes[i].n,
+    tfm::cpu::linear(x.data(), weights[i].data_as<uint16_t>(), tfm::DType::bf16, nullptr, rows, shapes[i].n,
                      shapes[i].k, y.data());
   }));
   out["chosen"]["isa"] = tfm::cpu::vector_kernels().isa;

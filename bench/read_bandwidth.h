@@ -5,16 +5,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <vector>
 
 #include "backends/cpu/simd.h"
+#include "tfm/tensor.h"
 
 namespace tfm::bench {
 
-// Read bandwidth with all threads over a buffer far larger than the caches, in GB/s.
+// Read bandwidth with all threads over a buffer far larger than the caches, in GB/s. The buffer is
+// a tensor's, on the huge pages tfm's weights are on (core/host_memory.h): on 4 KiB pages the
+// TLB misses would lower the bound below what the weights stream at.
 inline double read_bandwidth_gbs() {
   const size_t n = size_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buffer(n, 1.0f);
+  tfm::Tensor storage = tfm::Tensor::empty({static_cast<int64_t>(n)}, tfm::DType::f32);
+  float* buffer = storage.data_as<float>();
+  std::fill(buffer, buffer + n, 1.0f);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto start = std::chrono::steady_clock::now();

@@ -1,16 +1,13 @@
 #include "tfm/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "core/device_registry.h"
+#include "core/host_memory.h"
 #include "tfm/error.h"
 
 namespace tfm {
 namespace {
-
-// 64-byte alignment keeps AVX-512 loads on one cache line.
-constexpr size_t kAlignment = 64;
 
 std::shared_ptr<void> allocate(size_t bytes, Device device) {
   if (device.type != "cpu") {
@@ -19,13 +16,7 @@ std::shared_ptr<void> allocate(size_t bytes, Device device) {
       throw Error("cannot allocate on " + device.str() + ": backend not built");
     return provider->allocate(device.index, bytes);
   }
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (p == nullptr) {
-    throw OutOfMemoryError("out of host memory: could not allocate " + std::to_string(bytes) +
-                           " bytes");
-  }
-  return std::shared_ptr<void>(p, std::free);
+  return allocate_host(bytes);
 }
 
 Shape contiguous_strides(const Shape& shape) {
