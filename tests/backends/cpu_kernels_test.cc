@@ -57,7 +57,7 @@ TEST_P(LinearTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
-                         ::testing::Combine(::testing::Values(1, 3, 5, 8, 9, 67),
+                         ::testing::Combine(::testing::Values(1, 3, 5, 8, 9, 33, 67),
                                             ::testing::Values(1, 5, 131, 300),
                                             ::testing::Values(1, 17, 64, 97),
                                             ::testing::Values(Weights::kF32, Weights::kBf16Widened,

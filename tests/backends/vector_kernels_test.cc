@@ -79,7 +79,8 @@ TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
 TEST(VectorKernels, GemvOnBf16DotProductsReadsXRoundedToBf16) {
   const GemvBf16 gemv = gemv_bf16_dot_products();
   if (gemv == nullptr) GTEST_SKIP() << "no AVX512_BF16 here";
-  for (const int64_t m : {1, 2, 5, 8, 11}) {
+  // 33 rows: groups of rows over each tile.
+  for (const int64_t m : {1, 2, 5, 8, 11, 33}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37}, {29, 130}, {9, 96}, {3, 5}}) {
       const auto x = random_values(static_cast<size_t>(m * k), 5 + m);
       const auto w = bf16_bits(random_values(static_cast<size_t>(n * k), 6 + n));

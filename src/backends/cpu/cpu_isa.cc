@@ -3,6 +3,7 @@
 #include <cpuid.h>
 #include <dnnl.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cpu/vector_kernels.h"
@@ -64,6 +65,7 @@ CpuIsa read_isa() {
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 8 : 48;
   return isa;
 }
 
@@ -86,13 +88,14 @@ std::string describe(const CpuIsa& isa) {
 }
 
 std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa) {
+  const std::string few = std::to_string(std::max<int64_t>(8, isa.dot_product_rows));
   return {{"isa", describe(isa)},
-          {"products of bf16 weights, over 8 rows",
+          {"products of bf16 weights, over " + few + " rows",
            isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
                              : "weights widened to f32 for oneDNN's sgemm"},
           {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
-          {"products of bf16 weights, 5 to 8 rows",
-           isa.bf16_products && isa.avx512 && isa.avx512_bf16
+          {"products of bf16 weights, 5 to " + few + " rows",
+           isa.dot_product_rows > 0
                ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
                : "tfm's kernels, weights widened to f32 in registers"},
           {"products of up to 8 rows, attention, softmax, SiLU",

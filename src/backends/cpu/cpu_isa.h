@@ -3,6 +3,7 @@
 // from what the CPU has, never from the machine tfm was built on.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,13 @@ struct CpuIsa {
   // in f32 (oneDNN's bf16 matmul), where oneDNN's kernels have native bf16 instructions here:
   // faster than widening the weights to f32 for its sgemm. Elsewhere they are widened.
   bool bf16_products = false;
+  // Products of bf16 weights with 5 to this many rows of x take tfm's bf16 dot-product kernel
+  // (vector_kernels_avx512_bf16.cc) where the CPU has AVX512_BF16 (0: none). Its weights stream
+  // once for all rows, where oneDNN's matmul reads transposed weights in blocks it copies: on an
+  // AMD EPYC with AVX512_BF16, Qwen3-0.6B's products took 62 ms against oneDNN's 94 at 16 rows,
+  // 123 against 143 at 32, 222 against 246 at 48 and 248 against 234 at 64 (gemv_bench). With
+  // AMX, oneDNN's tiles take every product over 8 rows, as before (not measured on AMX).
+  int64_t dot_product_rows = 0;
 };
 
 const CpuIsa& cpu_isa();

@@ -1,11 +1,11 @@
 // Matrix products with transposed weights, as every projection in these models is.
 // Small M (decode) is memory bound: a hand-written GEMV streams the weights once and widens bf16
-// in registers; from 5 rows, where the CPU has AVX512_BF16, on its dot products instead (one pass
-// for up to 8 rows, x rounded to bf16). Large M (prefill, training) is compute bound: with bf16
-// weights, oneDNN's bf16 matmul (x rounded to bf16, as torch's bf16 activations are; f32
-// accumulation) where the CPU has native bf16 dot products (cpu_isa().bf16_products), else oneDNN's
-// f32 sgemm fed the weights widened one L3-sized block of rows at a time (f32 compute is ~2x faster
-// than emulated bf16 dot products).
+// in registers; from 5 rows to cpu_isa().dot_product_rows, where the CPU has AVX512_BF16, on its
+// dot products instead (one pass over the weights for all rows, x rounded to bf16). Large M
+// (prefill, training) is compute bound: with bf16 weights, oneDNN's bf16 matmul (x rounded to
+// bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has native bf16 dot
+// products (cpu_isa().bf16_products), else oneDNN's f32 sgemm fed the weights widened one L3-sized
+// block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products).
 #include <algorithm>
 #include <vector>
 
@@ -51,6 +51,11 @@ void add_bias(const float* bias, int64_t m, int64_t n, float* out) {
   }
 }
 
+// Whether products of `m` rows along `path` take tfm's bf16 dot-product kernel.
+bool dot_product_kernel(int64_t m, BigProducts path) {
+  return path == BigProducts::kBf16 && m > kExactGemvRows && m <= cpu_isa().dot_product_rows;
+}
+
 }  // namespace
 
 bool bf16_rows_path(int64_t m) {
@@ -65,17 +70,15 @@ void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, i
 
 bool reads_rounded_activations(int64_t m, BigProducts path) {
   if (path != BigProducts::kBf16) return false;
-  return m > kGemvRows || (m > kExactGemvRows && gemv_bf16_dot_products() != nullptr);
+  return m > kGemvRows || dot_product_kernel(m, path);
 }
 
 void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                          float* out, BigProducts path) {
-  if (m <= kGemvRows) {
-    if (reads_rounded_activations(m, path)) {
-      gemv_bf16_dot_products()(x, w, m, n, k, out);
-    } else {
-      vector_kernels().gemv_bf16(x, w, m, n, k, out);
-    }
+  if (dot_product_kernel(m, path)) {
+    gemv_bf16_dot_products()(x, w, m, n, k, out);
+  } else if (m <= kGemvRows) {
+    vector_kernels().gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {
     gemm_bf16_products(x, w, m, n, k, out);
   } else {

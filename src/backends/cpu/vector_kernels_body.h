@@ -27,10 +27,12 @@ void gemv_tile(const float* x, const W* w, int64_t r0, int64_t k, float* out, in
   int64_t p = 0;
   for (; p + simd::kWidth <= k; p += simd::kWidth) {
     Vec wv[R];
-    // The next tile's rows, in address order, two cache lines per step: a tile is read as R
-    // short interleaved streams, which the hardware prefetcher picks up late.
+    // The next tile's rows, in address order, two cache lines per step, into L2: a tile is read as
+    // R short interleaved streams, which the hardware prefetcher picks up late. Into L1 (T0)
+    // instead, 4 rows of x streamed Qwen3-0.6B's weights at 21-23 GB/s against 29-30 (AMD EPYC,
+    // gemv_bench).
     const char* ahead = reinterpret_cast<const char*>(rows[0] + R * k) + p * R * sizeof(W);
-    for (size_t line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    for (size_t line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     for (int r = 0; r < R; ++r) wv[r] = simd::load(rows[r] + p);
     for (int i = 0; i < M; ++i) {
       const Vec xv = simd::load(x + i * k + p);
