@@ -23,8 +23,8 @@ struct CpuIsa {
   // Products of bf16 weights with 5 to this many rows of x take tfm's bf16 dot-product kernel
   // (vector_kernels_avx512_bf16.cc) where the CPU has AVX512_BF16 (0: none). Its weights stream
   // once for all rows, where oneDNN's matmul reads transposed weights in blocks it copies: on an
-  // AMD EPYC with AVX512_BF16, Qwen3-0.6B's products took 62 ms against oneDNN's 94 at 16 rows,
-  // 123 against 143 at 32, 222 against 246 at 48 and 248 against 234 at 64 (gemv_bench). With
+  // AMD EPYC with AVX512_BF16, Qwen3-0.6B's products took 60-65 ms against oneDNN's 94 at 16 rows,
+  // 115-117 against 143-175 at 32, 263 against 281 at 64, and as long at 128 (gemv_bench). With
   // AMX, oneDNN's tiles take every product over 8 rows, as before (not measured on AMX).
   int64_t dot_product_rows = 0;
 };

@@ -12,7 +12,6 @@
 #include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
-#include "tfm/dtype.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
@@ -22,14 +21,41 @@ namespace {
 
 constexpr int64_t kPairs = 32;  // bf16 values in one 512-bit register
 
+// The sums of 16 vectors' lanes, each in its own lane of one vector: sums[s] = sum of a[kSlot[s]]
+// (kSlot below), in 4 steps of folding pairs of vectors together, where 16 separate horizontal
+// sums take 4 dependent shuffles and adds each.
+__m512 sums_of_16(const __m512 (&a)[16]) {
+  __m512 b[8], c[4], d[2];
+  // b[j]: a[j]'s 256-bit halves added (its 128-bit blocks 0-1), then a[j + 8]'s (blocks 2-3).
+  for (int j = 0; j < 8; ++j) {
+    b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // c[j]: one 128-bit block of 4 partial sums per vector: a[j], a[j + 8], a[j + 4], a[j + 12].
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // d[j], in each block: two partial sums of c[j]'s vector interleaved with two of c[j + 2]'s.
+  for (int j = 0; j < 2; ++j) {
+    d[j] = _mm512_add_ps(_mm512_unpacklo_ps(c[j], c[j + 2]), _mm512_unpackhi_ps(c[j], c[j + 2]));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// Which of sums_of_16's inputs each lane of its result sums.
+constexpr int kSlot[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+
 // out[i, r0 + r] for M rows of x (bf16) and R weight rows: each weight register serves every row.
 template <int M, int R>
 void tile(const uint16_t* x, const uint16_t* w, int64_t r0, int64_t k, float* out, int64_t n) {
   __m512 acc[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
-  int64_t p = 0;
-  for (; p + kPairs <= k; p += kPairs) {
+  for (int64_t p = 0; p < k; p += kPairs) {
+    // The last k % 32 values with the rest of the registers zero: masked loads read nothing past k.
+    const __mmask32 mask = k - p >= kPairs ? ~__mmask32{0} : _cvtu32_mask32((1u << (k - p)) - 1);
     // The next tile's rows, in address order, into L2: a tile is read as R short interleaved
     // streams, which the hardware prefetcher picks up late. Into L1 (T0) instead, 5 to 8 rows of
     // x streamed Qwen3-0.6B's weights at 17-20 GB/s against 23-27 (AMD EPYC, gemv_bench).
@@ -37,21 +63,25 @@ void tile(const uint16_t* x, const uint16_t* w, int64_t r0, int64_t k, float* ou
     for (int line = 0; line < R * 64; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     __m512bh wv[R];
     for (int r = 0; r < R; ++r) {
-      wv[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(w + (r0 + r) * k + p));
+      wv[r] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, w + (r0 + r) * k + p));
     }
     for (int i = 0; i < M; ++i) {
-      const auto xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x + i * k + p));
+      const auto xv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, x + i * k + p));
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], xv, wv[r]);
     }
   }
-  for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) {
-      float sum = _mm512_reduce_add_ps(acc[i][r]);
-      for (int64_t q = p; q < k; ++q) {
-        sum += bf16_bits_to_f32(x[i * k + q]) * bf16_bits_to_f32(w[(r0 + r) * k + q]);
-      }
-      out[i * n + r0 + r] = sum;
-    }
+  if constexpr (M == 4 && R == 4) {
+    __m512 in[16];
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; ++s) in[kSlot[s]] = acc[s / 4][s % 4];
+    const __m512 sums = sums_of_16(in);  // lane 4 i + r: row i of x, weight row r
+    _mm_storeu_ps(out + r0, _mm512_extractf32x4_ps(sums, 0));
+    _mm_storeu_ps(out + n + r0, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(out + 2 * n + r0, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(out + 3 * n + r0, _mm512_extractf32x4_ps(sums, 3));
+  } else {
+    for (int i = 0; i < M; ++i)
+      for (int r = 0; r < R; ++r) out[i * n + r0 + r] = _mm512_reduce_add_ps(acc[i][r]);
   }
 }
 
