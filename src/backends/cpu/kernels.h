@@ -45,8 +45,9 @@ enum class BigProducts { kBf16, kWidened };
 // The path this CPU takes (cpu_isa.h): kBf16 where oneDNN has native bf16 dot products here.
 BigProducts big_products_path();
 // Products of up to this many rows of bf16 weights stay exact in x on every path: more take native
-// bf16 dot products where the path and the CPU have them (5 to 8 rows: 63 ms against 80 for
-// Qwen3-0.6B's products at 8 rows on an AMD EPYC with AVX512_BF16; 4 rows: as fast either way).
+// bf16 dot products where the path and the CPU have them (cpu_isa().dot_product_rows; 63 ms
+// against 80 for Qwen3-0.6B's products at 8 rows on an AMD EPYC with AVX512_BF16 when the kernel
+// was first written; 4 rows: as fast either way).
 inline constexpr int64_t kExactGemvRows = 4;
 // Whether products of `m` rows along `path` read x rounded to bf16 (as torch's bf16 activations).
 bool reads_rounded_activations(int64_t m, BigProducts path);
