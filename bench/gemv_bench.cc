@@ -45,14 +45,16 @@ int main(int argc, char** argv) {
   const Matrix head{151936, 1024};
   // Tensors, as tfm's weights are (on huge pages, core/host_memory.h).
   std::vector<tfm::Tensor> weights;
+  std::vector<const uint16_t*> w;
   std::vector<Matrix> shapes;
   size_t bytes = 0;
   for (int l = 0; l < 28; ++l) shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
   shapes.push_back(head);
   for (const Matrix& m : shapes) {
     weights.push_back(tfm::Tensor::empty({m.n, m.k}, tfm::DType::bf16));
-    uint16_t* w = weights.back().data_as<uint16_t>();
-    std::fill(w, w + m.n * m.k, uint16_t{0x3c00});  // bf16 0.0078125
+    uint16_t* values = weights.back().data_as<uint16_t>();
+    std::fill(values, values + m.n * m.k, uint16_t{0x3c00});  // bf16 0.0078125
+    w.push_back(values);
     bytes += weights.back().nbytes();
   }
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
@@ -71,17 +73,17 @@ int main(int argc, char** argv) {
   };
   for (const tfm::cpu::VectorKernels* set : tfm::cpu::runnable_vector_kernels()) {
     out["by_isa"][set->isa] = report(best_pass(shapes, repeats, [&](size_t i) {
-      set->gemv_bf16(x.data(), weights[i].data_as<uint16_t>(), rows, shapes[i].n, shapes[i].k, y.data());
+      set->gemv_bf16(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   if (const tfm::cpu::GemvBf16 dot = tfm::cpu::gemv_bf16_dot_products()) {
     out["by_isa"]["AVX512_BF16 dot products"] = report(best_pass(shapes, repeats, [&](size_t i) {
-      dot(x.data(), weights[i].data_as<uint16_t>(), rows, shapes[i].n, shapes[i].k, y.data());
+      dot(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
     }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {
-    tfm::cpu::linear(x.data(), weights[i].data_as<uint16_t>(), tfm::DType::bf16, nullptr, rows, shapes[i].n,
-                     shapes[i].k, y.data());
+    tfm::cpu::linear(x.data(), w[i], tfm::DType::bf16, nullptr, rows, shapes[i].n, shapes[i].k,
+                     y.data());
   }));
   out["chosen"]["isa"] = tfm::cpu::vector_kernels().isa;
   std::printf("%s\n", out.dump(2).c_str());

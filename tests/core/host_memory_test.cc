@@ -27,7 +27,8 @@ int thp_eligible(uintptr_t p) {
     uintptr_t start = 0, end = 0;
     char dash = 0;
     std::istringstream head(line);
-    if (head >> std::hex >> start >> dash >> end && dash == '-' && line.find(':') > line.find(' ')) {
+    if (head >> std::hex >> start >> dash >> end && dash == '-' &&
+        line.find(':') > line.find(' ')) {
       inside = start <= p && p < end;
     } else if (inside && line.rfind("THPeligible:", 0) == 0) {
       return std::stoi(line.substr(std::strlen("THPeligible:")));

@@ -89,18 +89,18 @@ std::string describe(const CpuIsa& isa) {
 
 std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa) {
   const std::string few = std::to_string(std::max<int64_t>(8, isa.dot_product_rows));
-  return {{"isa", describe(isa)},
-          {"products of bf16 weights, over " + few + " rows",
-           isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
-                             : "weights widened to f32 for oneDNN's sgemm"},
-          {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
-          {"products of bf16 weights, 5 to " + few + " rows",
-           isa.dot_product_rows > 0
-               ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
-               : "tfm's kernels, weights widened to f32 in registers"},
-          {"products of up to 8 rows, attention, softmax, SiLU",
-           std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
-               " (chosen at run time)"}};
+  return {
+      {"isa", describe(isa)},
+      {"products of bf16 weights, over " + few + " rows",
+       isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
+                         : "weights widened to f32 for oneDNN's sgemm"},
+      {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
+      {"products of bf16 weights, 5 to " + few + " rows",
+       isa.dot_product_rows > 0 ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
+                                : "tfm's kernels, weights widened to f32 in registers"},
+      {"products of up to 8 rows, attention, softmax, SiLU",
+       std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
+           " (chosen at run time)"}};
 }
 
 }  // namespace tfm::cpu
