@@ -302,24 +302,44 @@ def test_a_full_queue_answers_503(model_dir):
                            "stream": True}).encode()
         request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        running = socket.create_connection((host, int(port)))
-        running.sendall(request)
-        assert running.recv(64).startswith(b"HTTP/1.1 200")  # it holds the one row
-        waiting = socket.create_connection((host, int(port)))
-        waiting.sendall(request)  # the one place in the queue
-        # Polled, not slept for: on a loaded machine the second request can take a while to queue.
-        # The running one decodes 480 tokens meanwhile, far longer than a poll.
-        deadline = time.time() + 30
-        while time.time() < deadline and (metric(s, "tfm_num_requests_waiting") < 1
-                                          or metric(s, "tfm_num_requests_running") < 1):
-            time.sleep(0.005)
+
+        def fill_row_and_queue():
+            running = socket.create_connection((host, int(port)))
+            running.sendall(request)
+            assert running.recv(64).startswith(b"HTTP/1.1 200")  # it holds the one row
+            waiting = socket.create_connection((host, int(port)))
+            waiting.sendall(request)  # the one place in the queue
+            # Polled, not slept for: on a loaded machine the second request can take a while to
+            # queue, and the demo model may decode the first one's 480 tokens before it does.
+            deadline = time.time() + 3
+            while time.time() < deadline:
+                if (metric(s, "tfm_num_requests_waiting") >= 1
+                        and metric(s, "tfm_num_requests_running") >= 1):
+                    return running, waiting
+                time.sleep(0.005)
+            running.close()
+            waiting.close()
+            return None
+
+        for _ in range(5):
+            sockets = fill_row_and_queue()
+            if sockets:
+                break
+            # The first request ended before the second queued: let both go and try again.
+            deadline = time.time() + 30
+            while time.time() < deadline and (metric(s, "tfm_num_requests_waiting") > 0
+                                              or metric(s, "tfm_num_requests_running") > 0):
+                time.sleep(0.05)
+        assert sockets, "never saw one request running and one waiting"
+        running, waiting = sockets
         status, error = post(s, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
         assert status == 503 and error["error"]["code"] == 503
+        cancelled = metric(s, "tfm_sequences_cancelled_total")
         running.close()
         waiting.close()
         # Both are dropped once their next token finds the client gone; then the queue has room.
         deadline = time.time() + 30
-        while time.time() < deadline and metric(s, "tfm_sequences_cancelled_total") < 2:
+        while time.time() < deadline and metric(s, "tfm_sequences_cancelled_total") < cancelled + 2:
             time.sleep(0.05)
         status, _ = post(s, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
         assert status == 200
