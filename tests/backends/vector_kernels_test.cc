@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "backends/cpu/cpu_isa.h"
@@ -144,6 +145,52 @@ TEST_P(VectorKernelsTest, ExpShiftedSiluAndItsGradient) {
     kernels.silu_grad(grad.data(), dy.data(), n);
     expect_close(silu, want_silu, 1e-6f, "silu n=" + std::to_string(n));
     expect_close(grad, want_grad, 1e-6f, "silu_grad n=" + std::to_string(n));
+  }
+}
+
+// The bf16 nearest to v, found by comparing the two candidates around it (ties to the even
+// one): a closed form independent of the kernels' bit arithmetic. Not for NaN.
+uint16_t nearest_bf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  const auto below = static_cast<uint16_t>(bits >> 16);  // toward zero
+  if (std::isinf(v)) return below;
+  const auto above = static_cast<uint16_t>(below + 1);   // away from zero (may be infinity)
+  const double to_below = std::abs(static_cast<double>(v) - bf16_bits_to_f32(below));
+  // IEEE rounds as if the exponent went on: past the largest bf16, infinity stands at 2^128.
+  const double above_value =
+      (above & 0x7fff) == 0x7f80 ? std::copysign(0x1p128, v) : bf16_bits_to_f32(above);
+  const double to_above = std::abs(static_cast<double>(v) - above_value);
+  if (to_below != to_above) return to_below < to_above ? below : above;
+  return (below & 1) == 0 ? below : above;
+}
+
+TEST_P(VectorKernelsTest, RoundsToTheNearestBf16) {
+  const VectorKernels& kernels = *GetParam();
+  const uint32_t specials[] = {
+      0x00000000, 0x80000000, 0x3f808000, 0x3f818000, 0xbf808000,  // zeros and ties
+      0x3f80ffff, 0x3f807fff, 0x7f7fffff, 0xff7fffff,              // near and at overflow
+      0x00000001, 0x007fffff, 0x80008000,                          // subnormals
+      0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffa01234};  // infinities and NaNs
+  for (const int64_t n : {1, 7, 16, 17, 40, 100}) {
+    auto x = random_values(static_cast<size_t>(n), 8, -1e4f, 1e4f);
+    for (int64_t i = 0; i < n; i += 2) {
+      const uint32_t bits = specials[static_cast<size_t>(i / 2) % std::size(specials)];
+      std::memcpy(&x[static_cast<size_t>(i)], &bits, 4);
+    }
+    std::vector<uint16_t> out(x.size());
+    kernels.round_bf16(x.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[static_cast<size_t>(i)];
+      const float got = bf16_bits_to_f32(out[static_cast<size_t>(i)]);
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(got)) << "n=" << n << " at " << i;
+        EXPECT_EQ(std::signbit(got), std::signbit(v)) << "n=" << n << " at " << i;
+      } else {
+        EXPECT_EQ(out[static_cast<size_t>(i)], nearest_bf16(v))
+            << "n=" << n << " at " << i << " value " << v;
+      }
+    }
   }
 }
 

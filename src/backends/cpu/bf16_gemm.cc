@@ -1,10 +1,10 @@
 #include "backends/cpu/bf16_gemm.h"
 
+#include <algorithm>
 #include <dnnl.hpp>
 #include <string>
 
-#include "backends/cpu/kernels.h"
-#include "tfm/dtype.h"
+#include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
@@ -46,8 +46,12 @@ void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, floa
 }
 
 void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
-#pragma omp parallel for schedule(static) if (count > kParallelMinElements)
-  for (int64_t i = 0; i < count; ++i) out[i] = f32_to_bf16_bits(x[i]);
+  const auto round = vector_kernels().round_bf16;
+  constexpr int64_t kBlock = 1 << 14;
+#pragma omp parallel for schedule(static) if (count > 16 * kBlock)
+  for (int64_t at = 0; at < count; at += kBlock) {
+    round(x + at, out + at, std::min(kBlock, count - at));
+  }
 }
 
 }  // namespace tfm::cpu

@@ -36,6 +36,19 @@ inline Vec load(const uint16_t* p) {
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec broadcast(float v) { return _mm512_set1_ps(v); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+// f32_to_bf16_bits of each lane: the same integer steps, NaNs picked out by a compare.
+inline void store_bf16(uint16_t* p, Vec v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(bits, 16);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(
+      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i even = _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                        _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, even), 16);
+  const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                      _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet)));
+}
 inline float sum(Vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr const char* kIsaName = "AVX2+FMA";
@@ -50,6 +63,20 @@ inline Vec load(const uint16_t* p) {
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec broadcast(float v) { return _mm256_set1_ps(v); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline void store_bf16(uint16_t* p, Vec v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i high = _mm256_srli_epi32(bits, 16);
+  const __m256i nan = _mm256_cmpgt_epi32(
+      _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i even = _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                        _mm256_and_si256(high, _mm256_set1_epi32(1)));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, even), 16);
+  const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+  // packus works within 128-bit lanes: the permute brings both lanes' four halves together.
+  const __m256i both = _mm256_blendv_epi8(rounded, quiet, nan);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(both, both), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
 inline float sum(Vec v) {
   const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
@@ -65,6 +92,7 @@ inline Vec load(const uint16_t* p) { return bf16_bits_to_f32(*p); }
 inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
 inline Vec broadcast(float v) { return v; }
 inline void store(float* p, Vec v) { *p = v; }
+inline void store_bf16(uint16_t* p, Vec v) { *p = f32_to_bf16_bits(v); }
 inline float sum(Vec v) { return v; }
 #endif
 

@@ -21,6 +21,7 @@ struct VectorKernels {
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
   void (*silu)(float* x, int64_t n);                        // x = x sigmoid(x)
+  void (*round_bf16)(const float* x, uint16_t* out, int64_t n);  // f32_to_bf16_bits of each
   void (*silu_grad)(float* x, const float* dy, int64_t n);  // x = dy d(x sigmoid(x))/dx
 };
 

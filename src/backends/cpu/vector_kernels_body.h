@@ -158,6 +158,12 @@ void exp_shifted(const float* in, float* out, int64_t n, float shift, float scal
 
 void silu(float* x, int64_t n) { simd::map(x, x, n, Silu{}); }
 
+void round_bf16(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + simd::kWidth <= n; i += simd::kWidth) simd::store_bf16(out + i, simd::load(x + i));
+  for (; i < n; ++i) out[i] = f32_to_bf16_bits(x[i]);
+}
+
 void silu_grad(float* x, const float* dy, int64_t n) { simd::map2(x, dy, x, n, SiluGrad{}); }
 
 }  // namespace
@@ -173,6 +179,7 @@ const VectorKernels kernels{
     .axpy_bf16 = simd::axpy<uint16_t>,
     .exp_shifted = exp_shifted,
     .silu = silu,
+    .round_bf16 = round_bf16,
     .silu_grad = silu_grad,
 };
 
