@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "backends/cpu/cpu_isa.h"
 #include "support/random_values.h"
@@ -94,31 +95,58 @@ TEST(VectorKernels, GemvOnBf16DotProductsReadsXRoundedToBf16) {
   }
 }
 
-TEST_P(VectorKernelsTest, DotAndAxpy) {
+// Scores and weighted sums over listed key rows for a group of query rows, against double sums.
+// The rows sit `stride` apart in a cache with other heads between them, and the list skips rows.
+template <typename KV>
+void check_listed_keys(const VectorKernels& kernels, const std::vector<KV>& cache, int64_t stride,
+                       int64_t rows, int64_t dim, const std::string& what) {
+  const std::vector<int32_t> keys = {0, 2, 3, 7, 8, 9, 12};  // odd count: one key left unpaired
+  const auto count = static_cast<int64_t>(keys.size());
+  const auto q = random_values(static_cast<size_t>(rows * dim), 3);
+  const auto probs = random_values(static_cast<size_t>(rows * count), 4, 0.f, 1.f);
+  std::vector<float> want_scores(static_cast<size_t>(rows * count));
+  std::vector<float> want_out(static_cast<size_t>(rows * dim));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < count; ++i) {
+      double dot = 0;
+      for (int64_t d = 0; d < dim; ++d) dot += q[r * dim + d] * widen(cache[keys[i] * stride + d]);
+      want_scores[r * count + i] = static_cast<float>(0.5 * dot);
+    }
+    for (int64_t d = 0; d < dim; ++d) {
+      double total = 0;
+      for (int64_t i = 0; i < count; ++i)
+        total += probs[r * count + i] * widen(cache[keys[i] * stride + d]);
+      want_out[r * dim + d] = static_cast<float>(total);
+    }
+  }
+  std::vector<float> scores(want_scores.size(), NAN), out(want_out.size(), NAN);
+  if constexpr (std::is_same_v<KV, float>) {
+    kernels.key_scores_f32(q.data(), rows, cache.data(), stride, keys.data(), count, dim, 0.5f,
+                           scores.data());
+    kernels.weighted_values_f32(probs.data(), rows, cache.data(), stride, keys.data(), count, dim,
+                                out.data());
+  } else {
+    kernels.key_scores_bf16(q.data(), rows, cache.data(), stride, keys.data(), count, dim, 0.5f,
+                            scores.data());
+    kernels.weighted_values_bf16(probs.data(), rows, cache.data(), stride, keys.data(), count, dim,
+                                 out.data());
+  }
+  expect_close(scores, want_scores, 1e-5f, "scores " + what);
+  expect_close(out, want_out, 1e-5f, "weighted values " + what);
+}
+
+TEST_P(VectorKernelsTest, AttentionOverListedKeys) {
   const VectorKernels& kernels = *GetParam();
-  for (const int64_t n : {1, 7, 15, 16, 33, 67, 128}) {
-    const auto a = random_values(static_cast<size_t>(n), 3);
-    const auto b = random_values(static_cast<size_t>(n), 4);
-    const auto bb = bf16_bits(b);
-    double want = 0, want_bf16 = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      want += static_cast<double>(a[i]) * b[i];
-      want_bf16 += a[i] * widen(bb[i]);
+  // 5 rows: a pass of 4 and one of 1; dims with whole blocks of 4 vectors, single vectors and
+  // leftover values.
+  for (const int64_t rows : {1, 2, 3, 5}) {
+    for (const int64_t dim : {1, 7, 16, 33, 80, 128}) {
+      const int64_t stride = 2 * dim + 3;
+      const auto cache = random_values(static_cast<size_t>(13 * stride), 5);
+      const std::string what = "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim);
+      check_listed_keys(kernels, cache, stride, rows, dim, what + " f32");
+      check_listed_keys(kernels, bf16_bits(cache), stride, rows, dim, what + " bf16");
     }
-    EXPECT_NEAR(kernels.dot_f32(a.data(), b.data(), n), want, 1e-5 * (1 + std::abs(want))) << n;
-    EXPECT_NEAR(kernels.dot_bf16(a.data(), bb.data(), n), want_bf16,
-                1e-5 * (1 + std::abs(want_bf16)))
-        << n;
-    std::vector<float> y = random_values(static_cast<size_t>(n), 5), y_bf16 = y;
-    std::vector<float> want_y(y.size()), want_y_bf16(y.size());
-    for (int64_t i = 0; i < n; ++i) {
-      want_y[i] = static_cast<float>(y[i] + 0.75 * a[i]);
-      want_y_bf16[i] = static_cast<float>(y[i] - 1.5 * widen(bb[i]));
-    }
-    kernels.axpy_f32(0.75f, a.data(), y.data(), n);
-    kernels.axpy_bf16(-1.5f, bb.data(), y_bf16.data(), n);
-    expect_close(y, want_y, 1e-6f, "axpy f32 n=" + std::to_string(n));
-    expect_close(y_bf16, want_y_bf16, 1e-6f, "axpy bf16 n=" + std::to_string(n));
   }
 }
 

@@ -20,52 +20,64 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
             int64_t head_dim, float scale, int64_t window, float* out) {
   // The CPU's kernels for this cache dtype, looked up once rather than for every key.
   const VectorKernels& kernels = vector_kernels();
-  const auto dot = [&] {
+  const auto key_scores = [&] {
     if constexpr (std::is_same_v<KV, float>)
-      return kernels.dot_f32;
+      return kernels.key_scores_f32;
     else
-      return kernels.dot_bf16;
+      return kernels.key_scores_bf16;
   }();
-  const auto axpy = [&] {
+  const auto weighted_values = [&] {
     if constexpr (std::is_same_v<KV, float>)
-      return kernels.axpy_f32;
+      return kernels.weighted_values_f32;
     else
-      return kernels.axpy_bf16;
+      return kernels.weighted_values_bf16;
   }();
+  // The query heads that share a KV head are adjacent: they go together, each key read once.
   const int64_t group = q_heads / kv_heads;
+  const int64_t row = kv_heads * head_dim;
   const int64_t work = batch * seq * q_heads * slots[seq - 1] * head_dim;
 #pragma omp parallel if (work > kParallelMinElements)
   {
-    std::vector<float> scores(static_cast<size_t>(cache_len));
-    std::vector<float> acc(static_cast<size_t>(head_dim));
-#pragma omp for collapse(3) schedule(static)
+    std::vector<int32_t> keys(static_cast<size_t>(cache_len));
+    std::vector<float> scores(static_cast<size_t>(group * cache_len));
+    std::vector<float> inv(static_cast<size_t>(group));  // each query row's 1 / sum of weights
+#pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t s = 0; s < seq; ++s) {
-        for (int64_t h = 0; h < q_heads; ++h) {
-          const float* qv = q + ((b * seq + s) * q_heads + h) * head_dim;
-          const int64_t kvh = h / group;
-          const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
-          const int64_t begin = first_visible_key(slots[s], window);
-          const int32_t* row_mask = mask + b * cache_len;
-          float max_score = -INFINITY;
-          for (int64_t j = begin; j < visible_end; ++j) {
-            if (row_mask[j] == 0) continue;
-            const KV* kv = k + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            scores[j] = dot(qv, kv, head_dim) * scale;
-            max_score = std::max(max_score, scores[j]);
+        // The keys this query sees, listed once for all its heads.
+        const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+        const int32_t* row_mask = mask + b * cache_len;
+        int64_t count = 0;
+        for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
+          if (row_mask[j] != 0) keys[static_cast<size_t>(count++)] = static_cast<int32_t>(j);
+        }
+        for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+          const int64_t first_row = (b * seq + s) * q_heads + kvh * group;
+          float* o = out + first_row * head_dim;
+          if (count == 0) {
+            std::fill_n(o, group * head_dim, 0.f);
+            continue;
           }
-          std::fill(acc.begin(), acc.end(), 0.f);
-          float denom = 0.f;
-          for (int64_t j = begin; j < visible_end && max_score > -INFINITY; ++j) {
-            if (row_mask[j] == 0) continue;
-            const float p = std::exp(scores[j] - max_score);
-            denom += p;
-            const KV* vv = v + ((b * cache_len + j) * kv_heads + kvh) * head_dim;
-            axpy(p, vv, acc.data(), head_dim);
+          const int64_t kv_at = b * cache_len * row + kvh * head_dim;
+          key_scores(q + first_row * head_dim, group, k + kv_at, row, keys.data(), count, head_dim,
+                     scale, scores.data());
+          for (int64_t g = 0; g < group; ++g) {
+            float* p = scores.data() + g * count;
+            const float max_score = *std::max_element(p, p + count);
+            if (max_score == -INFINITY) {  // every score -inf: no weight anywhere, as before
+              std::fill_n(p, count, 0.f);
+              inv[static_cast<size_t>(g)] = 0.f;
+              continue;
+            }
+            kernels.exp_shifted(p, p, count, max_score, 1.f);
+            float denom = 0.f;
+            for (int64_t i = 0; i < count; ++i) denom += p[i];
+            inv[static_cast<size_t>(g)] = 1.f / denom;
           }
-          float* o = out + ((b * seq + s) * q_heads + h) * head_dim;
-          const float inv = denom > 0.f ? 1.f / denom : 0.f;
-          for (int64_t d = 0; d < head_dim; ++d) o[d] = acc[d] * inv;
+          weighted_values(scores.data(), group, v + kv_at, row, keys.data(), count, head_dim, o);
+          for (int64_t g = 0; g < group; ++g) {
+            for (int64_t d = 0; d < head_dim; ++d) o[g * head_dim + d] *= inv[static_cast<size_t>(g)];
+          }
         }
       }
     }

@@ -159,29 +159,5 @@ void map(const float* a, float* out, int64_t n, F f) {
 inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
 
-// sum_i a[i] * b[i], with two accumulators so consecutive FMAs do not wait on each other.
-template <typename B>
-float dot(const float* a, const B* b, int64_t n) {
-  Vec acc0 = zero(), acc1 = zero();
-  int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    acc0 = fma(load(a + i), load(b + i), acc0);
-    acc1 = fma(load(a + i + kWidth), load(b + i + kWidth), acc1);
-  }
-  for (; i + kWidth <= n; i += kWidth) acc0 = fma(load(a + i), load(b + i), acc0);
-  float total = sum(acc0) + sum(acc1);
-  for (; i < n; ++i) total += a[i] * widen(b[i]);
-  return total;
-}
-
-// y[i] += alpha * x[i]
-template <typename X>
-void axpy(float alpha, const X* x, float* y, int64_t n) {
-  const Vec a = broadcast(alpha);
-  int64_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) store(y + i, fma(a, load(x + i), load(y + i)));
-  for (; i < n; ++i) y[i] += alpha * widen(x[i]);
-}
-
 }  // inline namespace TFM_SIMD_ABI
 }  // namespace tfm::cpu::simd

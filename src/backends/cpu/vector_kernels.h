@@ -14,10 +14,21 @@ struct VectorKernels {
   // out[m, n] = x[m, k] . w[n, k]^T for a few rows of x (decode): the weights streamed once.
   void (*gemv_f32)(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out);
   void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
-  float (*dot_f32)(const float* a, const float* b, int64_t n);
-  float (*dot_bf16)(const float* a, const uint16_t* b, int64_t n);
-  void (*axpy_f32)(float alpha, const float* x, float* y, int64_t n);  // y += alpha x
-  void (*axpy_bf16)(float alpha, const uint16_t* x, float* y, int64_t n);
+  // Attention over listed keys for `rows` adjacent query rows of `dim` (the query heads sharing a
+  // KV head): key or value row j starts at k + j * stride.
+  // scores[r * count + i] = scale * q[r] . k[keys[i]]
+  void (*key_scores_f32)(const float* q, int64_t rows, const float* k, int64_t stride,
+                         const int32_t* keys, int64_t count, int64_t dim, float scale,
+                         float* scores);
+  void (*key_scores_bf16)(const float* q, int64_t rows, const uint16_t* k, int64_t stride,
+                          const int32_t* keys, int64_t count, int64_t dim, float scale,
+                          float* scores);
+  // out[r] = sum over i of probs[r * count + i] v[keys[i]]
+  void (*weighted_values_f32)(const float* probs, int64_t rows, const float* v, int64_t stride,
+                              const int32_t* keys, int64_t count, int64_t dim, float* out);
+  void (*weighted_values_bf16)(const float* probs, int64_t rows, const uint16_t* v,
+                               int64_t stride, const int32_t* keys, int64_t count, int64_t dim,
+                               float* out);
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
   void (*silu)(float* x, int64_t n);                        // x = x sigmoid(x)

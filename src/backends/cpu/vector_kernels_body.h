@@ -129,6 +129,137 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
   }
 }
 
+// Attention's keys for a decode step: the query heads that share a KV head take each key and
+// value row from memory once, and the loops over keys stay inside one call.
+constexpr int kSharedQueries = 4;  // query rows per pass over the keys
+constexpr int64_t kKeysAhead = 4;   // listed rows prefetched ahead: they lie scattered in the cache
+
+template <typename KV>
+void prefetch_row(const KV* row, int64_t dim) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  for (int64_t at = 0; at < dim * static_cast<int64_t>(sizeof(KV)); at += 64)
+    _mm_prefetch(bytes + at, _MM_HINT_T0);
+}
+
+// scores[r * count + i] for R query rows and the keys two at a time: 2R accumulator chains hide
+// the FMAs' latency.
+template <int R, typename KV>
+void key_scores_rows(const float* q, const KV* k, int64_t stride, const int32_t* keys,
+                     int64_t count, int64_t dim, float scale, float* scores, int64_t row_stride) {
+  using simd::Vec;
+  for (int64_t i = 0; i < count; i += 2) {
+    const int pair = i + 1 < count ? 2 : 1;
+    const KV* rows[2] = {k + keys[i] * stride, k + keys[i + pair - 1] * stride};
+    for (int64_t a = i + kKeysAhead; a < std::min(count, i + kKeysAhead + 2); ++a)
+      prefetch_row(k + keys[a] * stride, dim);
+    Vec acc[2][R];
+    for (int j = 0; j < 2; ++j)
+      for (int r = 0; r < R; ++r) acc[j][r] = simd::zero();
+    int64_t d = 0;
+    for (; d + simd::kWidth <= dim; d += simd::kWidth) {
+      const Vec kv[2] = {simd::load(rows[0] + d), simd::load(rows[1] + d)};
+      for (int r = 0; r < R; ++r) {
+        const Vec qv = simd::load(q + r * dim + d);
+        for (int j = 0; j < 2; ++j) acc[j][r] = simd::fma(qv, kv[j], acc[j][r]);
+      }
+    }
+    for (int j = 0; j < pair; ++j) {
+      for (int r = 0; r < R; ++r) {
+        float total = simd::sum(acc[j][r]);
+        for (int64_t e = d; e < dim; ++e) total += q[r * dim + e] * simd::widen(rows[j][e]);
+        scores[r * row_stride + i + j] = total * scale;
+      }
+    }
+  }
+}
+
+template <typename KV>
+void key_scores(const float* q, int64_t rows, const KV* k, int64_t stride, const int32_t* keys,
+                int64_t count, int64_t dim, float scale, float* scores) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kSharedQueries) {
+    const float* qs = q + r0 * dim;
+    float* out = scores + r0 * count;
+    switch (std::min<int64_t>(kSharedQueries, rows - r0)) {
+      case 1:
+        key_scores_rows<1>(qs, k, stride, keys, count, dim, scale, out, count);
+        break;
+      case 2:
+        key_scores_rows<2>(qs, k, stride, keys, count, dim, scale, out, count);
+        break;
+      case 3:
+        key_scores_rows<3>(qs, k, stride, keys, count, dim, scale, out, count);
+        break;
+      default:
+        key_scores_rows<4>(qs, k, stride, keys, count, dim, scale, out, count);
+        break;
+    }
+  }
+}
+
+// out[r, d0 .. d0 + V vectors) for R rows over every key: R x V accumulator chains.
+template <int R, int V, typename KV>
+void weighted_values_block(const float* probs, int64_t count, const KV* v, int64_t stride,
+                           const int32_t* keys, int64_t dim, int64_t d0, float* out) {
+  using simd::Vec;
+  Vec acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < V; ++t) acc[r][t] = simd::zero();
+  for (int64_t i = 0; i < count; ++i) {
+    const KV* row = v + keys[i] * stride + d0;
+    if (i + kKeysAhead < count) prefetch_row(v + keys[i + kKeysAhead] * stride + d0, V * simd::kWidth);
+    Vec vv[V];
+    for (int t = 0; t < V; ++t) vv[t] = simd::load(row + t * simd::kWidth);
+    for (int r = 0; r < R; ++r) {
+      const Vec p = simd::broadcast(probs[r * count + i]);
+      for (int t = 0; t < V; ++t) acc[r][t] = simd::fma(p, vv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < V; ++t) simd::store(out + r * dim + d0 + t * simd::kWidth, acc[r][t]);
+}
+
+template <int R, typename KV>
+void weighted_values_rows(const float* probs, int64_t count, const KV* v, int64_t stride,
+                          const int32_t* keys, int64_t dim, float* out) {
+  constexpr int kVectors = 4;  // of the row at once: R x 4 chains, every key row read dim / 64 times
+  int64_t d = 0;
+  for (; d + kVectors * simd::kWidth <= dim; d += kVectors * simd::kWidth)
+    weighted_values_block<R, kVectors>(probs, count, v, stride, keys, dim, d, out);
+  for (; d + simd::kWidth <= dim; d += simd::kWidth)
+    weighted_values_block<R, 1>(probs, count, v, stride, keys, dim, d, out);
+  for (; d < dim; ++d) {
+    for (int r = 0; r < R; ++r) {
+      float total = 0.f;
+      for (int64_t i = 0; i < count; ++i)
+        total += probs[r * count + i] * simd::widen(v[keys[i] * stride + d]);
+      out[r * dim + d] = total;
+    }
+  }
+}
+
+template <typename KV>
+void weighted_values(const float* probs, int64_t rows, const KV* v, int64_t stride,
+                     const int32_t* keys, int64_t count, int64_t dim, float* out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kSharedQueries) {
+    const float* ps = probs + r0 * count;
+    float* os = out + r0 * dim;
+    switch (std::min<int64_t>(kSharedQueries, rows - r0)) {
+      case 1:
+        weighted_values_rows<1>(ps, count, v, stride, keys, dim, os);
+        break;
+      case 2:
+        weighted_values_rows<2>(ps, count, v, stride, keys, dim, os);
+        break;
+      case 3:
+        weighted_values_rows<3>(ps, count, v, stride, keys, dim, os);
+        break;
+      default:
+        weighted_values_rows<4>(ps, count, v, stride, keys, dim, os);
+        break;
+    }
+  }
+}
+
 // The maps' functions are named structs, not lambdas: a captureless lambda brings a conversion
 // to a function pointer that GCC compiles without the AVX-512 target pragma around it.
 struct ExpShifted {
@@ -173,10 +304,10 @@ const VectorKernels kernels{
     .isa = simd::kIsaName,
     .gemv_f32 = gemv<float>,
     .gemv_bf16 = gemv<uint16_t>,
-    .dot_f32 = simd::dot<float>,
-    .dot_bf16 = simd::dot<uint16_t>,
-    .axpy_f32 = simd::axpy<float>,
-    .axpy_bf16 = simd::axpy<uint16_t>,
+    .key_scores_f32 = key_scores<float>,
+    .key_scores_bf16 = key_scores<uint16_t>,
+    .weighted_values_f32 = weighted_values<float>,
+    .weighted_values_bf16 = weighted_values<uint16_t>,
     .exp_shifted = exp_shifted,
     .silu = silu,
     .round_bf16 = round_bf16,
