@@ -183,7 +183,7 @@ uint16_t nearest_bf16(float v) {
   std::memcpy(&bits, &v, 4);
   const auto below = static_cast<uint16_t>(bits >> 16);  // toward zero
   if (std::isinf(v)) return below;
-  const auto above = static_cast<uint16_t>(below + 1);   // away from zero (may be infinity)
+  const auto above = static_cast<uint16_t>(below + 1);  // away from zero (may be infinity)
   const double to_below = std::abs(static_cast<double>(v) - bf16_bits_to_f32(below));
   // IEEE rounds as if the exponent went on: past the largest bf16, infinity stands at 2^128.
   const double above_value =
@@ -196,9 +196,9 @@ uint16_t nearest_bf16(float v) {
 TEST_P(VectorKernelsTest, RoundsToTheNearestBf16) {
   const VectorKernels& kernels = *GetParam();
   const uint32_t specials[] = {
-      0x00000000, 0x80000000, 0x3f808000, 0x3f818000, 0xbf808000,  // zeros and ties
-      0x3f80ffff, 0x3f807fff, 0x7f7fffff, 0xff7fffff,              // near and at overflow
-      0x00000001, 0x007fffff, 0x80008000,                          // subnormals
+      0x00000000, 0x80000000, 0x3f808000, 0x3f818000, 0xbf808000,   // zeros and ties
+      0x3f80ffff, 0x3f807fff, 0x7f7fffff, 0xff7fffff,               // near and at overflow
+      0x00000001, 0x007fffff, 0x80008000,                           // subnormals
       0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffa01234};  // infinities and NaNs
   for (const int64_t n : {1, 7, 16, 17, 40, 100}) {
     auto x = random_values(static_cast<size_t>(n), 8, -1e4f, 1e4f);

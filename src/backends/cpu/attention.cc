@@ -76,7 +76,8 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           }
           weighted_values(scores.data(), group, v + kv_at, row, keys.data(), count, head_dim, o);
           for (int64_t g = 0; g < group; ++g) {
-            for (int64_t d = 0; d < head_dim; ++d) o[g * head_dim + d] *= inv[static_cast<size_t>(g)];
+            for (int64_t d = 0; d < head_dim; ++d)
+              o[g * head_dim + d] *= inv[static_cast<size_t>(g)];
           }
         }
       }

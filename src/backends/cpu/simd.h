@@ -42,8 +42,8 @@ inline void store_bf16(uint16_t* p, Vec v) {
   const __m512i high = _mm512_srli_epi32(bits, 16);
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(
       _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  const __m512i even = _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                        _mm512_and_si512(high, _mm512_set1_epi32(1)));
+  const __m512i even =
+      _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(high, _mm512_set1_epi32(1)));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, even), 16);
   const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
@@ -66,10 +66,10 @@ inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline void store_bf16(uint16_t* p, Vec v) {
   const __m256i bits = _mm256_castps_si256(v);
   const __m256i high = _mm256_srli_epi32(bits, 16);
-  const __m256i nan = _mm256_cmpgt_epi32(
-      _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  const __m256i even = _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
-                                        _mm256_and_si256(high, _mm256_set1_epi32(1)));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i even =
+      _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(high, _mm256_set1_epi32(1)));
   const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, even), 16);
   const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
   // packus works within 128-bit lanes: the permute brings both lanes' four halves together.

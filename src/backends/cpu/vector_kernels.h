@@ -26,14 +26,13 @@ struct VectorKernels {
   // out[r] = sum over i of probs[r * count + i] v[keys[i]]
   void (*weighted_values_f32)(const float* probs, int64_t rows, const float* v, int64_t stride,
                               const int32_t* keys, int64_t count, int64_t dim, float* out);
-  void (*weighted_values_bf16)(const float* probs, int64_t rows, const uint16_t* v,
-                               int64_t stride, const int32_t* keys, int64_t count, int64_t dim,
-                               float* out);
+  void (*weighted_values_bf16)(const float* probs, int64_t rows, const uint16_t* v, int64_t stride,
+                               const int32_t* keys, int64_t count, int64_t dim, float* out);
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
-  void (*silu)(float* x, int64_t n);                        // x = x sigmoid(x)
+  void (*silu)(float* x, int64_t n);                             // x = x sigmoid(x)
   void (*round_bf16)(const float* x, uint16_t* out, int64_t n);  // f32_to_bf16_bits of each
-  void (*silu_grad)(float* x, const float* dy, int64_t n);  // x = dy d(x sigmoid(x))/dx
+  void (*silu_grad)(float* x, const float* dy, int64_t n);       // x = dy d(x sigmoid(x))/dx
 };
 
 // The fastest set this CPU runs.

@@ -132,7 +132,7 @@ void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* ou
 // Attention's keys for a decode step: the query heads that share a KV head take each key and
 // value row from memory once, and the loops over keys stay inside one call.
 constexpr int kSharedQueries = 4;  // query rows per pass over the keys
-constexpr int64_t kKeysAhead = 4;   // listed rows prefetched ahead: they lie scattered in the cache
+constexpr int64_t kKeysAhead = 4;  // listed rows prefetched ahead: they lie scattered in the cache
 
 template <typename KV>
 void prefetch_row(const KV* row, int64_t dim) {
@@ -206,7 +206,8 @@ void weighted_values_block(const float* probs, int64_t count, const KV* v, int64
     for (int t = 0; t < V; ++t) acc[r][t] = simd::zero();
   for (int64_t i = 0; i < count; ++i) {
     const KV* row = v + keys[i] * stride + d0;
-    if (i + kKeysAhead < count) prefetch_row(v + keys[i + kKeysAhead] * stride + d0, V * simd::kWidth);
+    if (i + kKeysAhead < count)
+      prefetch_row(v + keys[i + kKeysAhead] * stride + d0, V * simd::kWidth);
     Vec vv[V];
     for (int t = 0; t < V; ++t) vv[t] = simd::load(row + t * simd::kWidth);
     for (int r = 0; r < R; ++r) {
@@ -221,7 +222,8 @@ void weighted_values_block(const float* probs, int64_t count, const KV* v, int64
 template <int R, typename KV>
 void weighted_values_rows(const float* probs, int64_t count, const KV* v, int64_t stride,
                           const int32_t* keys, int64_t dim, float* out) {
-  constexpr int kVectors = 4;  // of the row at once: R x 4 chains, every key row read dim / 64 times
+  // Vectors of the row at once: R x 4 accumulator chains.
+  constexpr int kVectors = 4;
   int64_t d = 0;
   for (; d + kVectors * simd::kWidth <= dim; d += kVectors * simd::kWidth)
     weighted_values_block<R, kVectors>(probs, count, v, stride, keys, dim, d, out);
