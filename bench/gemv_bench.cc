@@ -3,7 +3,9 @@
 // bandwidth measured in the same run, for each build of the kernels this CPU runs (AVX2+FMA
 // everywhere, AVX-512 where present: what an AVX2-only machine's decode takes, measured here
 // too, and AVX512_BF16's dot products where present) and for the path tfm chooses, with ROWS
-// rows of x (1: decode of one sequence; up to 8: a serving batch). Prints JSON.
+// rows of x (1: decode of one sequence; up to 64: a serving batch or a prefill chunk). Many rows
+// are bound by arithmetic, not bandwidth: the multiply-add peak measured in the same run is
+// printed beside each path's GFLOP/s. Prints JSON.
 //   gemv_bench [REPEATS] [ROWS]
 #include <algorithm>
 #include <chrono>
@@ -13,8 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
+#include "compute_peak.h"
 #include "read_bandwidth.h"
 #include "tfm/tensor.h"
 
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
   std::vector<const uint16_t*> w;
   std::vector<Matrix> shapes;
   size_t bytes = 0;
+  double flops_per_row = 0;
   for (int l = 0; l < 28; ++l) shapes.insert(shapes.end(), std::begin(layer), std::end(layer));
   shapes.push_back(head);
   for (const Matrix& m : shapes) {
@@ -56,6 +61,7 @@ int main(int argc, char** argv) {
     std::fill(values, values + m.n * m.k, uint16_t{0x3c00});  // bf16 0.0078125
     w.push_back(values);
     bytes += weights.back().nbytes();
+    flops_per_row += 2.0 * static_cast<double>(m.n * m.k);
   }
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
   const int64_t rows = argc > 2 ? std::atoi(argv[2]) : 1;
@@ -64,11 +70,16 @@ int main(int argc, char** argv) {
 
   const double bandwidth = tfm::bench::read_bandwidth_gbs();
   nlohmann::json out{{"weight_bytes", bytes}, {"bandwidth_gbs", bandwidth}, {"rows", rows}};
+  out["peak_gflops"]["f32 FMA, 256-bit"] = tfm::bench::f32_fma_peak_gflops();
+  if (tfm::cpu::cpu_isa().avx512_bf16) {
+    out["peak_gflops"]["bf16 dot products, AVX512_BF16"] = tfm::bench::bf16_dot_peak_gflops();
+  }
   const auto report = [&](double seconds) {
     const double gbs = static_cast<double>(bytes) / seconds / 1e9;
     return nlohmann::json{{"best_s", seconds},
                           {"gb_per_s", gbs},
                           {"fraction_of_bandwidth", gbs / bandwidth},
+                          {"gflops", flops_per_row * static_cast<double>(rows) / seconds / 1e9},
                           {"tokens_per_s", 1.0 / seconds}};
   };
   for (const tfm::cpu::VectorKernels* set : tfm::cpu::runnable_vector_kernels()) {
