@@ -1,0 +1,78 @@
+// The host's arithmetic peak, which bounds CPU prefill and the products of many rows the way the
+// read bandwidth bounds decode: independent multiply-adds on registers, every thread, nothing
+// read from memory. Shared by the benchmarks that compare a product's rate with it.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "backends/cpu/simd_intrinsics.h"
+
+namespace tfm::bench {
+
+namespace detail {
+
+// 12 independent chains: enough to cover the latency of an FMA on every x86 core we run on.
+constexpr int kChains = 12;
+constexpr long kSteps = 20'000'000;
+
+template <typename Step>
+double peak_gflops(double flops_per_step, Step step) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    float sink = 0;
+    int threads = 1;
+#pragma omp parallel reduction(+ : sink)
+    {
+      sink += step();
+#pragma omp single nowait
+      threads = omp_get_num_threads();
+    }
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    __asm__ volatile("" : : "m"(sink));  // the chains' results used, so that they are computed
+    best = std::max(best, flops_per_step * kSteps * threads / s.count() / 1e9);
+  }
+  return best;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_chains() {
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
+  for (long i = 0; i < kSteps / kChains; ++i) {
+#pragma GCC unroll 12
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  }
+  float total = 0;
+  for (auto& a : acc) total += _mm512_reduce_add_ps(a);
+  return total;
+}
+
+inline float f32_fma_chains() {
+  __m256 acc[kChains];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const __m256 x = _mm256_set1_ps(1.f), y = _mm256_set1_ps(1e-9f);
+  for (long i = 0; i < kSteps / kChains; ++i) {
+#pragma GCC unroll 12
+    for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
+  }
+  __m256 total = acc[0];
+  for (int c = 1; c < kChains; ++c) total = _mm256_add_ps(total, acc[c]);
+  return _mm256_cvtss_f32(total);
+}
+
+}  // namespace detail
+
+// vdpbf16ps on 512-bit registers: 32 bf16 products and 32 adds each. Only where the CPU has
+// AVX512_BF16 (cpu_isa()).
+inline double bf16_dot_peak_gflops() {
+  return detail::peak_gflops(64.0, detail::bf16_dot_chains);
+}
+
+// 256-bit f32 FMAs (the AVX2 baseline): 8 products and 8 adds each.
+inline double f32_fma_peak_gflops() { return detail::peak_gflops(16.0, detail::f32_fma_chains); }
+
+}  // namespace tfm::bench
