@@ -14,6 +14,24 @@
 namespace tfm::cpu {
 namespace {
 
+// A query's scores turned in place into unnormalized weights, exp(score - max); returns 1 / their
+// sum, or 0 (all weights 0) where every score is -inf. std::exp, as before: with exp_shifted's
+// polynomial instead, a training run split over processes left the one process's losses by more
+// than 1e-5 (distributed tests).
+float exponentiate_scores(float* p, int64_t count) {
+  const float max_score = *std::max_element(p, p + count);
+  if (max_score == -INFINITY) {
+    std::fill_n(p, count, 0.f);
+    return 0.f;
+  }
+  float denom = 0.f;
+  for (int64_t i = 0; i < count; ++i) {
+    p[i] = std::exp(p[i] - max_score);
+    denom += p[i];
+  }
+  return 1.f / denom;
+}
+
 template <typename KV>
 void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
             int64_t batch, int64_t seq, int64_t cache_len, int64_t q_heads, int64_t kv_heads,
@@ -62,21 +80,7 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
           key_scores(q + first_row * head_dim, group, k + kv_at, row, keys.data(), count, head_dim,
                      scale, scores.data());
           for (int64_t g = 0; g < group; ++g) {
-            float* p = scores.data() + g * count;
-            const float max_score = *std::max_element(p, p + count);
-            if (max_score == -INFINITY) {  // every score -inf: no weight anywhere, as before
-              std::fill_n(p, count, 0.f);
-              inv[static_cast<size_t>(g)] = 0.f;
-              continue;
-            }
-            // std::exp, as before: with exp_shifted's polynomial instead, a training run split over
-            // processes left the one process's losses by more than 1e-5 (distributed tests).
-            float denom = 0.f;
-            for (int64_t i = 0; i < count; ++i) {
-              p[i] = std::exp(p[i] - max_score);
-              denom += p[i];
-            }
-            inv[static_cast<size_t>(g)] = 1.f / denom;
+            inv[static_cast<size_t>(g)] = exponentiate_scores(scores.data() + g * count, count);
           }
           weighted_values(scores.data(), group, v + kv_at, row, keys.data(), count, head_dim, o);
           for (int64_t g = 0; g < group; ++g) {
