@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/cpu/amx_tiles.h"
 #include "backends/cpu/simd_intrinsics.h"
 
 namespace tfm::bench {
@@ -19,7 +20,7 @@ constexpr int kChains = 12;
 constexpr long kSteps = 20'000'000;
 
 template <typename Step>
-double peak_gflops(double flops_per_step, Step step) {
+double peak_gflops(double flops_per_step, Step step, long steps = kSteps) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto start = std::chrono::steady_clock::now();
@@ -33,7 +34,7 @@ double peak_gflops(double flops_per_step, Step step) {
     }
     const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
     __asm__ volatile("" : : "m"(sink));  // the chains' results used, so that they are computed
-    best = std::max(best, flops_per_step * kSteps * threads / s.count() / 1e9);
+    best = std::max(best, flops_per_step * steps * threads / s.count() / 1e9);
   }
   return best;
 }
@@ -49,6 +50,32 @@ __attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_chains() {
   float total = 0;
   for (auto& a : acc) total += _mm512_reduce_add_ps(a);
   return total;
+}
+
+constexpr long kTileSteps = 100'000;
+
+// 4 independent product tiles, each 16 x 16 f32 += 16 x 32 bf16 times 32 x 16.
+__attribute__((target("amx-tile,amx-bf16"))) inline float amx_bf16_chains() {
+  tfm::cpu::configure_tiles();
+  alignas(64) static const uint16_t kOperand[16 * 32] = {};
+  _tile_loadd(4, kOperand, 64);
+  _tile_loadd(5, kOperand, 64);
+  _tile_loadd(6, kOperand, 64);
+  _tile_loadd(7, kOperand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (long i = 0; i < kTileSteps / 4; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float c[16 * 16];
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
 }
 
 inline float f32_fma_chains() {
@@ -70,6 +97,12 @@ inline float f32_fma_chains() {
 // AVX512_BF16 (cpu_isa()).
 inline double bf16_dot_peak_gflops() {
   return detail::peak_gflops(64.0, detail::bf16_dot_chains);
+}
+
+// AMX's TDPBF16PS: 16 x 16 x 32 bf16 products and as many adds each. Only where the CPU has
+// AMX-BF16 (cpu_isa()).
+inline double amx_bf16_peak_gflops() {
+  return detail::peak_gflops(2.0 * 16 * 16 * 32, detail::amx_bf16_chains, detail::kTileSteps);
 }
 
 // 256-bit f32 FMAs (the AVX2 baseline): 8 products and 8 adds each.

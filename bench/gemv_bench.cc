@@ -2,7 +2,7 @@
 // gate, up, down, then lm_head) with bf16 weights: how close the GEMV streams to the read
 // bandwidth measured in the same run, for each build of the kernels this CPU runs (AVX2+FMA
 // everywhere, AVX-512 where present: what an AVX2-only machine's decode takes, measured here
-// too, and AVX512_BF16's dot products where present) and for the path tfm chooses, with ROWS
+// too, AVX512_BF16's dot products and AMX's tiles where present, and oneDNN's bf16 matmul) and for the path tfm chooses, with ROWS
 // rows of x (1: decode of one sequence; up to 64: a serving batch or a prefill chunk). Many rows
 // are bound by arithmetic, not bandwidth: the multiply-add peak measured in the same run is
 // printed beside each path's GFLOP/s. Prints JSON.
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
@@ -74,6 +75,9 @@ int main(int argc, char** argv) {
   if (tfm::cpu::cpu_isa().avx512_bf16) {
     out["peak_gflops"]["bf16 dot products, AVX512_BF16"] = tfm::bench::bf16_dot_peak_gflops();
   }
+  if (tfm::cpu::cpu_isa().amx_bf16) {
+    out["peak_gflops"]["bf16 tiles, AMX"] = tfm::bench::amx_bf16_peak_gflops();
+  }
   const auto report = [&](double seconds) {
     const double gbs = static_cast<double>(bytes) / seconds / 1e9;
     return nlohmann::json{{"best_s", seconds},
@@ -91,6 +95,22 @@ int main(int argc, char** argv) {
     out["by_isa"]["AVX512_BF16 dot products"] = report(best_pass(shapes, repeats, [&](size_t i) {
       dot(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
     }));
+  }
+  if (const tfm::cpu::TileProducts* tiles = tfm::cpu::tile_products()) {
+    out["by_isa"]["AMX tiles"] = report(best_pass(shapes, repeats, [&](size_t i) {
+      tiles->of_f32(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
+    }));
+  }
+  if (tfm::cpu::cpu_isa().bf16_products) {
+    // x rounded to bf16 once, outside the timed passes: oneDNN's own time.
+    std::vector<uint16_t> xr(x.size());
+    tfm::cpu::round_to_bf16(x.data(), static_cast<int64_t>(x.size()), xr.data());
+    out["by_isa"]["oneDNN bf16 matmul (" + tfm::cpu::cpu_isa().onednn + ")"] =
+        report(best_pass(shapes, repeats, [&](size_t i) {
+          const int64_t k = shapes[i].k;
+          tfm::cpu::bf16_gemm(rows, shapes[i].n, k, {xr.data(), k, 1}, {w[i], 1, k}, y.data(),
+                              shapes[i].n, false, "gemv_bench");
+        }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {
     tfm::cpu::linear(x.data(), w[i], tfm::DType::bf16, nullptr, rows, shapes[i].n, shapes[i].k,

@@ -95,6 +95,34 @@ TEST(VectorKernels, GemvOnBf16DotProductsReadsXRoundedToBf16) {
   }
 }
 
+// AMX tiles: whole and partial tiles of x (16 rows), of weights (blocks of 32 rows) and of k (32
+// values, odd k included; k beyond one chunk of 8 tiles), x given in f32 and in bf16.
+TEST(VectorKernels, TileProductsReadXRoundedToBf16) {
+  const TileProducts* tiles = tile_products();
+  if (tiles == nullptr) GTEST_SKIP() << "no AMX-BF16 here";
+  for (const int64_t m : {1, 5, 16, 17, 33, 48}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37},
+                               {29, 130},
+                               {64, 64},
+                               {70, 96},
+                               {3, 5},
+                               {33, 33},
+                               {40, 300}}) {
+      const auto x = random_values(static_cast<size_t>(m * k), 7 + m);
+      const auto w = bf16_bits(random_values(static_cast<size_t>(n * k), 8 + n));
+      const auto want = gemv_reference(widened(bf16_bits(x)), w, m, n, k);
+      const std::string what =
+          "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      std::vector<float> out(static_cast<size_t>(m * n), NAN);
+      tiles->of_f32(x.data(), w.data(), m, n, k, out.data());
+      expect_close(out, want, 1e-5f, what + " f32 x");
+      std::fill(out.begin(), out.end(), NAN);
+      tiles->of_bf16(bf16_bits(x).data(), w.data(), m, n, k, out.data());
+      expect_close(out, want, 1e-5f, what + " bf16 x");
+    }
+  }
+}
+
 // Scores and weighted sums over listed key rows for a group of query rows, against double sums.
 // The rows sit `stride` apart in a cache with other heads between them, and the list skips rows.
 template <typename KV>

@@ -2,6 +2,8 @@
 
 #include <cpuid.h>
 #include <dnnl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,6 +34,13 @@ uint64_t saved_state() {
   return (uint64_t{hi} << 32) | lo;
 }
 
+// Linux hands a process AMX's tile data only when it asks (arch_prctl ARCH_REQ_XCOMP_PERM): a
+// kernel that does not grant it leaves the tiles unusable whatever cpuid says.
+bool tile_data_granted() {
+  constexpr int kRequestPermission = 0x1023, kTileData = 18;
+  return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+}
+
 std::string onednn_isa_name(dnnl_cpu_isa_t isa) {
   switch (isa) {
     case dnnl_cpu_isa_avx512_core_amx:
@@ -60,12 +69,13 @@ CpuIsa read_isa() {
   isa.avx2_fma = ymm && bit(extended.ebx, 5) && bit(basic.ecx, 12);
   isa.avx512 = zmm && bit(extended.ebx, 16) && bit(extended.ebx, 30) && bit(extended.ebx, 31);
   isa.avx512_bf16 = isa.avx512 && bit(extended1.eax, 5);
-  isa.amx_bf16 = tiles && bit(extended.edx, 22) && bit(extended.edx, 24);
+  isa.amx_bf16 = isa.avx512 && tiles && bit(extended.edx, 22) && bit(extended.edx, 24) &&
+                 tile_data_granted();
   const dnnl_cpu_isa_t onednn = dnnl_get_effective_cpu_isa();
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 8 : 64;
+  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 32 : 64;
   return isa;
 }
 
@@ -96,8 +106,10 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
                          : "weights widened to f32 for oneDNN's sgemm"},
       {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
       {"products of bf16 weights, 5 to " + few + " rows",
-       isa.dot_product_rows > 0 ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
-                                : "tfm's kernels, weights widened to f32 in registers"},
+       isa.amx_bf16 ? "tfm's kernels, AMX tiles (f32 accumulation)"
+       : isa.dot_product_rows > 0
+           ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
+           : "tfm's kernels, weights widened to f32 in registers"},
       {"products of up to 8 rows, attention, softmax, SiLU",
        std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
            " (chosen at run time)"}};

@@ -56,6 +56,17 @@ bool dot_product_kernel(int64_t m, BigProducts path) {
   return path == BigProducts::kBf16 && m > kExactGemvRows && m <= cpu_isa().dot_product_rows;
 }
 
+// tfm's own kernel for products of 5 to cpu_isa().dot_product_rows rows: AMX tiles where the CPU
+// has them, else AVX512_BF16's dot products.
+void own_bf16_products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                       float* out) {
+  if (const TileProducts* tiles = tile_products()) {
+    tiles->of_f32(x, w, m, n, k, out);
+  } else {
+    gemv_bf16_dot_products()(x, w, m, n, k, out);
+  }
+}
+
 }  // namespace
 
 bool bf16_rows_path(int64_t m) {
@@ -64,7 +75,12 @@ bool bf16_rows_path(int64_t m) {
 
 void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t m, int64_t n,
                       int64_t k, float* out) {
-  gemm_bf16_products(x, w, m, n, k, out);
+  const TileProducts* tiles = tile_products();
+  if (tiles != nullptr && m <= cpu_isa().dot_product_rows) {
+    tiles->of_bf16(x, w, m, n, k, out);
+  } else {
+    gemm_bf16_products(x, w, m, n, k, out);
+  }
   if (bias != nullptr) add_bias(bias, m, n, out);
 }
 
@@ -76,7 +92,7 @@ bool reads_rounded_activations(int64_t m, BigProducts path) {
 void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                          float* out, BigProducts path) {
   if (dot_product_kernel(m, path)) {
-    gemv_bf16_dot_products()(x, w, m, n, k, out);
+    own_bf16_products(x, w, m, n, k, out);
   } else if (m <= kGemvRows) {
     vector_kernels().gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {

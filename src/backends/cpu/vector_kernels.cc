@@ -12,6 +12,10 @@ extern const VectorKernels kernels;
 namespace avx512_bf16 {
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 }
+namespace amx {
+void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
+void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
+}
 
 std::vector<const VectorKernels*> runnable_vector_kernels() {
   std::vector<const VectorKernels*> sets{&avx2::kernels};
@@ -21,6 +25,11 @@ std::vector<const VectorKernels*> runnable_vector_kernels() {
 
 GemvBf16 gemv_bf16_dot_products() {
   return cpu_isa().avx512 && cpu_isa().avx512_bf16 ? avx512_bf16::gemv_bf16 : nullptr;
+}
+
+const TileProducts* tile_products() {
+  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16};
+  return cpu_isa().amx_bf16 ? &tiles : nullptr;
 }
 
 const VectorKernels& vector_kernels() {

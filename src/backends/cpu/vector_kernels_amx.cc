@@ -1,0 +1,255 @@
+// Products of bf16 weights with rows of x on AMX tiles (TDPBF16PS: a 16 x 32 bf16 tile times a
+// 32 x 16 one, summed into a 16 x 16 f32 tile), x rounded to bf16 as torch's bf16 activations are.
+// The weights are read where they lie: a tile of 16 weight rows and 32 columns is 16 strided rows of
+// 64 bytes, so the weights are the tiles' left operand and x, packed once per product in the pairs
+// layout the right operand takes, the right one. Each product tile is then out's transpose: it is
+// turned in registers on its way out. oneDNN's matmul instead copies all the weights into its own
+// layout on every call; here only batches of more than 32 rows copy a chunk of a block's weights,
+// read again for each pair of row tiles (block_all_rows). Under a target pragma, run only where cpu_isa() finds AMX-BF16 and the OS
+// has granted the tile state.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/amx_tiles.h"
+#include "backends/cpu/simd_intrinsics.h"
+#include "backends/cpu/vector_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
+
+namespace tfm::cpu::amx {
+namespace {
+
+constexpr int64_t kTile = 16;        // rows of a tile; f32 columns of a product tile
+constexpr int64_t kDepth = 32;       // bf16 values of k in one tile row (64 bytes)
+constexpr int64_t kTileValues = kTile * kDepth;
+constexpr int64_t kBlockRows = 2 * kTile;  // weight rows per block: two left tiles
+constexpr int64_t kChunk = 8;  // depth tiles of a block's weights in L1 at a time (16 KB)
+
+// Tiles (amx_tiles.h) 0-3 hold products, 4-5 weights, 6-7 x.
+
+// The 16 x 16 matrix of 32-bit values in r transposed in place: r[j] becomes column j.
+void transpose(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4 i + c], in each 128-bit block b: column 4 b + c of rows 4 i to 4 i + 3.
+  __m512 u[16];
+  for (int i = 0; i < 4; ++i) {
+    const auto pd = [&](int j) { return _mm512_castps_pd(t[4 * i + j]); };
+    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(0), pd(2)));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(0), pd(2)));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(1), pd(3)));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(1), pd(3)));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 low_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+    const __m512 high_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 low_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512 high_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_f32x4(low_a, low_b, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(low_a, low_b, 0xDD);
+    r[8 + c] = _mm512_shuffle_f32x4(high_a, high_b, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(high_a, high_b, 0xDD);
+  }
+}
+
+// x [m, k] bf16 into right-hand tiles: tile (mb, kb) at packed + (mb * depth_tiles + kb) * 512,
+// its row p holding, for each of 16 rows of x, the pair x[mb * 16 + j, kb * 32 + 2 p + (0, 1)].
+// Rows past m and values past k are zero. As 32-bit values, a full tile is a 16 x 16 transpose.
+void pack_x(const uint16_t* x, int64_t m, int64_t k, int64_t row_tiles, int64_t depth_tiles,
+            uint16_t* packed) {
+#pragma omp for schedule(static)
+  for (int64_t t = 0; t < row_tiles * depth_tiles; ++t) {
+    const int64_t mb = t / depth_tiles, kb = t % depth_tiles;
+    const int64_t rows = std::min(kTile, m - mb * kTile), depth = std::min(kDepth, k - kb * kDepth);
+    const uint16_t* from = x + mb * kTile * k + kb * kDepth;
+    uint16_t* to = packed + t * kTileValues;
+    if (rows == kTile && depth == kDepth) {
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_castsi512_ps(_mm512_loadu_si512(from + j * k));
+      transpose(r);
+      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(to + p * 32, _mm512_castps_si512(r[p]));
+      continue;
+    }
+    std::fill(to, to + kTileValues, uint16_t{0});
+    for (int64_t j = 0; j < rows; ++j) {
+      for (int64_t d = 0; d < depth; ++d) to[(d / 2) * 32 + j * 2 + d % 2] = from[j * k + d];
+    }
+  }
+}
+
+// The 16 x 16 product tile c (row i: weight row i; column j: row j of x) into out[j, i], for
+// the first `rows` rows of x and `cols` weight rows.
+void store_transposed(const float* c, int64_t rows, int64_t cols, float* out, int64_t n) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(c + i * kTile);
+  transpose(r);
+  const __mmask16 mask = cols >= kTile ? 0xffff : static_cast<__mmask16>((1u << cols) - 1);
+  for (int64_t j = 0; j < rows; ++j) _mm512_mask_storeu_ps(out + j * n, mask, r[j]);
+}
+
+// Depth tiles of one block of 32 weight rows: tile i of the first `whole` at w + i * step, its
+// rows `stride` bytes apart; a last one, if any, at `tail` (32 rows of 64 bytes, zero past k).
+// Products go to out[., 0 : cols].
+struct WeightTiles {
+  const uint16_t* w;
+  int64_t step, stride, whole;
+  const uint16_t* tail;
+  int64_t cols;
+};
+
+// `count` depth tiles of a weight block against one row tile of x (x0) or two (x0, x1; x tiles
+// of one row tile lie one after another), added to the product tiles at `sums` (zero when
+// `first`).
+template <bool kTwoRowTiles>
+void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uint16_t* x1,
+              bool first, float* sums) {
+  constexpr int64_t kProducts = kTile * kTile;
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(2);
+    if constexpr (kTwoRowTiles) {
+      _tile_zero(1);
+      _tile_zero(3);
+    }
+  } else {
+    _tile_loadd(0, sums, 64);
+    _tile_loadd(2, sums + 2 * kProducts, 64);
+    if constexpr (kTwoRowTiles) {
+      _tile_loadd(1, sums + kProducts, 64);
+      _tile_loadd(3, sums + 3 * kProducts, 64);
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    if (i < b.whole) {
+      const uint16_t* a = b.w + i * b.step;
+      _tile_loadd(4, a, b.stride);
+      _tile_loadd(5, reinterpret_cast<const char*>(a) + kTile * b.stride, b.stride);
+    } else {
+      _tile_loadd(4, b.tail, 64);
+      _tile_loadd(5, b.tail + kTileValues, 64);
+    }
+    _tile_loadd(6, x0 + i * kTileValues, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(2, 5, 6);
+    if constexpr (kTwoRowTiles) {
+      _tile_loadd(7, x1 + i * kTileValues, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, sums, 64);
+  _tile_stored(2, sums + 2 * kProducts, 64);
+  if constexpr (kTwoRowTiles) {
+    _tile_stored(1, sums + kProducts, 64);
+    _tile_stored(3, sums + 3 * kProducts, 64);
+  }
+}
+
+// The whole depth tiles of a chunk of b, copied one tile after another into `to`: rows read a
+// power-of-two stride apart map to few L1 sets, and a chunk read again for each pair of row tiles
+// would not stay in L1 where it lies.
+WeightTiles copy_chunk(const WeightTiles& b, int64_t count, uint16_t* to) {
+  const int64_t whole = std::min(count, b.whole);
+  for (int64_t i = 0; i < whole; ++i) {
+    for (int64_t r = 0; r < kBlockRows; ++r) {
+      const auto* row = reinterpret_cast<const char*>(b.w + i * b.step) + r * b.stride;
+      _mm512_store_si512(to + (i * kBlockRows + r) * kDepth, _mm512_loadu_si512(row));
+    }
+  }
+  return {to, kBlockRows * kDepth, 64, whole, b.tail, b.cols};
+}
+
+// One weight block against every row of x, a chunk of depth tiles at a time: with more than two
+// row tiles, the chunk is copied once and read from L1 for each pair of them.
+void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int64_t depth_tiles,
+                    float* out, int64_t n) {
+  constexpr int64_t kProducts = kTile * kTile;
+  const int64_t row_tiles = (m + kTile - 1) / kTile;
+  thread_local std::vector<float> sums_of_rows;
+  sums_of_rows.resize(static_cast<size_t>(((row_tiles + 1) / 2) * 4 * kProducts));
+  alignas(64) uint16_t chunk_copy[kChunk * kBlockRows * kDepth];
+  for (int64_t kb0 = 0; kb0 < depth_tiles; kb0 += kChunk) {
+    const int64_t count = std::min(kChunk, depth_tiles - kb0);
+    WeightTiles chunk{b.w + kb0 * b.step, b.step, b.stride, b.whole - kb0, b.tail, b.cols};
+    if (row_tiles > 2) chunk = copy_chunk(chunk, count, chunk_copy);
+    for (int64_t mb = 0; mb < row_tiles; mb += 2) {
+      const uint16_t* x0 = packed + (mb * depth_tiles + kb0) * kTileValues;
+      float* sums = sums_of_rows.data() + (mb / 2) * 4 * kProducts;
+      if (mb + 1 < row_tiles) {
+        multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums);
+      } else {
+        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums);
+      }
+    }
+  }
+  for (int64_t mb = 0; mb < row_tiles; ++mb) {
+    const int64_t rows = std::min(kTile, m - mb * kTile);
+    const float* sums = sums_of_rows.data() + (mb / 2) * 4 * kProducts + (mb % 2) * kProducts;
+    for (int64_t half = 0; half < 2; ++half) {
+      const int64_t cols = std::min(kTile, b.cols - half * kTile);
+      if (cols <= 0) continue;
+      store_transposed(sums + 2 * half * kProducts, rows, cols, out + mb * kTile * n + half * kTile,
+                       n);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
+  const int64_t row_tiles = (m + kTile - 1) / kTile, depth_tiles = (k + kDepth - 1) / kDepth;
+  const int64_t whole = k % kDepth == 0 ? depth_tiles : depth_tiles - 1;
+  const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+  thread_local std::vector<uint16_t> packed_x;
+  packed_x.resize(static_cast<size_t>(row_tiles * depth_tiles * kTileValues));
+  uint16_t* packed = packed_x.data();
+#pragma omp parallel
+  {
+    configure_tiles();
+    pack_x(x, m, k, row_tiles, depth_tiles, packed);
+    // Each thread's copies of a block's last partial depth tile, and of the weights' last block
+    // when n is not a whole number of blocks: zero where the weights end.
+    thread_local std::vector<uint16_t> tail, last_rows;
+    tail.resize(static_cast<size_t>(kBlockRows * kDepth));
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t r0 = blk * kBlockRows, cols = std::min(kBlockRows, n - r0);
+      WeightTiles b{w + r0 * k, kDepth, k * 2, whole, tail.data(), cols};
+      if (cols < kBlockRows) {
+        last_rows.assign(static_cast<size_t>(kBlockRows * depth_tiles * kDepth), 0);
+        for (int64_t r = 0; r < cols; ++r) {
+          std::memcpy(&last_rows[r * depth_tiles * kDepth], w + (r0 + r) * k, k * 2);
+        }
+        b = {last_rows.data(), kDepth, depth_tiles * kDepth * 2, depth_tiles, nullptr, cols};
+      } else if (whole < depth_tiles) {
+        std::fill(tail.begin(), tail.end(), uint16_t{0});
+        for (int64_t r = 0; r < kBlockRows; ++r) {
+          std::memcpy(&tail[r * kDepth], w + (r0 + r) * k + whole * kDepth,
+                      (k - whole * kDepth) * 2);
+        }
+      }
+      block_all_rows(b, packed, m, depth_tiles, out + r0, n);
+    }
+    _tile_release();
+  }
+}
+
+void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
+  thread_local std::vector<uint16_t> rounded;
+  rounded.resize(static_cast<size_t>(m * k));
+  const auto round = vector_kernels().round_bf16;
+  uint16_t* xr = rounded.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i) round(x + i * k, xr + i * k, k);
+  gemm_bf16(xr, w, m, n, k, out);
+}
+
+}  // namespace tfm::cpu::amx
+
+#pragma GCC pop_options
