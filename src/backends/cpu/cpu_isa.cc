@@ -110,7 +110,9 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
        : isa.dot_product_rows > 0
            ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
            : "tfm's kernels, weights widened to f32 in registers"},
-      {"products of up to 8 rows, attention, softmax, SiLU",
+      {std::string("products of up to ") +
+           (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
+           ", attention, softmax, SiLU",
        std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
            " (chosen at run time)"}};
 }
