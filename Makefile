@@ -44,11 +44,15 @@ test-asan: setup test-env
 # The CUDA kernels' emulation (tests/cuda_emulation: a block's threads are real threads) under
 # ThreadSanitizer: a kernel whose threads touch the same memory with no barrier between fails.
 # One OpenMP thread for the CPU references, which libgomp's uninstrumented threads would make
-# report races that are not there.
+# report races that are not there. Four attention shapes, each the slower twin of one that stays
+# (same kernel, same barriers, more rows), are left to the other stages: under ThreadSanitizer they
+# took six of the stage's 32 minutes.
+RACES_SKIP := *b1_seq2_len300_h4x2_d128*:*b1_seq200_len230_h2x1_d128*:*b1_seq1_len600_d128*:*b2_seq1_len1100_d128_pad500*
 test-races: setup
 	@cmake -S . -B build-races -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFM_RACES=ON -DTFM_BENCH=OFF >/dev/null
 	@cmake --build build-races -j$(JOBS) --target tfm_cuda_emulation_tests
-	cd build-races && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 ./tests/tfm_cuda_emulation_tests
+	cd build-races && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
+		./tests/tfm_cuda_emulation_tests --gtest_filter='-$(RACES_SKIP)'
 
 fuzz: setup
 	tools/fuzz.sh 60
