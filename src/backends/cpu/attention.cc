@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cpu/attention_gemm.h"
+#include "backends/cpu/attention_tiles.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
@@ -160,6 +161,12 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
            cache_len, q_heads, kv_heads, head_dim, scale, window, out);
+  } else if (seq >= kGemmMinQueries &&
+             attention_bf16_on_tiles(
+                 q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots,
+                 batch, q_heads, kv_heads,
+                 {seq, cache_len, head_dim, q_heads * head_dim, kv_heads * head_dim, scale, window},
+                 out)) {
   } else if (seq >= kGemmMinQueries) {
     // A bf16 cache's keys and values that the queries can see, widened once (exactly) for the
     // matrix products: per-key dot products of many queries cost several times more.

@@ -25,6 +25,38 @@ std::vector<QueryBlock> query_blocks(const int32_t* slots, int64_t seq, int64_t 
   return blocks;
 }
 
+// The loops below keep kLanes independent partial results so that the compiler turns them into
+// vector code: one running max or sum would chain every key's step to the one before.
+constexpr int64_t kLanes = 16;
+
+float masked_max(const float* scores, const int32_t* row_mask, int64_t begin, int64_t end) {
+  float lanes[kLanes];
+  std::fill_n(lanes, kLanes, -INFINITY);
+  for (int64_t j = begin; j < end; j += kLanes) {
+    const int64_t n = std::min(kLanes, end - j);
+    for (int64_t l = 0; l < n; ++l) {
+      const float x = scores[j + l];
+      lanes[l] = row_mask[j + l] != 0 && x > lanes[l] ? x : lanes[l];
+    }
+  }
+  return *std::max_element(lanes, lanes + kLanes);
+}
+
+float masked_sum(float* weights, const int32_t* row_mask, int64_t begin, int64_t end) {
+  float lanes[kLanes] = {};
+  for (int64_t j = begin; j < end; j += kLanes) {
+    const int64_t n = std::min(kLanes, end - j);
+    for (int64_t l = 0; l < n; ++l) {
+      const float x = row_mask[j + l] != 0 ? weights[j + l] : 0.f;
+      weights[j + l] = x;
+      lanes[l] += x;
+    }
+  }
+  float sum = 0.f;
+  for (const float x : lanes) sum += x;
+  return sum;
+}
+
 bool attention_probs(const float* q, const float* k, const int32_t* row_mask, const int32_t* slots,
                      const HeadView& v, const QueryBlock& block, float* probs) {
   const int64_t keys = block.keys;
@@ -34,20 +66,18 @@ bool attention_probs(const float* q, const float* k, const int32_t* row_mask, co
   }
   for (int64_t i = 0; i < block.rows; ++i) {
     float* row = probs + i * keys;
-    const int64_t visible_end = std::min<int64_t>(slots[block.first + i] + 1, keys);
+    const int64_t end = std::min<int64_t>(slots[block.first + i] + 1, keys);
     const int64_t begin = first_visible_key(slots[block.first + i], v.window);
-    float max_score = -INFINITY;
-    for (int64_t j = begin; j < visible_end; ++j) {
-      if (row_mask[j] != 0) max_score = std::max(max_score, row[j]);
+    std::fill(row, row + begin, 0.f);
+    std::fill(row + end, row + keys, 0.f);
+    const float max_score = masked_max(row, row_mask, begin, end);
+    if (max_score == -INFINITY) {
+      std::fill(row + begin, row + end, 0.f);
+      continue;
     }
-    vector_kernels().exp_shifted(row, row, keys, max_score, 1.f);
-    float denom = 0.f;
-    for (int64_t j = 0; j < keys; ++j) {
-      if (j < begin || j >= visible_end || row_mask[j] == 0 || max_score == -INFINITY) row[j] = 0.f;
-      denom += row[j];
-    }
-    const float inv = denom > 0.f ? 1.f / denom : 0.f;
-    for (int64_t j = 0; j < keys; ++j) row[j] *= inv;
+    vector_kernels().exp_shifted(row + begin, row + begin, end - begin, max_score, 1.f);
+    const float inv = 1.f / masked_sum(row, row_mask, begin, end);
+    for (int64_t j = begin; j < end; ++j) row[j] *= inv;
   }
   return true;
 }

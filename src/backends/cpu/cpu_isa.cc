@@ -69,8 +69,8 @@ CpuIsa read_isa() {
   isa.avx2_fma = ymm && bit(extended.ebx, 5) && bit(basic.ecx, 12);
   isa.avx512 = zmm && bit(extended.ebx, 16) && bit(extended.ebx, 30) && bit(extended.ebx, 31);
   isa.avx512_bf16 = isa.avx512 && bit(extended1.eax, 5);
-  isa.amx_bf16 = isa.avx512 && tiles && bit(extended.edx, 22) && bit(extended.edx, 24) &&
-                 tile_data_granted();
+  isa.amx_bf16 =
+      isa.avx512 && tiles && bit(extended.edx, 22) && bit(extended.edx, 24) && tile_data_granted();
   const dnnl_cpu_isa_t onednn = dnnl_get_effective_cpu_isa();
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
@@ -110,6 +110,9 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
        : isa.dot_product_rows > 0
            ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
            : "tfm's kernels, weights widened to f32 in registers"},
+      {"attention of 16 or more queries over a bf16 KV cache",
+       isa.amx_bf16 ? "tfm's kernels, AMX tiles (q and weights rounded to bf16, f32 accumulation)"
+                    : "keys and values widened to f32 for oneDNN's sgemm"},
       {std::string("products of up to ") +
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",

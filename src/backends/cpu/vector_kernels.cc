@@ -15,7 +15,9 @@ void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t 
 namespace amx {
 void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
-}
+void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
+                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
+}  // namespace amx
 
 std::vector<const VectorKernels*> runnable_vector_kernels() {
   std::vector<const VectorKernels*> sets{&avx2::kernels};
@@ -28,7 +30,7 @@ GemvBf16 gemv_bf16_dot_products() {
 }
 
 const TileProducts* tile_products() {
-  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16};
+  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16, amx::gemm_bf16_on_this_thread};
   return cpu_isa().amx_bf16 ? &tiles : nullptr;
 }
 

@@ -52,6 +52,10 @@ struct TileProducts {
   GemvBf16 of_f32;
   void (*of_bf16)(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                   float* out);
+  // out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k] (i < m, j < n), bf16 x, on the calling
+  // thread alone: for callers whose own threads each run products of their own.
+  void (*on_this_thread)(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t m,
+                         int64_t n, int64_t k, float* out, int64_t ldo);
 };
 const TileProducts* tile_products();
 

@@ -1,12 +1,12 @@
 // Products of bf16 weights with rows of x on AMX tiles (TDPBF16PS: a 16 x 32 bf16 tile times a
 // 32 x 16 one, summed into a 16 x 16 f32 tile), x rounded to bf16 as torch's bf16 activations are.
-// The weights are read where they lie: a tile of 16 weight rows and 32 columns is 16 strided rows of
-// 64 bytes, so the weights are the tiles' left operand and x, packed once per product in the pairs
-// layout the right operand takes, the right one. Each product tile is then out's transpose: it is
-// turned in registers on its way out. oneDNN's matmul instead copies all the weights into its own
-// layout on every call; here only batches of more than 32 rows copy a chunk of a block's weights,
-// read again for each pair of row tiles (block_all_rows). Under a target pragma, run only where cpu_isa() finds AMX-BF16 and the OS
-// has granted the tile state.
+// The weights are read where they lie: a tile of 16 weight rows and 32 columns is 16 strided rows
+// of 64 bytes, so the weights are the tiles' left operand and x, packed once per product in the
+// pairs layout the right operand takes, the right one. Each product tile is then out's transpose:
+// it is turned in registers on its way out. oneDNN's matmul instead copies all the weights into its
+// own layout on every call; here only batches of more than 32 rows copy a chunk of a block's
+// weights, read again for each pair of row tiles (block_all_rows). Under a target pragma, run only
+// where cpu_isa() finds AMX-BF16 and the OS has granted the tile state.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -22,13 +22,27 @@
 namespace tfm::cpu::amx {
 namespace {
 
-constexpr int64_t kTile = 16;        // rows of a tile; f32 columns of a product tile
-constexpr int64_t kDepth = 32;       // bf16 values of k in one tile row (64 bytes)
+constexpr int64_t kTile = 16;   // rows of a tile; f32 columns of a product tile
+constexpr int64_t kDepth = 32;  // bf16 values of k in one tile row (64 bytes)
 constexpr int64_t kTileValues = kTile * kDepth;
 constexpr int64_t kBlockRows = 2 * kTile;  // weight rows per block: two left tiles
 constexpr int64_t kChunk = 8;  // depth tiles of a block's weights in L1 at a time (16 KB)
 
 // Tiles (amx_tiles.h) 0-3 hold products, 4-5 weights, 6-7 x.
+
+// out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k] for i < m, j < n, and how it splits into
+// tiles: row tiles of x, depth tiles of k (`whole` of them full), blocks of 32 weight rows.
+struct Product {
+  const uint16_t* x;
+  int64_t ldx;
+  const uint16_t* w;
+  int64_t ldw, m, n, k;
+  float* out;
+  int64_t ldo;
+  int64_t row_tiles = (m + kTile - 1) / kTile, depth_tiles = (k + kDepth - 1) / kDepth;
+  int64_t whole = k % kDepth == 0 ? depth_tiles : depth_tiles - 1;
+  int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
+};
 
 // The 16 x 16 matrix of 32-bit values in r transposed in place: r[j] becomes column j.
 void transpose(__m512 (&r)[16]) {
@@ -58,39 +72,37 @@ void transpose(__m512 (&r)[16]) {
   }
 }
 
-// x [m, k] bf16 into right-hand tiles: tile (mb, kb) at packed + (mb * depth_tiles + kb) * 512,
-// its row p holding, for each of 16 rows of x, the pair x[mb * 16 + j, kb * 32 + 2 p + (0, 1)].
-// Rows past m and values past k are zero. As 32-bit values, a full tile is a 16 x 16 transpose.
-void pack_x(const uint16_t* x, int64_t m, int64_t k, int64_t row_tiles, int64_t depth_tiles,
-            uint16_t* packed) {
-#pragma omp for schedule(static)
-  for (int64_t t = 0; t < row_tiles * depth_tiles; ++t) {
-    const int64_t mb = t / depth_tiles, kb = t % depth_tiles;
-    const int64_t rows = std::min(kTile, m - mb * kTile), depth = std::min(kDepth, k - kb * kDepth);
-    const uint16_t* from = x + mb * kTile * k + kb * kDepth;
-    uint16_t* to = packed + t * kTileValues;
-    if (rows == kTile && depth == kDepth) {
-      __m512 r[16];
-      for (int j = 0; j < 16; ++j) r[j] = _mm512_castsi512_ps(_mm512_loadu_si512(from + j * k));
-      transpose(r);
-      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(to + p * 32, _mm512_castps_si512(r[p]));
-      continue;
-    }
-    std::fill(to, to + kTileValues, uint16_t{0});
-    for (int64_t j = 0; j < rows; ++j) {
-      for (int64_t d = 0; d < depth; ++d) to[(d / 2) * 32 + j * 2 + d % 2] = from[j * k + d];
-    }
+// Tile t = (mb, kb) of x [m, k] bf16 (rows ldx apart) into right-hand tile layout at
+// packed + (mb * depth_tiles + kb) * 512: its row p holds, for each of 16 rows of x, the pair
+// x[mb * 16 + j, kb * 32 + 2 p + (0, 1)]. Rows past m and values past k are zero. As 32-bit values,
+// a full tile is a 16 x 16 transpose.
+void pack_x_tile(const Product& p, int64_t t, uint16_t* packed) {
+  const int64_t mb = t / p.depth_tiles, kb = t % p.depth_tiles;
+  const int64_t rows = std::min(kTile, p.m - mb * kTile),
+                depth = std::min(kDepth, p.k - kb * kDepth);
+  const uint16_t* from = p.x + mb * kTile * p.ldx + kb * kDepth;
+  uint16_t* to = packed + t * kTileValues;
+  if (rows == kTile && depth == kDepth) {
+    __m512 r[16];
+    for (int j = 0; j < 16; ++j) r[j] = _mm512_castsi512_ps(_mm512_loadu_si512(from + j * p.ldx));
+    transpose(r);
+    for (int q = 0; q < 16; ++q) _mm512_storeu_si512(to + q * 32, _mm512_castps_si512(r[q]));
+    return;
+  }
+  std::fill(to, to + kTileValues, uint16_t{0});
+  for (int64_t j = 0; j < rows; ++j) {
+    for (int64_t d = 0; d < depth; ++d) to[(d / 2) * 32 + j * 2 + d % 2] = from[j * p.ldx + d];
   }
 }
 
-// The 16 x 16 product tile c (row i: weight row i; column j: row j of x) into out[j, i], for
-// the first `rows` rows of x and `cols` weight rows.
-void store_transposed(const float* c, int64_t rows, int64_t cols, float* out, int64_t n) {
+// The 16 x 16 product tile c (row i: weight row i; column j: row j of x) into out[j * ldo + i],
+// for the first `rows` rows of x and `cols` weight rows.
+void store_transposed(const float* c, int64_t rows, int64_t cols, float* out, int64_t ldo) {
   __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(c + i * kTile);
   transpose(r);
   const __mmask16 mask = cols >= kTile ? 0xffff : static_cast<__mmask16>((1u << cols) - 1);
-  for (int64_t j = 0; j < rows; ++j) _mm512_mask_storeu_ps(out + j * n, mask, r[j]);
+  for (int64_t j = 0; j < rows; ++j) _mm512_mask_storeu_ps(out + j * ldo, mask, r[j]);
 }
 
 // Depth tiles of one block of 32 weight rows: tile i of the first `whole` at w + i * step, its
@@ -168,7 +180,7 @@ WeightTiles copy_chunk(const WeightTiles& b, int64_t count, uint16_t* to) {
 // One weight block against every row of x, a chunk of depth tiles at a time: with more than two
 // row tiles, the chunk is copied once and read from L1 for each pair of them.
 void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int64_t depth_tiles,
-                    float* out, int64_t n) {
+                    float* out, int64_t ldo) {
   constexpr int64_t kProducts = kTile * kTile;
   const int64_t row_tiles = (m + kTile - 1) / kTile;
   thread_local std::vector<float> sums_of_rows;
@@ -194,50 +206,65 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
     for (int64_t half = 0; half < 2; ++half) {
       const int64_t cols = std::min(kTile, b.cols - half * kTile);
       if (cols <= 0) continue;
-      store_transposed(sums + 2 * half * kProducts, rows, cols, out + mb * kTile * n + half * kTile,
-                       n);
+      store_transposed(sums + 2 * half * kProducts, rows, cols,
+                       out + mb * kTile * ldo + half * kTile, ldo);
     }
   }
+}
+
+// Weight block blk of p against every row of x (packed): the weights read where they lie, or,
+// for a partial block or depth tile, from this thread's zero-padded copies.
+void block_product(const Product& p, int64_t blk, const uint16_t* packed) {
+  thread_local std::vector<uint16_t> tail, last_rows;
+  const int64_t r0 = blk * kBlockRows, cols = std::min(kBlockRows, p.n - r0);
+  const uint16_t* w = p.w + r0 * p.ldw;
+  WeightTiles b{w, kDepth, p.ldw * 2, p.whole, nullptr, cols};
+  if (cols < kBlockRows) {
+    const int64_t padded = p.depth_tiles * kDepth;
+    last_rows.assign(static_cast<size_t>(kBlockRows * padded), 0);
+    for (int64_t r = 0; r < cols; ++r) std::memcpy(&last_rows[r * padded], w + r * p.ldw, p.k * 2);
+    b = {last_rows.data(), kDepth, padded * 2, p.depth_tiles, nullptr, cols};
+  } else if (p.whole < p.depth_tiles) {
+    tail.assign(static_cast<size_t>(kBlockRows * kDepth), 0);
+    for (int64_t r = 0; r < kBlockRows; ++r) {
+      std::memcpy(&tail[r * kDepth], w + r * p.ldw + p.whole * kDepth,
+                  (p.k - p.whole * kDepth) * 2);
+    }
+    b.tail = tail.data();
+  }
+  block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.ldo);
+}
+
+uint16_t* packed_x_buffer(const Product& p) {
+  thread_local std::vector<uint16_t> packed;
+  packed.resize(static_cast<size_t>(p.row_tiles * p.depth_tiles * kTileValues));
+  return packed.data();
 }
 
 }  // namespace
 
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
-  const int64_t row_tiles = (m + kTile - 1) / kTile, depth_tiles = (k + kDepth - 1) / kDepth;
-  const int64_t whole = k % kDepth == 0 ? depth_tiles : depth_tiles - 1;
-  const int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
-  thread_local std::vector<uint16_t> packed_x;
-  packed_x.resize(static_cast<size_t>(row_tiles * depth_tiles * kTileValues));
-  uint16_t* packed = packed_x.data();
+  const Product p{x, k, w, k, m, n, k, out, n};
+  uint16_t* packed = packed_x_buffer(p);  // the caller's, shared by the threads below
 #pragma omp parallel
   {
     configure_tiles();
-    pack_x(x, m, k, row_tiles, depth_tiles, packed);
-    // Each thread's copies of a block's last partial depth tile, and of the weights' last block
-    // when n is not a whole number of blocks: zero where the weights end.
-    thread_local std::vector<uint16_t> tail, last_rows;
-    tail.resize(static_cast<size_t>(kBlockRows * kDepth));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < p.row_tiles * p.depth_tiles; ++t) pack_x_tile(p, t, packed);
 #pragma omp for schedule(dynamic, 4)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = blk * kBlockRows, cols = std::min(kBlockRows, n - r0);
-      WeightTiles b{w + r0 * k, kDepth, k * 2, whole, tail.data(), cols};
-      if (cols < kBlockRows) {
-        last_rows.assign(static_cast<size_t>(kBlockRows * depth_tiles * kDepth), 0);
-        for (int64_t r = 0; r < cols; ++r) {
-          std::memcpy(&last_rows[r * depth_tiles * kDepth], w + (r0 + r) * k, k * 2);
-        }
-        b = {last_rows.data(), kDepth, depth_tiles * kDepth * 2, depth_tiles, nullptr, cols};
-      } else if (whole < depth_tiles) {
-        std::fill(tail.begin(), tail.end(), uint16_t{0});
-        for (int64_t r = 0; r < kBlockRows; ++r) {
-          std::memcpy(&tail[r * kDepth], w + (r0 + r) * k + whole * kDepth,
-                      (k - whole * kDepth) * 2);
-        }
-      }
-      block_all_rows(b, packed, m, depth_tiles, out + r0, n);
-    }
+    for (int64_t blk = 0; blk < p.blocks; ++blk) block_product(p, blk, packed);
     _tile_release();
   }
+}
+
+void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
+                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo) {
+  const Product p{x, ldx, w, ldw, m, n, k, out, ldo};
+  uint16_t* packed = packed_x_buffer(p);
+  configure_tiles();
+  for (int64_t t = 0; t < p.row_tiles * p.depth_tiles; ++t) pack_x_tile(p, t, packed);
+  for (int64_t blk = 0; blk < p.blocks; ++blk) block_product(p, blk, packed);
+  _tile_release();
 }
 
 void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
