@@ -76,6 +76,12 @@ void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
   gemv_leftover(x, M, w, tiles * R, n, k, out);
 }
 
+// How far ahead of its loads row_dot prefetches its row (and the next) into L1. The hardware
+// prefetcher alone kept one stream per thread well below the memory's bandwidth on a Xeon with
+// AMX (the 197 products of a Qwen3-0.6B decode step: 74-82 ms; prefetched 1 KB ahead 54-58,
+// 4 KB ahead 44-47; gemv_bench, bench/RESULTS.md).
+constexpr size_t kRowBytesAhead = 4096;
+
 // x . w_row, four accumulators deep so the FMAs' latency is hidden behind the loads.
 template <typename W>
 float row_dot(const float* x, const W* w, int64_t k) {
@@ -84,6 +90,9 @@ float row_dot(const float* x, const W* w, int64_t k) {
   Vec a0 = simd::zero(), a1 = simd::zero(), a2 = simd::zero(), a3 = simd::zero();
   int64_t p = 0;
   for (; p + 4 * kW <= k; p += 4 * kW) {
+    const char* ahead = reinterpret_cast<const char*>(w + p) + kRowBytesAhead;
+    for (size_t line = 0; line < 4 * kW * sizeof(W); line += 64)
+      _mm_prefetch(ahead + line, _MM_HINT_T0);
     a0 = simd::fma(simd::load(w + p), simd::load(x + p), a0);
     a1 = simd::fma(simd::load(w + p + kW), simd::load(x + p + kW), a1);
     a2 = simd::fma(simd::load(w + p + 2 * kW), simd::load(x + p + 2 * kW), a2);
@@ -96,10 +105,9 @@ float row_dot(const float* x, const W* w, int64_t k) {
 }
 
 // One row of x (decode at batch 1): each thread reads whole weight rows one after another, a
-// single sequential stream that the hardware prefetcher follows to the memory's bandwidth. The
-// tiles above read R rows side by side, R short streams: on a 2-core AMD EPYC the 197 products
-// of a Qwen3-0.6B decode step streamed at 26-28 GB/s in tiles, 31-38 as whole rows (gemv_bench,
-// bench/RESULTS.md).
+// single sequential stream, prefetched ahead (row_dot). The tiles above read R rows side by side,
+// R short streams: on a 2-core AMD EPYC the 197 products of a Qwen3-0.6B decode step streamed at
+// 26-28 GB/s in tiles, 31-38 as whole rows (gemv_bench, bench/RESULTS.md).
 template <typename W>
 void gemv_one_row(const float* x, const W* w, int64_t n, int64_t k, float* out) {
 #pragma omp parallel for schedule(dynamic, 64)
