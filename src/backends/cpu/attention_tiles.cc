@@ -16,8 +16,8 @@ std::vector<uint16_t> values_by_dimension(const uint16_t* v, int64_t batch, int6
   const int64_t d = view.head_dim;
   std::vector<uint16_t> turned(static_cast<size_t>(batch * kv_heads * d * visible));
   uint16_t* to = turned.data();  // shared by the threads below
-  constexpr int64_t kKeys =
-      16;  // keys per task: their rows, kv_stride apart, stay in L1 while turned
+  // Keys per task: their rows, kv_stride apart, stay in L1 while turned.
+  constexpr int64_t kKeys = 16;
   const int64_t spans = (visible + kKeys - 1) / kKeys;
 #pragma omp parallel for collapse(3) schedule(static)
   for (int64_t b = 0; b < batch; ++b) {
