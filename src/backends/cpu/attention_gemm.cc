@@ -25,10 +25,14 @@ std::vector<QueryBlock> query_blocks(const int32_t* slots, int64_t seq, int64_t 
   return blocks;
 }
 
+namespace {
+
 // The loops below keep kLanes independent partial results so that the compiler turns them into
 // vector code: one running max or sum would chain every key's step to the one before.
 constexpr int64_t kLanes = 16;
 
+// Over keys [begin, end) of one query's scores: the largest among those row_mask keeps (-inf where
+// it keeps none).
 float masked_max(const float* scores, const int32_t* row_mask, int64_t begin, int64_t end) {
   float lanes[kLanes];
   std::fill_n(lanes, kLanes, -INFINITY);
@@ -42,6 +46,7 @@ float masked_max(const float* scores, const int32_t* row_mask, int64_t begin, in
   return *std::max_element(lanes, lanes + kLanes);
 }
 
+// weights[j] = 0 over [begin, end) where row_mask drops key j; returns the sum of them all.
 float masked_sum(float* weights, const int32_t* row_mask, int64_t begin, int64_t end) {
   float lanes[kLanes] = {};
   for (int64_t j = begin; j < end; j += kLanes) {
@@ -57,6 +62,21 @@ float masked_sum(float* weights, const int32_t* row_mask, int64_t begin, int64_t
   return sum;
 }
 
+}  // namespace
+
+float exponentiate_visible(float* row, const int32_t* row_mask, int64_t begin, int64_t end,
+                           int64_t keys) {
+  std::fill(row, row + begin, 0.f);
+  std::fill(row + end, row + keys, 0.f);
+  const float max_score = masked_max(row, row_mask, begin, end);
+  if (max_score == -INFINITY) {
+    std::fill(row + begin, row + end, 0.f);
+    return 0.f;
+  }
+  vector_kernels().exp_shifted(row + begin, row + begin, end - begin, max_score, 1.f);
+  return 1.f / masked_sum(row, row_mask, begin, end);
+}
+
 bool attention_probs(const float* q, const float* k, const int32_t* row_mask, const int32_t* slots,
                      const HeadView& v, const QueryBlock& block, float* probs) {
   const int64_t keys = block.keys;
@@ -68,15 +88,7 @@ bool attention_probs(const float* q, const float* k, const int32_t* row_mask, co
     float* row = probs + i * keys;
     const int64_t end = std::min<int64_t>(slots[block.first + i] + 1, keys);
     const int64_t begin = first_visible_key(slots[block.first + i], v.window);
-    std::fill(row, row + begin, 0.f);
-    std::fill(row + end, row + keys, 0.f);
-    const float max_score = masked_max(row, row_mask, begin, end);
-    if (max_score == -INFINITY) {
-      std::fill(row + begin, row + end, 0.f);
-      continue;
-    }
-    vector_kernels().exp_shifted(row + begin, row + begin, end - begin, max_score, 1.f);
-    const float inv = 1.f / masked_sum(row, row_mask, begin, end);
+    const float inv = exponentiate_visible(row, row_mask, begin, end, keys);
     for (int64_t j = begin; j < end; ++j) row[j] *= inv;
   }
   return true;

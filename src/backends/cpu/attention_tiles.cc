@@ -11,10 +11,12 @@ namespace {
 
 // Each (batch, KV head)'s values turned to [head_dim, visible] rows, the keys along a row: the
 // weighted sum over keys is then a product with rows, as the tiles take their right operand.
-std::vector<uint16_t> values_by_dimension(const uint16_t* v, int64_t batch, int64_t kv_heads,
-                                          const HeadView& view, int64_t visible) {
+// The buffer is the calling thread's, kept between calls: a fresh one each layer cost page faults.
+const uint16_t* values_by_dimension(const uint16_t* v, int64_t batch, int64_t kv_heads,
+                                    const HeadView& view, int64_t visible) {
   const int64_t d = view.head_dim;
-  std::vector<uint16_t> turned(static_cast<size_t>(batch * kv_heads * d * visible));
+  thread_local std::vector<uint16_t> turned;
+  turned.resize(static_cast<size_t>(batch * kv_heads * d * visible));
   uint16_t* to = turned.data();  // shared by the threads below
   // Keys per task: their rows, kv_stride apart, stay in L1 while turned.
   constexpr int64_t kKeys = 16;
@@ -33,7 +35,7 @@ std::vector<uint16_t> values_by_dimension(const uint16_t* v, int64_t batch, int6
       }
     }
   }
-  return turned;
+  return to;
 }
 
 // One query's scores against keys [0, keys) (q . k, unscaled) into its unnormalized weights
@@ -41,33 +43,23 @@ std::vector<uint16_t> values_by_dimension(const uint16_t* v, int64_t batch, int6
 // 1 / the weights' sum, or 0 where the query sees no key.
 float weights_of_scores(float* scores, const int32_t* row_mask, int64_t begin, int64_t end,
                         int64_t keys, float scale, uint16_t* weights) {
-  std::fill(weights, weights + begin, uint16_t{0});
-  std::fill(weights + end, weights + keys, uint16_t{0});
   for (int64_t j = begin; j < end; ++j) scores[j] *= scale;
-  const float max_score = masked_max(scores, row_mask, begin, end);
-  if (max_score == -INFINITY) {
-    std::fill(weights + begin, weights + end, uint16_t{0});
-    return 0.f;
-  }
-  const VectorKernels& kernels = vector_kernels();
-  kernels.exp_shifted(scores + begin, scores + begin, end - begin, max_score, 1.f);
-  const float denom = masked_sum(scores, row_mask, begin, end);
-  kernels.round_bf16(scores + begin, weights + begin, end - begin);
-  return 1.f / denom;
+  const float inv = exponentiate_visible(scores, row_mask, begin, end, keys);
+  vector_kernels().round_bf16(scores, weights, keys);
+  return inv;
 }
 
 }  // namespace
 
-bool attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
+void attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
                              const int32_t* mask, const int32_t* slots, int64_t batch,
                              int64_t q_heads, int64_t kv_heads, const HeadView& view, float* out) {
   const TileProducts* tiles = tile_products();
-  if (tiles == nullptr) return false;
   const int64_t d = view.head_dim, group = q_heads / kv_heads;
   const std::vector<QueryBlock> blocks = query_blocks(slots, view.seq, view.len);
   int64_t visible = 0;
   for (const QueryBlock& block : blocks) visible = std::max(visible, block.keys);
-  const std::vector<uint16_t> values = values_by_dimension(v, batch, kv_heads, view, visible);
+  const uint16_t* values = values_by_dimension(v, batch, kv_heads, view, visible);
   const auto block_count = static_cast<int64_t>(blocks.size());
   const auto round = vector_kernels().round_bf16;
 #pragma omp parallel
@@ -97,7 +89,7 @@ bool attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* 
           }
           float* o = out + q_at;
           tiles->on_this_thread(weights.data(), keys,
-                                values.data() + (b * kv_heads + kv_head) * d * visible, visible,
+                                values + (b * kv_heads + kv_head) * d * visible, visible,
                                 block.rows, d, keys, o, view.q_stride);
           for (int64_t r = 0; r < block.rows; ++r) {
             for (int64_t e = 0; e < d; ++e) o[r * view.q_stride + e] *= inv[static_cast<size_t>(r)];
@@ -106,7 +98,6 @@ bool attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* 
       }
     }
   }
-  return true;
 }
 
 }  // namespace tfm::cpu

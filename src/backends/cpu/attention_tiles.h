@@ -12,9 +12,8 @@
 namespace tfm::cpu {
 
 // out (rows view.q_stride apart, as q) = attention of q (f32) over k and v ([batch, len, kv_heads,
-// head_dim] bf16), under mask [batch, len] and slots [seq]. Returns false, having done nothing,
-// where the CPU has no AMX tiles.
-bool attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
+// head_dim] bf16), under mask [batch, len] and slots [seq]. Only where tile_products() is not null.
+void attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
                              const int32_t* mask, const int32_t* slots, int64_t batch,
                              int64_t q_heads, int64_t kv_heads, const HeadView& view, float* out);
 
