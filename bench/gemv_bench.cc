@@ -2,10 +2,10 @@
 // gate, up, down, then lm_head) with bf16 weights: how close the GEMV streams to the read
 // bandwidth measured in the same run, for each build of the kernels this CPU runs (AVX2+FMA
 // everywhere, AVX-512 where present: what an AVX2-only machine's decode takes, measured here
-// too, AVX512_BF16's dot products and AMX's tiles where present, and oneDNN's bf16 matmul) and for the path tfm chooses, with ROWS
-// rows of x (1: decode of one sequence; up to 64: a serving batch or a prefill chunk). Many rows
-// are bound by arithmetic, not bandwidth: the multiply-add peak measured in the same run is
-// printed beside each path's GFLOP/s. Prints JSON.
+// too, AVX512_BF16's dot products and AMX's tiles where present, and oneDNN's bf16 matmul) and for
+// the path tfm chooses, with ROWS rows of x (1: decode of one sequence; up to 64: a serving batch
+// or a prefill chunk). Many rows are bound by arithmetic, not bandwidth: the multiply-add peak
+// measured in the same run is printed beside each path's GFLOP/s. Prints JSON.
 //   gemv_bench [REPEATS] [ROWS]
 #include <algorithm>
 #include <chrono>
@@ -98,7 +98,9 @@ int main(int argc, char** argv) {
   }
   if (const tfm::cpu::TileProducts* tiles = tfm::cpu::tile_products()) {
     out["by_isa"]["AMX tiles"] = report(best_pass(shapes, repeats, [&](size_t i) {
-      tiles->of_f32(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
+      const int64_t k = shapes[i].k;
+      tiles->of_bf16(tfm::cpu::rounded_to_bf16(x.data(), rows * k), w[i], rows, shapes[i].n, k,
+                     y.data());
     }));
   }
   if (tfm::cpu::cpu_isa().bf16_products) {

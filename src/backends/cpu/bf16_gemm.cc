@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <dnnl.hpp>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
@@ -48,10 +49,17 @@ void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, floa
 void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
   const auto round = vector_kernels().round_bf16;
   constexpr int64_t kBlock = 1 << 14;
-#pragma omp parallel for schedule(static) if (count > 16 * kBlock)
+#pragma omp parallel for schedule(static) if (count >= 2 * kBlock)
   for (int64_t at = 0; at < count; at += kBlock) {
     round(x + at, out + at, std::min(kBlock, count - at));
   }
+}
+
+const uint16_t* rounded_to_bf16(const float* x, int64_t count) {
+  thread_local std::vector<uint16_t> rounded;
+  rounded.resize(static_cast<size_t>(count));
+  round_to_bf16(x, count, rounded.data());
+  return rounded.data();
 }
 
 }  // namespace tfm::cpu

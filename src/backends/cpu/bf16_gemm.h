@@ -22,4 +22,8 @@ void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, floa
 // x [count] f32 rounded to bf16 (to nearest even, as torch casts) into `out`, in parallel.
 void round_to_bf16(const float* x, int64_t count, uint16_t* out);
 
+// x [count] rounded as round_to_bf16 does, into a buffer of the calling thread's that holds it
+// until that thread's next call: for products that take f32 x to bf16 operands.
+const uint16_t* rounded_to_bf16(const float* x, int64_t count);
+
 }  // namespace tfm::cpu

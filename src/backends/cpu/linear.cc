@@ -6,8 +6,7 @@
 // bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has native bf16 dot
 // products (cpu_isa().bf16_products), else oneDNN's f32 sgemm fed the weights widened one L3-sized
 // block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products).
-#include <algorithm>
-#include <vector>
+#include <string>
 
 #include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/cpu_isa.h"
@@ -36,14 +35,6 @@ void gemm_bf16_products(const uint16_t* x, const uint16_t* w, int64_t m, int64_t
   bf16_gemm(m, n, k, {x, k, 1}, {w, 1, k}, out, n, false, "linear");
 }
 
-void gemm_bf16_products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
-                        float* out) {
-  thread_local std::vector<uint16_t> rounded;
-  rounded.resize(static_cast<size_t>(m * k));
-  round_to_bf16(x, m * k, rounded.data());
-  gemm_bf16_products(rounded.data(), w, m, n, k, out);
-}
-
 void add_bias(const float* bias, int64_t m, int64_t n, float* out) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; ++i) {
@@ -61,7 +52,7 @@ bool dot_product_kernel(int64_t m, BigProducts path) {
 void own_bf16_products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                        float* out) {
   if (const TileProducts* tiles = tile_products()) {
-    tiles->of_f32(x, w, m, n, k, out);
+    tiles->of_bf16(rounded_to_bf16(x, m * k), w, m, n, k, out);
   } else {
     gemv_bf16_dot_products()(x, w, m, n, k, out);
   }
@@ -96,7 +87,7 @@ void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n
   } else if (m <= kGemvRows) {
     vector_kernels().gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {
-    gemm_bf16_products(x, w, m, n, k, out);
+    gemm_bf16_products(rounded_to_bf16(x, m * k), w, m, n, k, out);
   } else {
     gemm_widened_weights(x, w, m, n, k, out);
   }

@@ -13,7 +13,6 @@ namespace avx512_bf16 {
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 }
 namespace amx {
-void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
                               int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
@@ -30,7 +29,7 @@ GemvBf16 gemv_bf16_dot_products() {
 }
 
 const TileProducts* tile_products() {
-  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16, amx::gemm_bf16_on_this_thread};
+  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread};
   return cpu_isa().amx_bf16 ? &tiles : nullptr;
 }
 

@@ -46,10 +46,10 @@ using GemvBf16 = void (*)(const float* x, const uint16_t* w, int64_t m, int64_t 
                           float* out);
 GemvBf16 gemv_bf16_dot_products();
 
-// Products of bf16 weights on AMX tiles (vector_kernels_amx.cc), x given in f32 (rounded to bf16
-// first) or already in bf16. Null where the CPU has no AMX-BF16 or the OS did not grant its tiles.
+// Products of bf16 weights on AMX tiles (vector_kernels_amx.cc) with bf16 x (f32 x goes through
+// bf16_gemm.h's rounded_to_bf16 first). Null where the CPU has no AMX-BF16 or the OS did not grant
+// its tiles.
 struct TileProducts {
-  GemvBf16 of_f32;
   void (*of_bf16)(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                   float* out);
   // out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k] (i < m, j < n), bf16 x, on the calling

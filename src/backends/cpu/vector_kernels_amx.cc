@@ -267,16 +267,6 @@ void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w,
   _tile_release();
 }
 
-void gemm_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
-  thread_local std::vector<uint16_t> rounded;
-  rounded.resize(static_cast<size_t>(m * k));
-  const auto round = vector_kernels().round_bf16;
-  uint16_t* xr = rounded.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) round(x + i * k, xr + i * k, k);
-  gemm_bf16(xr, w, m, n, k, out);
-}
-
 }  // namespace tfm::cpu::amx
 
 #pragma GCC pop_options
