@@ -3,13 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 #include "backends/cpu/collective_steps.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/moe_steps.h"
+#include "backends/cpu/product_steps.h"
 #include "backends/cpu/scratch.h"
+#include "backends/cpu/step_operands.h"
 #include "fusion/plan.h"
 #include "graph/op_args.h"
 #include "tfm/error.h"
@@ -20,40 +21,11 @@ namespace {
 using graph::Node;
 using graph::Op;
 
-int64_t rows_of(const Shape& shape) { return shape_numel(shape) / shape.back(); }
-
 void check_f32(const Node& n, const char* op) {
   if (n.dtype != DType::f32) {
     throw Error(std::string("[") + op + "] needs f32 operands on cpu, got " +
                 std::string(dtype_name(n.dtype)) + " for '" + n.name + "'");
   }
-}
-
-// A product's rows as it reads them: x, or rms_norm(x, norm, eps) into `normed` when the node has
-// an input norm (graph::Node::normed; x is f32 then).
-const float* product_rows(const float* x, const float* norm, float eps, int64_t m, int64_t k,
-                          Scratch& normed) {
-  if (norm == nullptr) return x;
-  normed.resize(static_cast<size_t>(m * k));
-  rms_norm(x, norm, m, k, eps, normed.data());
-  return normed.data();
-}
-
-// An operand of a matrix product as f32: itself, or (bf16 under autocast) widened into `widened`.
-// The products of bf16 values are exact in f32, so this matches a bf16 product accumulated in f32.
-const float* f32_operand(const void* data, DType dtype, int64_t count, Scratch& widened) {
-  if (dtype == DType::f32) return static_cast<const float*>(data);
-  widened.resize(static_cast<size_t>(count));
-  cast(data, dtype, widened.data(), DType::f32, static_cast<size_t>(count));
-  return widened.data();
-}
-
-// Elements first .. first + count - 1 of `data` as f32, as f32_operand gives them.
-const float* f32_range(const void* data, DType dtype, int64_t first, int64_t count,
-                       Scratch& widened) {
-  return f32_operand(
-      static_cast<const char*>(data) + first * static_cast<int64_t>(dtype_size(dtype)), dtype,
-      count, widened);
 }
 
 // A step of an op that graph::fold_casts may have made write bf16, or that reads bf16 inputs.
@@ -147,20 +119,10 @@ static_assert(ops::kAdamWScalarCount == graph::kAdamWScalars);
 
 std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                 std::vector<void*>& ptrs) {
-  const Node& n = graph.nodes[static_cast<size_t>(id)];
-  const auto node = [&graph](graph::ValueId v) -> const Node& {
-    return graph.nodes[static_cast<size_t>(v)];
-  };
+  const Node& n = node_of(graph, id);
+  const auto node = [&graph](graph::ValueId v) -> const Node& { return node_of(graph, v); };
   const auto out = static_cast<size_t>(id);
-  // A value's buffer by id, looked up when the step runs.
-  const auto f = [&ptrs](graph::ValueId v) {
-    return static_cast<float*>(ptrs[static_cast<size_t>(v)]);
-  };
-  const auto i32 = [&ptrs](graph::ValueId v) {
-    return static_cast<const int32_t*>(ptrs[static_cast<size_t>(v)]);
-  };
-  const auto ptr = [&ptrs](graph::ValueId v) { return ptrs[static_cast<size_t>(v)]; };
-  const auto out_f32 = [&ptrs, out] { return static_cast<float*>(ptrs[out]); };
+  const StepBuffers buf(ptrs, id);
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
       n.shard ? std::make_shared<const VocabShard>(VocabShard{
@@ -176,109 +138,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                     count = shape_numel(node(a.ids).shape), first_id = n.start;
       if (n.shard) {
         return [=] {
-          embedding_shard(ptr(a.table), dt, vocab, hidden, first_id, i32(a.ids), count, out_f32());
+          embedding_shard(buf.ptr(a.table), dt, vocab, hidden, first_id, buf.i32(a.ids), count,
+                          buf.out_f32());
         };
       }
-      return [=] { embedding(ptr(a.table), dt, vocab, hidden, i32(a.ids), count, out_f32()); };
-    }
-    case Op::kLinear: {
-      const graph::LinearArgs a = graph::linear_args(n);
-      const Node& w = node(a.w);
-      const DType dt = w.dtype;
-      const int64_t m = rows_of(node(a.x).shape), nn = w.shape[0], k = w.shape[1];
-      const DType x_dtype = node(a.x).dtype;
-      // bf16 x (autocast) with bf16 weights goes to the bf16 products as it is; any other x is
-      // read as f32 (`x_f32`, widened once by the step).
-      const bool bf16_rows = x_dtype == DType::bf16 && dt == DType::bf16 && bf16_rows_path(m);
-      const auto multiply = [=](const float* x_f32, const void* w_rows, int64_t width,
-                                const float* bias, float* dst) {
-        if (bf16_rows) {
-          linear_bf16_rows(static_cast<const uint16_t*>(ptr(a.x)),
-                           static_cast<const uint16_t*>(w_rows), bias, m, width, k, dst);
-        } else {
-          linear(x_f32, w_rows, dt, bias, m, width, k, dst);
-        }
-      };
-      const auto x_f32 = [=](Scratch& widened) {
-        return bf16_rows ? nullptr : f32_operand(ptr(a.x), x_dtype, m * k, widened);
-      };
-      if (n.dtype == DType::f32) {
-        return [=] {
-          Scratch widened;
-          multiply(x_f32(widened), ptr(a.w), nn, a.bias >= 0 ? f(a.bias) : nullptr, out_f32());
-          if (a.residual >= 0) add_into(out_f32(), f(a.residual), m * nn);
-        };
-      }
-      // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) is computed a
-      // block of columns at a time, so each weight row is read (and widened) once and no f32 copy
-      // of the whole output is held; each block is narrowed into its place in the rows.
-      if (a.bias >= 0 || a.residual >= 0) {
-        throw Error("[linear] a " + std::string(dtype_name(n.dtype)) +
-                    " product takes no residual or bias");
-      }
-      const DType out_dtype = n.dtype;
-      const size_t w_row_bytes = static_cast<size_t>(k) * dtype_size(dt),
-                   out_size = dtype_size(out_dtype);
-      constexpr int64_t kBlockFloats = int64_t{1} << 22;
-      const int64_t cols =
-          std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
-      return [=, &ptrs] {
-        Scratch widened, block(static_cast<size_t>(m * cols));
-        const float* x = x_f32(widened);
-        for (int64_t first = 0; first < nn; first += cols) {
-          const int64_t width = std::min(cols, nn - first);
-          multiply(x, static_cast<const char*>(ptr(a.w)) + first * w_row_bytes, width, nullptr,
-                   block.data());
-          auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
-#pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
-          for (int64_t r = 0; r < m; ++r) {
-            convert_elements(block.data() + r * width, DType::f32,
-                             dst + static_cast<size_t>(r * nn) * out_size, out_dtype,
-                             static_cast<size_t>(width));
-          }
-        }
-      };
-    }
-    case Op::kGatedLinear: {
-      const graph::GatedLinearArgs a = graph::gated_linear_args(n);
-      const DType dt = node(a.w_gate).dtype, x_dtype = node(a.x).dtype;
-      const int64_t m = rows_of(node(a.x).shape), nn = node(a.w_gate).shape[0],
-                    k = node(a.w_gate).shape[1];
-      const float eps = n.eps;
-      // silu(gate) * up, as the fused elementwise chain of the unfused graph computes it.
-      const graph::ElementwiseProgram gating{{{graph::EwCode::kLoad, 0},
-                                              {graph::EwCode::kSilu},
-                                              {graph::EwCode::kLoad, 1},
-                                              {graph::EwCode::kMul}}};
       return [=] {
-        Scratch widened, normed_rows, gate(static_cast<size_t>(m * nn));
-        const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
-                                      a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
-        linear(x, ptr(a.w_gate), dt, a.bias_gate >= 0 ? f(a.bias_gate) : nullptr, m, nn, k,
-               gate.data());
-        linear(x, ptr(a.w_up), dt, a.bias_up >= 0 ? f(a.bias_up) : nullptr, m, nn, k, out_f32());
-        const float* operands[2] = {gate.data(), out_f32()};
-        elementwise(gating, operands, m * nn, out_f32());
+        embedding(buf.ptr(a.table), dt, vocab, hidden, buf.i32(a.ids), count, buf.out_f32());
       };
     }
-    case Op::kQkvLinear: {
-      const graph::QkvLinearArgs a = graph::qkv_linear_args(n);
-      const DType dt = node(a.w[0]).dtype, x_dtype = node(a.x).dtype;
-      const int64_t m = rows_of(node(a.x).shape), k = node(a.x).shape.back();
-      const std::array<int64_t, 3> nn{node(a.w[0]).shape[0], node(a.w[1]).shape[0],
-                                      node(a.w[2]).shape[0]};
-      const float eps = n.eps;
-      return [=] {
-        Scratch widened, normed_rows;
-        const float* x = product_rows(f32_operand(ptr(a.x), x_dtype, m * k, widened),
-                                      a.norm >= 0 ? f(a.norm) : nullptr, eps, m, k, normed_rows);
-        float* y = out_f32();
-        for (size_t i = 0; i < 3; ++i) {
-          linear(x, ptr(a.w[i]), dt, a.bias[i] >= 0 ? f(a.bias[i]) : nullptr, m, nn[i], k, y);
-          y += m * nn[i];
-        }
-      };
-    }
+    case Op::kLinear:
+    case Op::kGatedLinear:
+    case Op::kQkvLinear:
+    case Op::kLinearGradInput:
+    case Op::kLinearGradWeight:
+      return make_product_step(graph, id, ptrs);
     case Op::kPrepareAttention: {
       const graph::PrepareAttentionArgs a = graph::prepare_attention_args(n);
       const Shape q = node(a.q).shape, k = node(a.k).shape, cache = node(a.k_cache).shape;
@@ -286,21 +159,22 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float eps = n.eps, scaling = n.scale;
       return [=] {
         Scratch k_rotated(static_cast<size_t>(shape_numel(k)));
-        const float* q_in = f(a.q);
-        const float* k_in = f(a.k);
+        const float* q_in = buf.f(a.q);
+        const float* k_in = buf.f(a.k);
         if (a.q_norm >= 0) {
-          rms_norm(q_in, f(a.q_norm), shape_numel(q) / q[3], q[3], eps, out_f32());
-          rms_norm(k_in, f(a.k_norm), shape_numel(k) / k[3], k[3], eps, k_rotated.data());
-          q_in = out_f32();
+          rms_norm(q_in, buf.f(a.q_norm), shape_numel(q) / q[3], q[3], eps, buf.out_f32());
+          rms_norm(k_in, buf.f(a.k_norm), shape_numel(k) / k[3], k[3], eps, k_rotated.data());
+          q_in = buf.out_f32();
           k_in = k_rotated.data();
         }
-        rope(q_in, i32(a.positions), f(a.inv_freq), q[0], q[1], q[2], q[3], scaling, out_f32());
-        rope(k_in, i32(a.positions), f(a.inv_freq), k[0], k[1], k[2], k[3], scaling,
+        rope(q_in, buf.i32(a.positions), buf.f(a.inv_freq), q[0], q[1], q[2], q[3], scaling,
+             buf.out_f32());
+        rope(k_in, buf.i32(a.positions), buf.f(a.inv_freq), k[0], k[1], k[2], k[3], scaling,
              k_rotated.data());
-        cache_write(ptr(a.k_cache), cache_dtype, k_rotated.data(), i32(a.slots), k[0], cache[1],
+        cache_write(buf.ptr(a.k_cache), cache_dtype, k_rotated.data(), buf.i32(a.slots), k[0],
+                    cache[1], k[1], k[2] * k[3]);
+        cache_write(buf.ptr(a.v_cache), cache_dtype, buf.f(a.v), buf.i32(a.slots), k[0], cache[1],
                     k[1], k[2] * k[3]);
-        cache_write(ptr(a.v_cache), cache_dtype, f(a.v), i32(a.slots), k[0], cache[1], k[1],
-                    k[2] * k[3]);
       };
     }
     case Op::kCacheWrite: {
@@ -308,9 +182,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const Shape cache = node(a.cache).shape, update = node(a.update).shape;
       const DType cache_dtype = node(a.cache).dtype;
       return [=, &ptrs] {
-        ptrs[out] = ptr(a.cache);
-        cache_write(ptr(a.cache), cache_dtype, f(a.update), i32(a.slots), update[0], cache[1],
-                    update[1], update[2] * update[3]);
+        ptrs[out] = buf.ptr(a.cache);
+        cache_write(buf.ptr(a.cache), cache_dtype, buf.f(a.update), buf.i32(a.slots), update[0],
+                    cache[1], update[1], update[2] * update[3]);
       };
     }
     // x may be a bf16 product's output (autocast), widened a block of rows at a time, as for
@@ -323,8 +197,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return with_output(
           graph, n, out, ptrs, hidden,
           [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
-            rms_norm(f32_range(ptr(a.x), x_dtype, first * hidden, count * hidden, widened), f(a.w),
-                     count, hidden, eps, dst);
+            rms_norm(f32_range(buf.ptr(a.x), x_dtype, first * hidden, count * hidden, widened),
+                     buf.f(a.w), count, hidden, eps, dst);
           });
     }
     case Op::kRope:
@@ -341,20 +215,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return with_output(
           graph, n, out, ptrs, row,
           [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
-            const float* x = f32_range(ptr(a.x), x_dtype, first * row, count * row, widened);
+            const float* x = f32_range(buf.ptr(a.x), x_dtype, first * row, count * row, widened);
             if (a.norm >= 0) {
-              rms_norm(x, f(a.norm), count * s[2], s[3], eps, dst);
+              rms_norm(x, buf.f(a.norm), count * s[2], s[3], eps, dst);
               x = dst;
             }
-            rotate(x, i32(a.positions) + first, f(a.inv_freq), 1, count, s[2], s[3], scaling, dst);
+            rotate(x, buf.i32(a.positions) + first, buf.f(a.inv_freq), 1, count, s[2], s[3],
+                   scaling, dst);
           });
     }
     case Op::kAccumulate: {
       const graph::AccumulateArgs a = graph::accumulate_args(n);
       const int64_t count = shape_numel(n.shape);
       return [=, &ptrs] {
-        ptrs[out] = ptr(a.acc);
-        add_into(f(a.acc), f(a.x), count);
+        ptrs[out] = buf.ptr(a.acc);
+        add_into(buf.f(a.acc), buf.f(a.x), count);
       };
     }
     case Op::kAttention: {
@@ -372,30 +247,32 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           Scratch wq, wk, wv;
           std::vector<float> narrowed;
           if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
-          float* dst = narrowed.empty() ? out_f32() : narrowed.data();
-          attention(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
-                    f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
-                    f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32, i32(a.mask),
-                    i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale, dst, window);
+          float* dst = narrowed.empty() ? buf.out_f32() : narrowed.data();
+          attention(f32_operand(buf.ptr(a.q), q_dtype, shape_numel(q), wq),
+                    f32_operand(buf.ptr(a.k), kv_dtype, shape_numel(k), wk),
+                    f32_operand(buf.ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32,
+                    buf.i32(a.mask), buf.i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale,
+                    dst, window);
           if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
         };
       }
       check_f32(n, "attention");
       return [=] {
-        attention(f(a.q), ptr(a.k), ptr(a.v), kv_dtype, i32(a.mask), i32(a.slots), q[0], q[1], k[1],
-                  q[2], k[2], q[3], scale, out_f32(), window);
+        attention(buf.f(a.q), buf.ptr(a.k), buf.ptr(a.v), kv_dtype, buf.i32(a.mask),
+                  buf.i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale, buf.out_f32(),
+                  window);
       };
     }
     case Op::kSliceSeq: {
       const graph::ValueId x_id = graph::operand(n);
       const Shape x = node(x_id).shape;
       const int64_t inner = shape_numel(x) / (x[0] * x[1]), start = n.start, length = n.shape[1];
-      return [=] { slice_seq(f(x_id), x[0], x[1], inner, start, length, out_f32()); };
+      return [=] { slice_seq(buf.f(x_id), x[0], x[1], inner, start, length, buf.out_f32()); };
     }
     case Op::kReshape:
     case Op::kCopyToGroup: {
       const graph::ValueId x = graph::operand(n);
-      return [=, &ptrs] { ptrs[out] = ptr(x); };
+      return [=, &ptrs] { ptrs[out] = buf.ptr(x); };
     }
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
@@ -409,8 +286,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                            widened = std::vector<Scratch>(operands.size())](
                               int64_t first, int64_t count, float* dst, float* second) mutable {
                             for (size_t i = 0; i < operands.size(); ++i) {
-                              inputs[i] =
-                                  f32_range(ptr(operands[i]), dtypes[i], first, count, widened[i]);
+                              inputs[i] = f32_range(buf.ptr(operands[i]), dtypes[i], first, count,
+                                                    widened[i]);
                             }
                             elementwise(program, inputs.data(), count, dst, second);
                           });
@@ -419,12 +296,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::ValueId x = graph::operand(n);
       const DType from = node(x).dtype, to = n.dtype;
       const auto count = static_cast<size_t>(shape_numel(n.shape));
-      return [=, &ptrs] { cast(ptr(x), from, ptrs[out], to, count); };
+      return [=, &ptrs] { cast(buf.ptr(x), from, ptrs[out], to, count); };
     }
     case Op::kView: {
       const graph::ViewArgs a = graph::view_args(n);
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
-      return [=, &ptrs] { ptrs[out] = static_cast<char*>(ptr(a.x)) + byte_offset; };
+      return [=, &ptrs] { ptrs[out] = static_cast<char*>(buf.ptr(a.x)) + byte_offset; };
     }
     case Op::kPad: {
       const graph::ValueId x = graph::operand(n);
@@ -434,7 +311,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=, &ptrs] {
         auto* dst = static_cast<char*>(ptrs[out]);
         std::memset(dst, 0, total);
-        std::memcpy(dst + offset, ptr(x), bytes);
+        std::memcpy(dst + offset, buf.ptr(x), bytes);
       };
     }
     case Op::kConcatRows: {
@@ -446,7 +323,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       return [=, &ptrs] {
         auto* dst = static_cast<char*>(ptrs[out]);
         for (size_t i = 0; i < parts.size(); ++i) {
-          std::memcpy(dst, ptr(parts[i]), bytes[i]);
+          std::memcpy(dst, buf.ptr(parts[i]), bytes[i]);
           dst += bytes[i];
         }
       };
@@ -454,12 +331,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kReduceRows: {
       const graph::ValueId x = graph::operand(n);
       const int64_t rows = rows_of(node(x).shape), cols = n.shape[0];
-      return [=] { reduce_rows(f(x), rows, cols, out_f32()); };
+      return [=] { reduce_rows(buf.f(x), rows, cols, buf.out_f32()); };
     }
     case Op::kArgmax: {
       const graph::ValueId x = graph::operand(n);
       const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
-      return [=, &ptrs] { argmax_rows(f(x), rows, cols, static_cast<int32_t*>(ptrs[out])); };
+      return [=, &ptrs] { argmax_rows(buf.f(x), rows, cols, static_cast<int32_t*>(ptrs[out])); };
     }
     case Op::kCrossEntropy: {
       const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
@@ -467,13 +344,13 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType logits_dtype = node(a.logits).dtype;
       if (a.d_loss >= 0) {  // and the gradient over the logits (graph::fold_losses_into_gradients)
         return [=] {
-          cross_entropy_and_grad(ptr(a.logits), logits_dtype, vocab, i32(a.targets), f(a.d_loss),
-                                 rows, out_f32(), shard.get());
+          cross_entropy_and_grad(buf.ptr(a.logits), logits_dtype, vocab, buf.i32(a.targets),
+                                 buf.f(a.d_loss), rows, buf.out_f32(), shard.get());
         };
       }
       return [=] {
-        cross_entropy({ptr(a.logits), logits_dtype, vocab}, i32(a.targets), rows, out_f32(),
-                      shard.get());
+        cross_entropy({buf.ptr(a.logits), logits_dtype, vocab}, buf.i32(a.targets), rows,
+                      buf.out_f32(), shard.get());
       };
     }
     case Op::kCrossEntropyGrad: {
@@ -482,9 +359,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const bool in_place = n.in_place;
       const DType dtype = n.dtype, logits_dtype = node(a.logits).dtype;
       return [=, &ptrs] {
-        if (in_place) ptrs[out] = ptr(a.logits);
-        cross_entropy_grad({ptr(a.logits), logits_dtype, vocab}, i32(a.targets), f(a.d_loss), rows,
-                           ptrs[out], dtype, shard.get());
+        if (in_place) ptrs[out] = buf.ptr(a.logits);
+        cross_entropy_grad({buf.ptr(a.logits), logits_dtype, vocab}, buf.i32(a.targets),
+                           buf.f(a.d_loss), rows, ptrs[out], dtype, shard.get());
       };
     }
     case Op::kEmbeddingGrad: {
@@ -492,57 +369,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
       const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0], hidden = n.shape[1];
       return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
-        embedding_grad(f(a.dy), i32(a.ids), count, vocab, hidden, out_f32(), shard.get(),
-                       a.acc >= 0);
-      };
-    }
-    case Op::kLinearGradInput: {
-      // In place, the product adds into `sum` (graph::fold_gradient_sums).
-      const graph::LinearGradInputArgs a = graph::linear_grad_input_args(n);
-      const Node& w = node(a.w);
-      const DType dt = w.dtype;
-      const int64_t m = rows_of(node(a.dy).shape), nn = w.shape[0], k = w.shape[1];
-      const DType dy_dtype = node(a.dy).dtype;
-      const DType dx_dtype = n.dtype;
-      const bool bf16_products = dt == DType::bf16 && dy_dtype == DType::bf16 && bf16_rows_path(m);
-      return [=, &ptrs] {
-        if (a.sum >= 0) ptrs[out] = ptr(a.sum);
-        Scratch widened, narrowed;
-        // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once; it is
-        // written over the sum, so only an f32 dx adds into it.
-        if (dx_dtype != DType::f32) narrowed.resize(static_cast<size_t>(m * k));
-        float* dx = narrowed.empty() ? out_f32() : narrowed.data();
-        const bool accumulate = a.sum >= 0 && narrowed.empty();
-        if (bf16_products) {
-          linear_grad_input_bf16(static_cast<const uint16_t*>(ptr(a.dy)),
-                                 static_cast<const uint16_t*>(ptr(a.w)), m, nn, k, dx, accumulate);
-        } else {
-          const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, widened);
-          linear_grad_input(dy, ptr(a.w), dt, m, nn, k, dx, accumulate);
-        }
-        if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
-      };
-    }
-    case Op::kLinearGradWeight: {
-      // In place, the product adds into `acc` (graph::fold_accumulations).
-      const graph::LinearGradWeightArgs a = graph::linear_grad_weight_args(n);
-      const int64_t m = rows_of(node(a.dy).shape), nn = n.shape[0], k = n.shape[1];
-      const DType dy_dtype = node(a.dy).dtype, x_dtype = node(a.x).dtype;
-      const bool bf16_products =
-          dy_dtype == DType::bf16 && x_dtype == DType::bf16 && bf16_rows_path(m);
-      return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
-        if (bf16_products) {
-          linear_grad_weight_bf16(static_cast<const uint16_t*>(ptr(a.dy)),
-                                  static_cast<const uint16_t*>(ptr(a.x)), m, nn, k, out_f32(),
-                                  a.acc >= 0);
-          return;
-        }
-        Scratch dy_widened, x_widened;
-        const float* dy = f32_operand(ptr(a.dy), dy_dtype, m * nn, dy_widened);
-        const float* x = f32_operand(ptr(a.x), x_dtype, m * k, x_widened);
-        linear_grad_weight(dy, x, m, nn, k, out_f32(), a.acc >= 0);
+        if (a.acc >= 0) ptrs[out] = buf.ptr(a.acc);
+        embedding_grad(buf.f(a.dy), buf.i32(a.ids), count, vocab, hidden, buf.out_f32(),
+                       shard.get(), a.acc >= 0);
       };
     }
     case Op::kRmsNormGradInput: {
@@ -562,8 +391,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
         return [=, &ptrs] {
           const bool rotated = a.positions >= 0;
-          const RopeGradRows rope{rotated ? i32(a.positions) : nullptr,
-                                  rotated ? f(a.inv_freq) : nullptr,
+          const RopeGradRows rope{rotated ? buf.i32(a.positions) : nullptr,
+                                  rotated ? buf.f(a.inv_freq) : nullptr,
                                   s[0],
                                   s[1],
                                   s.size() == 4 ? s[2] : 1,
@@ -571,9 +400,9 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
           auto* copy = copy_at >= 0
                            ? reinterpret_cast<uint16_t*>(static_cast<char*>(ptrs[out]) + copy_at)
                            : nullptr;
-          rms_norm_grads({ptr(a.x), x_dtype}, f(a.w), {ptr(a.dy), dy_dtype},
-                         a.residual >= 0 ? f(a.residual) : nullptr, rows, hidden, eps, ptrs[out],
-                         dtype, f(a.weight_grad), rotated ? &rope : nullptr, copy);
+          rms_norm_grads({buf.ptr(a.x), x_dtype}, buf.f(a.w), {buf.ptr(a.dy), dy_dtype},
+                         a.residual >= 0 ? buf.f(a.residual) : nullptr, rows, hidden, eps,
+                         ptrs[out], dtype, buf.f(a.weight_grad), rotated ? &rope : nullptr, copy);
         };
       }
       if (a.positions >= 0 || n.narrow_copy) {
@@ -581,18 +410,17 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "[rms_norm_grad_input] RoPE's gradient runs inside, and a bf16 copy is written, only "
             "where the weight's gradient is added");
       }
-      return with_output(graph, n, out, ptrs, hidden,
-                         [=, widened = Scratch(), widened_dy = Scratch()](
-                             int64_t first, int64_t count, float* dst) mutable {
-                           const int64_t offset = first * hidden;
-                           rms_norm_grad_input(
-                               f32_range(ptr(a.x), x_dtype, offset, count * hidden, widened),
-                               f(a.w),
-                               f32_range(ptr(a.dy), dy_dtype, offset, count * hidden, widened_dy),
-                               count, hidden, eps, dst);
-                           if (a.residual >= 0)
-                             add_into(dst, f(a.residual) + offset, count * hidden);
-                         });
+      return with_output(
+          graph, n, out, ptrs, hidden,
+          [=, widened = Scratch(), widened_dy = Scratch()](int64_t first, int64_t count,
+                                                           float* dst) mutable {
+            const int64_t offset = first * hidden;
+            rms_norm_grad_input(
+                f32_range(buf.ptr(a.x), x_dtype, offset, count * hidden, widened), buf.f(a.w),
+                f32_range(buf.ptr(a.dy), dy_dtype, offset, count * hidden, widened_dy), count,
+                hidden, eps, dst);
+            if (a.residual >= 0) add_into(dst, buf.f(a.residual) + offset, count * hidden);
+          });
     }
     case Op::kRmsNormGradWeight: {
       // In place, the sums add into `acc` (graph::fold_accumulations).
@@ -601,11 +429,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float eps = n.eps;
       const DType x_dtype = node(a.x).dtype, dy_dtype = node(a.dy).dtype;
       return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = ptr(a.acc);
+        if (a.acc >= 0) ptrs[out] = buf.ptr(a.acc);
         Scratch widened, widened_dy;
-        rms_norm_grad_weight(f32_operand(ptr(a.x), x_dtype, rows * hidden, widened),
-                             f32_operand(ptr(a.dy), dy_dtype, rows * hidden, widened_dy), rows,
-                             hidden, eps, out_f32(), a.acc >= 0);
+        rms_norm_grad_weight(f32_operand(buf.ptr(a.x), x_dtype, rows * hidden, widened),
+                             f32_operand(buf.ptr(a.dy), dy_dtype, rows * hidden, widened_dy), rows,
+                             hidden, eps, buf.out_f32(), a.acc >= 0);
       };
     }
     case Op::kAttentionGrad: {
@@ -622,12 +450,12 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         // attention_grad writes every gradient (dk and dv zeroed first).
         Scratch wq, wk, wv, wdy, narrowed;
         if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
-        float* dst = narrowed.empty() ? out_f32() : narrowed.data();
-        attention_grad(f32_operand(ptr(a.q), q_dtype, shape_numel(q), wq),
-                       f32_operand(ptr(a.k), kv_dtype, shape_numel(k), wk),
-                       f32_operand(ptr(a.v), kv_dtype, shape_numel(k), wv), i32(a.mask),
-                       i32(a.slots), f32_operand(ptr(a.dy), dy_dtype, shape_numel(q), wdy), q[0],
-                       q[1], k[1], q[2], k[2], q[3], scale, dst, window);
+        float* dst = narrowed.empty() ? buf.out_f32() : narrowed.data();
+        attention_grad(f32_operand(buf.ptr(a.q), q_dtype, shape_numel(q), wq),
+                       f32_operand(buf.ptr(a.k), kv_dtype, shape_numel(k), wk),
+                       f32_operand(buf.ptr(a.v), kv_dtype, shape_numel(k), wv), buf.i32(a.mask),
+                       buf.i32(a.slots), f32_operand(buf.ptr(a.dy), dy_dtype, shape_numel(q), wdy),
+                       q[0], q[1], k[1], q[2], k[2], q[3], scale, dst, window);
         if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
       };
     }
@@ -636,16 +464,16 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t count = shape_numel(n.shape);
       const bool decays = n.decays;
       return [=, &ptrs] {
-        ptrs[out] = ptr(a.param);
-        const ops::AdamWScalars s = ops::unpack_adamw_scalars(f(a.scalars));
-        adamw_update(s, decays ? s.decay : 1.0f, f(a.param), f(a.grad), f(a.exp_avg),
-                     f(a.exp_avg_sq), count);
+        ptrs[out] = buf.ptr(a.param);
+        const ops::AdamWScalars s = ops::unpack_adamw_scalars(buf.f(a.scalars));
+        adamw_update(s, decays ? s.decay : 1.0f, buf.f(a.param), buf.f(a.grad), buf.f(a.exp_avg),
+                     buf.f(a.exp_avg_sq), count);
       };
     }
     case Op::kSumSquares: {
       const graph::ValueId x = graph::operand(n);
       const int64_t count = shape_numel(node(x).shape);
-      return [=] { *out_f32() = static_cast<float>(sum_squares(f(x), count)); };
+      return [=] { *buf.out_f32() = static_cast<float>(sum_squares(buf.f(x), count)); };
     }
     case Op::kMoeRoute:
     case Op::kMoeExperts:
