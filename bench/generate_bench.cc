@@ -15,8 +15,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,9 +80,7 @@ double decode_bytes(const tfm::CausalLM& model, const std::string& dtype) {
   return all - static_cast<double>(layers * (m.num_experts - m.num_experts_per_tok)) * expert_bytes;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int bench_main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s MODEL_DIR [--dtype bf16] [--new-tokens N] [--prefill 128,1024]\n",
@@ -90,7 +91,13 @@ int main(int argc, char** argv) {
   int new_tokens = 32;
   std::vector<int64_t> prefill_lengths{128, 1024}, batches;
   tfm::KernelOptions kernels;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  static const std::set<std::string> known{"--dtype",       "--new-tokens", "--prefill",
+                                           "--device",      "--batches",    "--profile",
+                                           "--pjrt-plugin", "--pjrt-cache"};
+  for (int i = 2; i < argc; i += 2) {
+    if (!known.count(argv[i]) || i + 1 == argc) {
+      throw std::invalid_argument(std::string("unknown flag or flag without a value: ") + argv[i]);
+    }
     if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
     if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::stoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prefill")) prefill_lengths = parse_list(argv[i + 1]);
@@ -172,4 +179,15 @@ int main(int argc, char** argv) {
   out["compile_ms_total"] = model.graph_stats().compile_ms;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return bench_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "generate_bench: %s\n", e.what());
+    return 1;
+  }
 }

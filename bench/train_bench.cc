@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 
@@ -119,9 +120,7 @@ Timing run(const std::string& config, const Setup& setup) {
   return t;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int bench_main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: train_bench CONFIG_JSON [--batch N] [--seq N] [--steps N] "
@@ -147,4 +146,15 @@ int main(int argc, char** argv) {
       setup.device.c_str(), setup.autocast == tfm::DType::bf16 ? "true" : "false", t.tokens_per_s,
       t.first_step_ms, peak_rss_mib(), peak_device_mib(setup.device).c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return bench_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_bench: %s\n", e.what());
+    return 1;
+  }
 }
