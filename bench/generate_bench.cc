@@ -15,15 +15,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "read_bandwidth.h"
+#include "report_errors.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -91,21 +92,21 @@ int bench_main(int argc, char** argv) {
   int new_tokens = 32;
   std::vector<int64_t> prefill_lengths{128, 1024}, batches;
   tfm::KernelOptions kernels;
-  static const std::set<std::string> known{"--dtype",       "--new-tokens", "--prefill",
-                                           "--device",      "--batches",    "--profile",
-                                           "--pjrt-plugin", "--pjrt-cache"};
+  const std::map<std::string, std::function<void(const char*)>> flags{
+      {"--dtype", [&](const char* v) { dtype = v; }},
+      {"--new-tokens", [&](const char* v) { new_tokens = std::stoi(v); }},
+      {"--prefill", [&](const char* v) { prefill_lengths = parse_list(v); }},
+      {"--device", [&](const char* v) { device = v; }},
+      {"--batches", [&](const char* v) { batches = parse_list(v); }},
+      {"--profile", [&](const char* v) { kernels.profile = std::strcmp(v, "0") != 0; }},
+      {"--pjrt-plugin", [&](const char* v) { pjrt_plugin = v; }},
+      {"--pjrt-cache", [&](const char* v) { pjrt_cache = v; }}};
   for (int i = 2; i < argc; i += 2) {
-    if (!known.count(argv[i]) || i + 1 == argc) {
+    const auto flag = flags.find(argv[i]);
+    if (flag == flags.end() || i + 1 == argc) {
       throw std::invalid_argument(std::string("unknown flag or flag without a value: ") + argv[i]);
     }
-    if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
-    if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::stoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--prefill")) prefill_lengths = parse_list(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--device")) device = argv[i + 1];
-    if (!std::strcmp(argv[i], "--batches")) batches = parse_list(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--profile")) kernels.profile = std::strcmp(argv[i + 1], "0") != 0;
-    if (!std::strcmp(argv[i], "--pjrt-plugin")) pjrt_plugin = argv[i + 1];
-    if (!std::strcmp(argv[i], "--pjrt-cache")) pjrt_cache = argv[i + 1];
+    flag->second(argv[i + 1]);
   }
   if (!pjrt_plugin.empty()) {
     tfm::use_device_plugin("pjrt", pjrt_plugin, {.compile_cache = pjrt_cache});
@@ -184,10 +185,5 @@ int bench_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return bench_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "generate_bench: %s\n", e.what());
-    return 1;
-  }
+  return tfm::bench::report_errors("generate_bench", bench_main, argc, argv);
 }

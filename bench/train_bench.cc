@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <random>
 #include <string>
 
 #include "api/causal_lm_access.h"
 #include "core/device_registry.h"
 #include "models/causal_lm.h"
+#include "report_errors.h"
 #include "tfm/device.h"
 #include "tfm/log.h"
 #include "tfm/model.h"
@@ -151,10 +151,5 @@ int bench_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return bench_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_bench: %s\n", e.what());
-    return 1;
-  }
+  return tfm::bench::report_errors("train_bench", bench_main, argc, argv);
 }

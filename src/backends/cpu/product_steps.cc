@@ -31,7 +31,6 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
                                         std::vector<void*>& ptrs) {
   const Node& n = node_of(graph, id);
   const auto node = [&graph](graph::ValueId v) -> const Node& { return node_of(graph, v); };
-  const auto out = static_cast<size_t>(id);
   const StepBuffers buf(ptrs, id);
   switch (n.op) {
     case Op::kLinear: {
@@ -76,14 +75,14 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
       constexpr int64_t kBlockFloats = int64_t{1} << 22;
       const int64_t cols =
           std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(m, 1), 1, std::max<int64_t>(nn, 1));
-      return [=, &ptrs] {
+      return [=] {
         Scratch widened, block(static_cast<size_t>(m * cols));
         const float* x = x_f32(widened);
         for (int64_t first = 0; first < nn; first += cols) {
           const int64_t width = std::min(cols, nn - first);
           multiply(x, static_cast<const char*>(buf.ptr(a.w)) + first * w_row_bytes, width, nullptr,
                    block.data());
-          auto* dst = static_cast<char*>(ptrs[out]) + static_cast<size_t>(first) * out_size;
+          auto* dst = static_cast<char*>(buf.out()) + static_cast<size_t>(first) * out_size;
 #pragma omp parallel for schedule(static) if (m * width > kParallelMinElements)
           for (int64_t r = 0; r < m; ++r) {
             convert_elements(block.data() + r * width, DType::f32,
@@ -146,8 +145,8 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
       const DType dy_dtype = node(a.dy).dtype;
       const DType dx_dtype = n.dtype;
       const bool bf16_products = dt == DType::bf16 && dy_dtype == DType::bf16 && bf16_rows_path(m);
-      return [=, &ptrs] {
-        if (a.sum >= 0) ptrs[out] = buf.ptr(a.sum);
+      return [=] {
+        if (a.sum >= 0) buf.out() = buf.ptr(a.sum);
         Scratch widened, narrowed;
         // A bf16 dx (ops::linear_backward) is computed whole in f32, then rounded once; it is
         // written over the sum, so only an f32 dx adds into it.
@@ -162,7 +161,7 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
           const float* dy = f32_operand(buf.ptr(a.dy), dy_dtype, m * nn, widened);
           linear_grad_input(dy, buf.ptr(a.w), dt, m, nn, k, dx, accumulate);
         }
-        if (!narrowed.empty()) cast(dx, DType::f32, ptrs[out], dx_dtype, narrowed.size());
+        if (!narrowed.empty()) cast(dx, DType::f32, buf.out(), dx_dtype, narrowed.size());
       };
     }
     case Op::kLinearGradWeight: {
@@ -172,8 +171,8 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
       const DType dy_dtype = node(a.dy).dtype, x_dtype = node(a.x).dtype;
       const bool bf16_products =
           dy_dtype == DType::bf16 && x_dtype == DType::bf16 && bf16_rows_path(m);
-      return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = buf.ptr(a.acc);
+      return [=] {
+        if (a.acc >= 0) buf.out() = buf.ptr(a.acc);
         if (bf16_products) {
           linear_grad_weight_bf16(static_cast<const uint16_t*>(buf.ptr(a.dy)),
                                   static_cast<const uint16_t*>(buf.ptr(a.x)), m, nn, k,

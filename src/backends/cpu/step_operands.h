@@ -19,7 +19,9 @@ class StepBuffers {
   void* ptr(graph::ValueId v) const { return (*ptrs_)[static_cast<size_t>(v)]; }
   float* f(graph::ValueId v) const { return static_cast<float*>(ptr(v)); }
   const int32_t* i32(graph::ValueId v) const { return static_cast<const int32_t*>(ptr(v)); }
-  float* out_f32() const { return static_cast<float*>((*ptrs_)[out_]); }
+  // The step's own result; an in-place step points it at the buffer it writes.
+  void*& out() const { return (*ptrs_)[out_]; }
+  float* out_f32() const { return static_cast<float*>(out()); }
 
  private:
   std::vector<void*>* ptrs_;

@@ -48,15 +48,15 @@ bool reads_narrow_floats(const graph::Graph& graph, const Node& n) {
 }
 
 template <typename Compute>
-std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, size_t out,
-                                   std::vector<void*>& ptrs, int64_t unit, Compute compute) {
+std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, StepBuffers buf,
+                                   int64_t unit, Compute compute) {
   const int64_t units = shape_numel(n.shape) / unit;
   const DType dtype = n.dtype;
   const bool paired = n.op == Op::kElementwise && n.program.results == 2;
   const int64_t second = paired ? fusion::second_result_bytes(n, kArenaAlignment) : 0;
   // Element `element` of result `r` in the node's buffer.
-  const auto at = [=, &ptrs](int r, int64_t element) {
-    return static_cast<char*>(ptrs[out]) + r * second +
+  const auto at = [=](int r, int64_t element) {
+    return static_cast<char*>(buf.out()) + r * second +
            element * static_cast<int64_t>(dtype_size(dtype));
   };
   if (dtype == DType::f32 && !reads_narrow_floats(graph, n)) {
@@ -98,9 +98,9 @@ std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, siz
 
 // The same for a step of one result: compute(first, count, dst).
 template <typename Compute>
-std::function<void()> with_output(const graph::Graph& graph, const Node& n, size_t out,
-                                  std::vector<void*>& ptrs, int64_t unit, Compute compute) {
-  return with_outputs(graph, n, out, ptrs, unit,
+std::function<void()> with_output(const graph::Graph& graph, const Node& n, StepBuffers buf,
+                                  int64_t unit, Compute compute) {
+  return with_outputs(graph, n, buf, unit,
                       [compute](int64_t first, int64_t count, float* dst, float*) mutable {
                         compute(first, count, dst);
                       });
@@ -121,7 +121,6 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                 std::vector<void*>& ptrs) {
   const Node& n = node_of(graph, id);
   const auto node = [&graph](graph::ValueId v) -> const Node& { return node_of(graph, v); };
-  const auto out = static_cast<size_t>(id);
   const StepBuffers buf(ptrs, id);
   // The node's vocabulary shard; its group lives as long as the graph that holds the node.
   const std::shared_ptr<const VocabShard> shard =
@@ -181,8 +180,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::CacheWriteArgs a = graph::cache_write_args(n);
       const Shape cache = node(a.cache).shape, update = node(a.update).shape;
       const DType cache_dtype = node(a.cache).dtype;
-      return [=, &ptrs] {
-        ptrs[out] = buf.ptr(a.cache);
+      return [=] {
+        buf.out() = buf.ptr(a.cache);
         cache_write(buf.ptr(a.cache), cache_dtype, buf.f(a.update), buf.i32(a.slots), update[0],
                     cache[1], update[1], update[2] * update[3]);
       };
@@ -195,7 +194,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float eps = n.eps;
       const DType x_dtype = node(a.x).dtype;
       return with_output(
-          graph, n, out, ptrs, hidden,
+          graph, n, buf, hidden,
           [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
             rms_norm(f32_range(buf.ptr(a.x), x_dtype, first * hidden, count * hidden, widened),
                      buf.f(a.w), count, hidden, eps, dst);
@@ -213,7 +212,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t row = s[2] * s[3];
       const DType x_dtype = node(a.x).dtype;
       return with_output(
-          graph, n, out, ptrs, row,
+          graph, n, buf, row,
           [=, widened = Scratch()](int64_t first, int64_t count, float* dst) mutable {
             const float* x = f32_range(buf.ptr(a.x), x_dtype, first * row, count * row, widened);
             if (a.norm >= 0) {
@@ -227,8 +226,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kAccumulate: {
       const graph::AccumulateArgs a = graph::accumulate_args(n);
       const int64_t count = shape_numel(n.shape);
-      return [=, &ptrs] {
-        ptrs[out] = buf.ptr(a.acc);
+      return [=] {
+        buf.out() = buf.ptr(a.acc);
         add_into(buf.f(a.acc), buf.f(a.x), count);
       };
     }
@@ -243,7 +242,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       // Its output may be bf16 there too (graph::fold_casts): computed in f32, rounded once.
       if (q_dtype != DType::f32) {
         const DType out_dtype = n.dtype;
-        return [=, &ptrs] {
+        return [=] {
           Scratch wq, wk, wv;
           std::vector<float> narrowed;
           if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
@@ -253,7 +252,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                     f32_operand(buf.ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32,
                     buf.i32(a.mask), buf.i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale,
                     dst, window);
-          if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
+          if (!narrowed.empty()) cast(dst, DType::f32, buf.out(), out_dtype, narrowed.size());
         };
       }
       check_f32(n, "attention");
@@ -272,7 +271,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kReshape:
     case Op::kCopyToGroup: {
       const graph::ValueId x = graph::operand(n);
-      return [=, &ptrs] { ptrs[out] = buf.ptr(x); };
+      return [=] { buf.out() = buf.ptr(x); };
     }
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
@@ -281,7 +280,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       for (graph::ValueId v : operands) dtypes.push_back(node(v).dtype);
       // Inputs in bf16 (autocast's products) are widened a block at a time as they are read
       // (with_outputs); f32 inputs are read where they lie.
-      return with_outputs(graph, n, out, ptrs, 1,
+      return with_outputs(graph, n, buf, 1,
                           [=, inputs = std::vector<const float*>(operands.size()),
                            widened = std::vector<Scratch>(operands.size())](
                               int64_t first, int64_t count, float* dst, float* second) mutable {
@@ -296,20 +295,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const graph::ValueId x = graph::operand(n);
       const DType from = node(x).dtype, to = n.dtype;
       const auto count = static_cast<size_t>(shape_numel(n.shape));
-      return [=, &ptrs] { cast(buf.ptr(x), from, ptrs[out], to, count); };
+      return [=] { cast(buf.ptr(x), from, buf.out(), to, count); };
     }
     case Op::kView: {
       const graph::ViewArgs a = graph::view_args(n);
       const size_t byte_offset = static_cast<size_t>(n.start) * dtype_size(n.dtype);
-      return [=, &ptrs] { ptrs[out] = static_cast<char*>(buf.ptr(a.x)) + byte_offset; };
+      return [=] { buf.out() = static_cast<char*>(buf.ptr(a.x)) + byte_offset; };
     }
     case Op::kPad: {
       const graph::ValueId x = graph::operand(n);
       const size_t elem = dtype_size(n.dtype), offset = static_cast<size_t>(n.start) * elem,
                    bytes = static_cast<size_t>(shape_numel(node(x).shape)) * elem,
                    total = static_cast<size_t>(shape_numel(n.shape)) * elem;
-      return [=, &ptrs] {
-        auto* dst = static_cast<char*>(ptrs[out]);
+      return [=] {
+        auto* dst = static_cast<char*>(buf.out());
         std::memset(dst, 0, total);
         std::memcpy(dst + offset, buf.ptr(x), bytes);
       };
@@ -320,8 +319,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       for (graph::ValueId p : parts) {
         bytes.push_back(static_cast<size_t>(shape_numel(node(p).shape)) * dtype_size(n.dtype));
       }
-      return [=, &ptrs] {
-        auto* dst = static_cast<char*>(ptrs[out]);
+      return [=] {
+        auto* dst = static_cast<char*>(buf.out());
         for (size_t i = 0; i < parts.size(); ++i) {
           std::memcpy(dst, buf.ptr(parts[i]), bytes[i]);
           dst += bytes[i];
@@ -336,7 +335,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kArgmax: {
       const graph::ValueId x = graph::operand(n);
       const int64_t rows = rows_of(node(x).shape), cols = node(x).shape.back();
-      return [=, &ptrs] { argmax_rows(buf.f(x), rows, cols, static_cast<int32_t*>(ptrs[out])); };
+      return [=] { argmax_rows(buf.f(x), rows, cols, static_cast<int32_t*>(buf.out())); };
     }
     case Op::kCrossEntropy: {
       const graph::CrossEntropyArgs a = graph::cross_entropy_args(n);
@@ -358,18 +357,18 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t rows = rows_of(node(a.logits).shape), vocab = node(a.logits).shape.back();
       const bool in_place = n.in_place;
       const DType dtype = n.dtype, logits_dtype = node(a.logits).dtype;
-      return [=, &ptrs] {
-        if (in_place) ptrs[out] = buf.ptr(a.logits);
+      return [=] {
+        if (in_place) buf.out() = buf.ptr(a.logits);
         cross_entropy_grad({buf.ptr(a.logits), logits_dtype, vocab}, buf.i32(a.targets),
-                           buf.f(a.d_loss), rows, ptrs[out], dtype, shard.get());
+                           buf.f(a.d_loss), rows, buf.out(), dtype, shard.get());
       };
     }
     case Op::kEmbeddingGrad: {
       // In place, the rows add into `acc` (graph::fold_summed_accumulations).
       const graph::EmbeddingGradArgs a = graph::embedding_grad_args(n);
       const int64_t count = shape_numel(node(a.ids).shape), vocab = n.shape[0], hidden = n.shape[1];
-      return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = buf.ptr(a.acc);
+      return [=] {
+        if (a.acc >= 0) buf.out() = buf.ptr(a.acc);
         embedding_grad(buf.f(a.dy), buf.i32(a.ids), count, vocab, hidden, buf.out_f32(),
                        shard.get(), a.acc >= 0);
       };
@@ -389,7 +388,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
         // Its bf16 copy (graph::fold_narrow_copies) after the f32 result, rounded from it.
         const int64_t copy_at =
             n.narrow_copy ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
-        return [=, &ptrs] {
+        return [=] {
           const bool rotated = a.positions >= 0;
           const RopeGradRows rope{rotated ? buf.i32(a.positions) : nullptr,
                                   rotated ? buf.f(a.inv_freq) : nullptr,
@@ -398,11 +397,11 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                                   s.size() == 4 ? s[2] : 1,
                                   scaling};
           auto* copy = copy_at >= 0
-                           ? reinterpret_cast<uint16_t*>(static_cast<char*>(ptrs[out]) + copy_at)
+                           ? reinterpret_cast<uint16_t*>(static_cast<char*>(buf.out()) + copy_at)
                            : nullptr;
           rms_norm_grads({buf.ptr(a.x), x_dtype}, buf.f(a.w), {buf.ptr(a.dy), dy_dtype},
                          a.residual >= 0 ? buf.f(a.residual) : nullptr, rows, hidden, eps,
-                         ptrs[out], dtype, buf.f(a.weight_grad), rotated ? &rope : nullptr, copy);
+                         buf.out(), dtype, buf.f(a.weight_grad), rotated ? &rope : nullptr, copy);
         };
       }
       if (a.positions >= 0 || n.narrow_copy) {
@@ -411,7 +410,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
             "where the weight's gradient is added");
       }
       return with_output(
-          graph, n, out, ptrs, hidden,
+          graph, n, buf, hidden,
           [=, widened = Scratch(), widened_dy = Scratch()](int64_t first, int64_t count,
                                                            float* dst) mutable {
             const int64_t offset = first * hidden;
@@ -428,8 +427,8 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const int64_t rows = rows_of(node(a.x).shape), hidden = n.shape[0];
       const float eps = n.eps;
       const DType x_dtype = node(a.x).dtype, dy_dtype = node(a.dy).dtype;
-      return [=, &ptrs] {
-        if (a.acc >= 0) ptrs[out] = buf.ptr(a.acc);
+      return [=] {
+        if (a.acc >= 0) buf.out() = buf.ptr(a.acc);
         Scratch widened, widened_dy;
         rms_norm_grad_weight(f32_operand(buf.ptr(a.x), x_dtype, rows * hidden, widened),
                              f32_operand(buf.ptr(a.dy), dy_dtype, rows * hidden, widened_dy), rows,
@@ -446,7 +445,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype,
                   dy_dtype = node(a.dy).dtype, out_dtype = n.dtype;
       const int64_t grads = shape_numel(n.shape);
-      return [=, &ptrs] {
+      return [=] {
         // attention_grad writes every gradient (dk and dv zeroed first).
         Scratch wq, wk, wv, wdy, narrowed;
         if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(grads));
@@ -456,15 +455,15 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
                        f32_operand(buf.ptr(a.v), kv_dtype, shape_numel(k), wv), buf.i32(a.mask),
                        buf.i32(a.slots), f32_operand(buf.ptr(a.dy), dy_dtype, shape_numel(q), wdy),
                        q[0], q[1], k[1], q[2], k[2], q[3], scale, dst, window);
-        if (!narrowed.empty()) cast(dst, DType::f32, ptrs[out], out_dtype, narrowed.size());
+        if (!narrowed.empty()) cast(dst, DType::f32, buf.out(), out_dtype, narrowed.size());
       };
     }
     case Op::kAdamW: {
       const graph::AdamWArgs a = graph::adamw_args(n);
       const int64_t count = shape_numel(n.shape);
       const bool decays = n.decays;
-      return [=, &ptrs] {
-        ptrs[out] = buf.ptr(a.param);
+      return [=] {
+        buf.out() = buf.ptr(a.param);
         const ops::AdamWScalars s = ops::unpack_adamw_scalars(buf.f(a.scalars));
         adamw_update(s, decays ? s.decay : 1.0f, buf.f(a.param), buf.f(a.grad), buf.f(a.exp_avg),
                      buf.f(a.exp_avg_sq), count);
