@@ -101,6 +101,28 @@ TEST(CpuKernels, Bf16GradientProducts) {
   }
 }
 
+// Autocast's forward products of bf16 rows, rounded to bf16 output, on odd sizes: rows few
+// enough for tfm's AMX tiles where the CPU has them, and as many as oneDNN takes.
+TEST(CpuKernels, Bf16ProductsRoundedToBf16) {
+  if (cpu::big_products_path() != cpu::BigProducts::kBf16) {
+    GTEST_SKIP() << "no native bf16 dot products here: " << cpu::describe(cpu::cpu_isa());
+  }
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{9, 5, 17},
+                                {67, 131, 97},
+                                {cpu::cpu_isa().dot_product_rows + 3, 300, 64}}) {
+    const std::vector<uint16_t> x = bf16_bits(random_values(static_cast<size_t>(m * k), 9));
+    const std::vector<uint16_t> w = bf16_bits(random_values(static_cast<size_t>(n * k), 10));
+    std::vector<uint16_t> got(static_cast<size_t>(m * n));
+    cpu::linear_bf16_rows_rounded(x.data(), w.data(), m, n, k, got.data());
+    std::vector<float> want(got.size());
+    ops::reference::linear(floats_of_bf16(x).data(), floats_of_bf16(w).data(), nullptr, m, n, k,
+                           want.data());
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    // Sums in another order may round to the neighbouring bf16: within one bf16 step.
+    expect_close(floats_of_bf16(got), floats_of_bf16(bf16_bits(want)), 1.f / 128, shape);
+  }
+}
+
 TEST(CpuKernels, RmsNorm) {
   const int64_t rows = 7, hidden = 45;
   const auto x = random_values(rows * hidden, 4);
@@ -238,6 +260,41 @@ TEST(CpuKernels, FusedElementwiseChain) {
   cpu::elementwise(program, inputs, n, got.data());
   ops::reference::elementwise(program, inputs, n, want.data());
   expect_close(got, want, 1e-6f);
+}
+
+// Autocast's chains: bf16 operands widened and bf16 results rounded inside the chain, beside an
+// f32 operand, for a paired program (two results) on odd sizes, one of them split over threads.
+TEST(CpuKernels, FusedElementwiseChainOfBf16) {
+  for (const int64_t n : {int64_t{1000}, int64_t{70001}}) {
+    const std::vector<uint16_t> a = bf16_bits(random_values(n, 15, -6.f, 6.f)),
+                                b = bf16_bits(random_values(n, 16));
+    const auto c = random_values(n, 17);
+    // silu(a) * b and c + b
+    graph::ElementwiseProgram program{{{graph::EwCode::kLoad, 0},
+                                       {graph::EwCode::kSilu},
+                                       {graph::EwCode::kLoad, 1},
+                                       {graph::EwCode::kMul},
+                                       {graph::EwCode::kLoad, 2},
+                                       {graph::EwCode::kLoad, 1},
+                                       {graph::EwCode::kAdd}},
+                                      2};
+    const cpu::FloatsIn inputs[] = {
+        {a.data(), DType::bf16}, {b.data(), DType::bf16}, {c.data(), DType::f32}};
+    std::vector<uint16_t> got(n), got_second(n);
+    cpu::elementwise(program, inputs, n, got.data(), DType::bf16, got_second.data());
+
+    const std::vector<float> wide_a = floats_of_bf16(a), wide_b = floats_of_bf16(b);
+    const float* wide[] = {wide_a.data(), wide_b.data(), c.data()};
+    std::vector<float> want(n), want_second(n);
+    const graph::ElementwiseProgram first{{program.instrs.begin(), program.instrs.begin() + 4}},
+        second{{program.instrs.begin() + 4, program.instrs.end()}};
+    ops::reference::elementwise(first, wide, n, want.data());
+    ops::reference::elementwise(second, wide, n, want_second.data());
+    // Rounded to bf16 from values that may differ in the last f32 bits: within one bf16 step.
+    expect_close(floats_of_bf16(got), floats_of_bf16(bf16_bits(want)), 1.f / 128, "first");
+    expect_close(floats_of_bf16(got_second), floats_of_bf16(bf16_bits(want_second)), 1.f / 128,
+                 "second");
+  }
 }
 
 TEST(CpuKernels, EmbeddingBf16AndOutOfRange) {

@@ -16,15 +16,14 @@ const dnnl::engine& engine() {
   return e;
 }
 
-}  // namespace
-
-void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc,
-               bool accumulate, const char* op) {
+// c (f32 or bf16 values) = a b, added to c when `accumulate`.
+void matmul(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, void* c,
+            dnnl::memory::data_type c_type, int64_t ldc, bool accumulate, const char* op) {
   using dnnl::memory;
   try {
     const memory::desc a_md({m, k}, memory::data_type::bf16, memory::dims{a.row, a.col});
     const memory::desc b_md({k, n}, memory::data_type::bf16, memory::dims{b.row, b.col});
-    const memory::desc c_md({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+    const memory::desc c_md({m, n}, c_type, memory::dims{ldc, 1});
     dnnl::primitive_attr attr;
     if (accumulate) {
       dnnl::post_ops sum;
@@ -44,6 +43,18 @@ void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, floa
     throw Error(std::string("[") + op + "] oneDNN bf16 matmul failed (" + e.what() + ") for M=" +
                 std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
   }
+}
+
+}  // namespace
+
+void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc,
+               bool accumulate, const char* op) {
+  matmul(m, n, k, a, b, c, dnnl::memory::data_type::f32, ldc, accumulate, op);
+}
+
+void bf16_gemm_rounded(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, uint16_t* c,
+                       int64_t ldc, const char* op) {
+  matmul(m, n, k, a, b, c, dnnl::memory::data_type::bf16, ldc, false, op);
 }
 
 void round_to_bf16(const float* x, int64_t count, uint16_t* out) {

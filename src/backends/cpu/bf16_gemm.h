@@ -19,6 +19,11 @@ struct Bf16Matrix {
 void bf16_gemm(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, float* c, int64_t ldc,
                bool accumulate, const char* op);
 
+// c[m, n] (bf16, row stride ldc) = a[m, k] b[k, n] accumulated in f32 and rounded once to
+// nearest even, as torch's bf16 products write their output: no f32 copy of c is made.
+void bf16_gemm_rounded(int64_t m, int64_t n, int64_t k, Bf16Matrix a, Bf16Matrix b, uint16_t* c,
+                       int64_t ldc, const char* op);
+
 // x [count] f32 rounded to bf16 (to nearest even, as torch casts) into `out`, in parallel.
 void round_to_bf16(const float* x, int64_t count, uint16_t* out);
 

@@ -1,6 +1,7 @@
 // Fused elementwise chains: the program runs over blocks small enough to stay in L1, so a chain
 // of N ops reads its inputs and writes its output once instead of N times.
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
@@ -12,18 +13,28 @@ namespace {
 constexpr int64_t kBlock = 256;
 constexpr int kMaxStack = kElementwiseLimits.depth;
 
-void run_block(const graph::ElementwiseProgram& program, const float* const* inputs, int64_t begin,
-               int64_t len, float* out, float* second) {
+// Values [begin, begin + len) of `from` into the f32 block `to`, or back.
+void load_block(FloatsIn from, int64_t begin, int64_t len, float* to) {
+  const size_t elem = dtype_size(from.dtype);
+  convert_elements(static_cast<const char*>(from.data) + static_cast<size_t>(begin) * elem,
+                   from.dtype, to, DType::f32, static_cast<size_t>(len));
+}
+
+void store_block(const float* from, int64_t begin, int64_t len, void* to, DType dtype) {
+  const size_t elem = dtype_size(dtype);
+  convert_elements(from, DType::f32, static_cast<char*>(to) + static_cast<size_t>(begin) * elem,
+                   dtype, static_cast<size_t>(len));
+}
+
+void run_block(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t begin,
+               int64_t len, void* out, DType out_dtype, void* second) {
   float stack[kMaxStack][kBlock];
   int top = -1;
   for (const graph::EwInstr& instr : program.instrs) {
     switch (instr.code) {
-      case graph::EwCode::kLoad: {
-        const float* src = inputs[instr.operand] + begin;
-        ++top;
-        for (int64_t i = 0; i < len; ++i) stack[top][i] = src[i];
+      case graph::EwCode::kLoad:
+        load_block(inputs[instr.operand], begin, len, stack[++top]);
         break;
-      }
       case graph::EwCode::kAdd:
         --top;
         for (int64_t i = 0; i < len; ++i) stack[top][i] += stack[top + 1][i];
@@ -44,16 +55,14 @@ void run_block(const graph::ElementwiseProgram& program, const float* const* inp
         break;
     }
   }
-  for (int64_t i = 0; i < len; ++i) out[begin + i] = stack[0][i];
-  if (program.results == 2) {
-    for (int64_t i = 0; i < len; ++i) second[begin + i] = stack[1][i];
-  }
+  store_block(stack[0], begin, len, out, out_dtype);
+  if (program.results == 2) store_block(stack[1], begin, len, second, out_dtype);
 }
 
 }  // namespace
 
-void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
-                 int64_t count, float* out, float* second) {
+void elementwise(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t count,
+                 void* out, DType out_dtype, void* second) {
   if (graph::program_depth(program) > kMaxStack) {
     throw Error("[elementwise] fused chain needs more than " + std::to_string(kMaxStack) +
                 " temporaries");
@@ -66,8 +75,20 @@ void elementwise(const graph::ElementwiseProgram& program, const float* const* i
 #pragma omp parallel for schedule(static) if (count > kParallelMinElements)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
-    run_block(program, inputs, begin, std::min(kBlock, count - begin), out, second);
+    run_block(program, inputs, begin, std::min(kBlock, count - begin), out, out_dtype, second);
   }
+}
+
+void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
+                 int64_t count, float* out, float* second) {
+  std::vector<FloatsIn> typed;
+  for (const graph::EwInstr& instr : program.instrs) {
+    if (instr.code != graph::EwCode::kLoad) continue;
+    const auto operand = static_cast<size_t>(instr.operand);
+    if (typed.size() <= operand) typed.resize(operand + 1, {nullptr, DType::f32});
+    typed[operand] = {inputs[operand], DType::f32};
+  }
+  elementwise(program, typed.data(), count, out, DType::f32, second);
 }
 
 }  // namespace tfm::cpu

@@ -60,6 +60,9 @@ bool bf16_rows_path(int64_t m);
 // linear() would take it widened and round it back (the same products).
 void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t m, int64_t n,
                       int64_t k, float* out);
+// The same without bias, its output rounded to bf16 (autocast's products).
+void linear_bf16_rows_rounded(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                              uint16_t* out);
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t hidden, float eps, float* out);
 // out may be x (each pair is read before it is written): prepare_attention rotates in place.
 void rope(const float* x, const int32_t* positions, const float* inv_freq, int64_t batch,
@@ -76,7 +79,18 @@ void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float
 double sum_squares(const float* x, int64_t n);
 // acc[i] += x[i]
 void add_into(float* acc, const float* x, int64_t count);
-// `second`: where a paired program's second result goes (graph::pair_elementwise_siblings).
+// A fused elementwise chain's operand: f32 values, or narrower floats (autocast's bf16) that
+// each block widens as it loads them.
+struct FloatsIn {
+  const void* data;
+  DType dtype;
+};
+// `out` and `second` (where a paired program's second result goes:
+// graph::pair_elementwise_siblings) take out_dtype values, each block rounded as it is stored, so
+// a chain over bf16 values makes no widened or narrowed copy of them.
+void elementwise(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t count,
+                 void* out, DType out_dtype, void* second = nullptr);
+// The same over f32 operands and results.
 void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
                  int64_t count, float* out, float* second = nullptr);
 // A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab), of

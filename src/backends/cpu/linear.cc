@@ -11,6 +11,7 @@
 #include "backends/cpu/bf16_gemm.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/sgemm.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
@@ -73,6 +74,18 @@ void linear_bf16_rows(const uint16_t* x, const uint16_t* w, const float* bias, i
     gemm_bf16_products(x, w, m, n, k, out);
   }
   if (bias != nullptr) add_bias(bias, m, n, out);
+}
+
+void linear_bf16_rows_rounded(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
+                              uint16_t* out) {
+  if (tile_products() != nullptr && m <= cpu_isa().dot_product_rows) {
+    thread_local Scratch products;
+    products.resize(static_cast<size_t>(m * n));
+    linear_bf16_rows(x, w, nullptr, m, n, k, products.data());
+    round_to_bf16(products.data(), m * n, out);
+  } else {
+    bf16_gemm_rounded(m, n, k, {x, k, 1}, {w, 1, k}, out, n, "linear");
+  }
 }
 
 bool reads_rounded_activations(int64_t m, BigProducts path) {

@@ -62,14 +62,22 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
           if (a.residual >= 0) add_into(buf.out_f32(), buf.f(a.residual), m * nn);
         };
       }
-      // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) is computed a
-      // block of columns at a time, so each weight row is read (and widened) once and no f32 copy
-      // of the whole output is held; each block is narrowed into its place in the rows.
+      // A narrowed output (graph::Builder::autocast_linear: no bias, no residual) of bf16 rows is
+      // rounded by the products themselves; of others it is computed a block of columns at a time,
+      // so each weight row is read (and widened) once and no f32 copy of the whole output is held;
+      // each block is narrowed into its place in the rows.
       if (a.bias >= 0 || a.residual >= 0) {
         throw Error("[linear] a " + std::string(dtype_name(n.dtype)) +
                     " product takes no residual or bias");
       }
       const DType out_dtype = n.dtype;
+      if (bf16_rows && out_dtype == DType::bf16) {
+        return [=] {
+          linear_bf16_rows_rounded(static_cast<const uint16_t*>(buf.ptr(a.x)),
+                                   static_cast<const uint16_t*>(buf.ptr(a.w)), m, nn, k,
+                                   static_cast<uint16_t*>(buf.out()));
+        };
+      }
       const size_t w_row_bytes = static_cast<size_t>(k) * dtype_size(dt),
                    out_size = dtype_size(out_dtype);
       constexpr int64_t kBlockFloats = int64_t{1} << 22;

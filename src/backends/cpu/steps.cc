@@ -29,15 +29,13 @@ void check_f32(const Node& n, const char* op) {
 }
 
 // A step of an op that graph::fold_casts may have made write bf16, or that reads bf16 inputs.
-// compute(first, count, dst, second) writes units first .. first + count - 1 of the result (rows,
-// tokens or elements: `unit` floats each) as f32 to dst. With f32 inputs and output that is one
-// call on the node's own buffer, the kernels splitting the work among threads. Otherwise the
-// threads share out blocks of kNarrowedBlock floats, each computing its blocks with its own copy of
-// `compute` (and so its own buffers for widened inputs) into the node's buffer or, for bf16, into
-// a block of its own narrowed into place after each call: no f32 copy of the whole result is ever
-// held, and widening and narrowing run on every thread rather than between parallel kernels. A
-// paired elementwise step (graph::pair_elementwise_siblings) writes its second result to `second`
-// alike; any other step gets null there.
+// compute(first, count, dst) writes units first .. first + count - 1 of the result (rows or
+// tokens: `unit` floats each) as f32 to dst. With f32 inputs and output that is one call on the
+// node's own buffer, the kernels splitting the work among threads. Otherwise the threads share out
+// blocks of kNarrowedBlock floats, each computing its blocks with its own copy of `compute` (and so
+// its own buffers for widened inputs) into the node's buffer or, for bf16, into a block of its own
+// narrowed into place after each call: no f32 copy of the whole result is ever held, and widening
+// and narrowing run on every thread rather than between parallel kernels.
 constexpr int64_t kNarrowedBlock = int64_t{1} << 16;
 
 bool reads_narrow_floats(const graph::Graph& graph, const Node& n) {
@@ -48,62 +46,37 @@ bool reads_narrow_floats(const graph::Graph& graph, const Node& n) {
 }
 
 template <typename Compute>
-std::function<void()> with_outputs(const graph::Graph& graph, const Node& n, StepBuffers buf,
-                                   int64_t unit, Compute compute) {
+std::function<void()> with_output(const graph::Graph& graph, const Node& n, StepBuffers buf,
+                                  int64_t unit, Compute compute) {
   const int64_t units = shape_numel(n.shape) / unit;
   const DType dtype = n.dtype;
-  const bool paired = n.op == Op::kElementwise && n.program.results == 2;
-  const int64_t second = paired ? fusion::second_result_bytes(n, kArenaAlignment) : 0;
-  // Element `element` of result `r` in the node's buffer.
-  const auto at = [=](int r, int64_t element) {
-    return static_cast<char*>(buf.out()) + r * second +
-           element * static_cast<int64_t>(dtype_size(dtype));
+  const auto at = [=](int64_t element) {
+    return static_cast<char*>(buf.out()) + element * static_cast<int64_t>(dtype_size(dtype));
   };
   if (dtype == DType::f32 && !reads_narrow_floats(graph, n)) {
-    return [=]() mutable {
-      compute(0, units, reinterpret_cast<float*>(at(0, 0)),
-              paired ? reinterpret_cast<float*>(at(1, 0)) : nullptr);
-    };
+    return [=]() mutable { compute(0, units, reinterpret_cast<float*>(at(0))); };
   }
   const int64_t block = std::max<int64_t>(1, kNarrowedBlock / unit);
   const int64_t blocks = (units + block - 1) / block;
   struct Worker {
     Compute compute;
-    Scratch rows, second_rows;
+    Scratch rows;
   };
   const bool narrow = dtype != DType::f32;
   return [=, workers = std::vector<Worker>()]() mutable {
     while (workers.size() < static_cast<size_t>(omp_get_max_threads())) {
-      workers.push_back({compute, {}, {}});
+      workers.push_back({compute, {}});
     }
 #pragma omp parallel for schedule(static) if (blocks > 1)
     for (int64_t b = 0; b < blocks; ++b) {
       Worker& w = workers[static_cast<size_t>(omp_get_thread_num())];
       const int64_t first = b * block, count = std::min(block, units - first);
-      if (narrow) {
-        w.rows.resize(static_cast<size_t>(block * unit));
-        if (paired) w.second_rows.resize(w.rows.size());
-      }
-      const auto result = [&](int r) {
-        if (narrow) return (r == 0 ? w.rows : w.second_rows).data();
-        return reinterpret_cast<float*>(at(r, first * unit));
-      };
-      w.compute(first, count, result(0), paired ? result(1) : nullptr);
-      for (int r = 0; narrow && r < (paired ? 2 : 1); ++r) {
-        cast(result(r), DType::f32, at(r, first * unit), dtype, static_cast<size_t>(count * unit));
-      }
+      if (narrow) w.rows.resize(static_cast<size_t>(block * unit));
+      float* dst = narrow ? w.rows.data() : reinterpret_cast<float*>(at(first * unit));
+      w.compute(first, count, dst);
+      if (narrow) cast(dst, DType::f32, at(first * unit), dtype, static_cast<size_t>(count * unit));
     }
   };
-}
-
-// The same for a step of one result: compute(first, count, dst).
-template <typename Compute>
-std::function<void()> with_output(const graph::Graph& graph, const Node& n, StepBuffers buf,
-                                  int64_t unit, Compute compute) {
-  return with_outputs(graph, n, buf, unit,
-                      [compute](int64_t first, int64_t count, float* dst, float*) mutable {
-                        compute(first, count, dst);
-                      });
 }
 
 // RoPE's inputs, or its gradient's as the same rotation reads them (dy as x).
@@ -276,20 +249,20 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
       const std::vector<graph::ValueId> operands = n.inputs;
-      std::vector<DType> dtypes;
-      for (graph::ValueId v : operands) dtypes.push_back(node(v).dtype);
-      // Inputs in bf16 (autocast's products) are widened a block at a time as they are read
-      // (with_outputs); f32 inputs are read where they lie.
-      return with_outputs(graph, n, buf, 1,
-                          [=, inputs = std::vector<const float*>(operands.size()),
-                           widened = std::vector<Scratch>(operands.size())](
-                              int64_t first, int64_t count, float* dst, float* second) mutable {
-                            for (size_t i = 0; i < operands.size(); ++i) {
-                              inputs[i] = f32_range(buf.ptr(operands[i]), dtypes[i], first, count,
-                                                    widened[i]);
-                            }
-                            elementwise(program, inputs.data(), count, dst, second);
-                          });
+      std::vector<FloatsIn> inputs;
+      for (graph::ValueId v : operands) inputs.push_back({nullptr, node(v).dtype});
+      const DType dtype = n.dtype;
+      const int64_t count = shape_numel(n.shape);
+      const int64_t second =
+          n.program.results == 2 ? fusion::second_result_bytes(n, kArenaAlignment) : -1;
+      // bf16 operands (autocast's) are widened, and a bf16 result rounded, a block at a time
+      // inside the chain.
+      return [=]() mutable {
+        for (size_t i = 0; i < operands.size(); ++i) inputs[i].data = buf.ptr(operands[i]);
+        char* out = static_cast<char*>(buf.out());
+        elementwise(program, inputs.data(), count, out, dtype,
+                    second >= 0 ? out + second : nullptr);
+      };
     }
     case Op::kCast: {
       const graph::ValueId x = graph::operand(n);
