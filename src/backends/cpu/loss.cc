@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/lane_sum.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
@@ -34,9 +35,8 @@ SoftmaxStats softmax_stats(const float* row, int64_t vocab) {
   thread_local std::vector<float> e;
   e.resize(static_cast<size_t>(vocab));
   vector_kernels().exp_shifted(row, e.data(), vocab, max_logit, 1.f);
-  double sum = 0;
-  for (float v : e) sum += v;
-  return {max_logit, sum};
+  const float* exps = e.data();
+  return {max_logit, lane_sum(vocab, [exps](int64_t v) { return double{exps[v]}; })};
 }
 
 // This rank's column of `target`, or -1 where another rank holds it.
@@ -91,7 +91,6 @@ std::vector<float> log_sum_exp(const Logits& logits, int64_t rows, const VocabSh
   }
   return lse;
 }
-
 
 }  // namespace
 

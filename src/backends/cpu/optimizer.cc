@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/lane_sum.h"
 
 namespace tfm::cpu {
 namespace {
@@ -31,9 +32,10 @@ double sum_squares(const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kChunkElements)
   for (int64_t c = 0; c < chunks_of(n); ++c) {
     const int64_t end = std::min(n, (c + 1) * kChunkElements);
-    double sum = 0.0;
-    for (int64_t i = c * kChunkElements; i < end; ++i) sum += double{x[i]} * double{x[i]};
-    partial[static_cast<size_t>(c)] = sum;
+    const float* chunk = x + c * kChunkElements;
+    partial[static_cast<size_t>(c)] = lane_sum(end - c * kChunkElements, [chunk](int64_t i) {
+      return double{chunk[i]} * double{chunk[i]};
+    });
   }
   double total = 0.0;
   for (double sum : partial) total += sum;
