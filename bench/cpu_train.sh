@@ -25,7 +25,7 @@ args=("$config" --batch 16 --seq 256 --steps 8 "${precision[@]}")
 runs=()
 for _ in $(seq "$rounds"); do
   tfm=$("$build/bench/train_bench" "${args[@]}")
-  hf=$(python3 "$here/anchor_train.py" "${args[@]}" 2>/dev/null)
+  hf=$(python3 "$here/anchor_train.py" "${args[@]}")
   runs+=("$tfm" "$hf")
 done
 isa=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
