@@ -210,21 +210,21 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
       const float scale = n.scale;
       const int64_t window = n.window;
       const DType q_dtype = node(a.q).dtype, kv_dtype = node(a.k).dtype;
-      // A bf16 KV cache (with f32 q) is read as it is; under autocast (bf16 q, k and v) every
-      // operand is widened exactly for the f32 kernels, whose long-sequence path is the fast one.
-      // Its output may be bf16 there too (graph::fold_casts): computed in f32, rounded once.
+      // A bf16 KV cache (with f32 q) is read as it is, and so are autocast's bf16 k and v (q
+      // widened exactly): attention() takes them to AMX tiles where the CPU has them (the
+      // probabilities rounded to bf16 before the values' product, as torch's bf16 attention
+      // rounds them), else widens them for the f32 kernels. Its output may be bf16 there too
+      // (graph::fold_casts): computed in f32, rounded once.
       if (q_dtype != DType::f32) {
         const DType out_dtype = n.dtype;
         return [=] {
-          Scratch wq, wk, wv;
+          Scratch wq;
           std::vector<float> narrowed;
           if (out_dtype != DType::f32) narrowed.resize(static_cast<size_t>(shape_numel(q)));
           float* dst = narrowed.empty() ? buf.out_f32() : narrowed.data();
-          attention(f32_operand(buf.ptr(a.q), q_dtype, shape_numel(q), wq),
-                    f32_operand(buf.ptr(a.k), kv_dtype, shape_numel(k), wk),
-                    f32_operand(buf.ptr(a.v), kv_dtype, shape_numel(k), wv), DType::f32,
-                    buf.i32(a.mask), buf.i32(a.slots), q[0], q[1], k[1], q[2], k[2], q[3], scale,
-                    dst, window);
+          attention(f32_operand(buf.ptr(a.q), q_dtype, shape_numel(q), wq), buf.ptr(a.k),
+                    buf.ptr(a.v), kv_dtype, buf.i32(a.mask), buf.i32(a.slots), q[0], q[1], k[1],
+                    q[2], k[2], q[3], scale, dst, window);
           if (!narrowed.empty()) cast(dst, DType::f32, buf.out(), out_dtype, narrowed.size());
         };
       }
