@@ -38,8 +38,7 @@ if [ -n "$llama_cpp" ]; then
   llama=$("$llama_cpp/build/bin/llama-bench" -m "$gguf" -p 128,1024 -n 32 -t "$(nproc)" -o json \
     2>/dev/null)
 fi
-cpu=$(lscpu | sed -n 's/^Model name: *//p')
-isa=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_bf16|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')
+. "$here/cpu_identity.sh"
 python3 - "$tfm" "$hf" "$llama" "$cpu" "$isa" <<'PY'
 import json, sys
 tfm, hf, llama = (json.loads(a) for a in sys.argv[1:4])

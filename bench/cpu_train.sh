@@ -28,8 +28,8 @@ for _ in $(seq "$rounds"); do
   hf=$(python3 "$here/anchor_train.py" "${args[@]}")
   runs+=("$tfm" "$hf")
 done
-isa=$(grep -o -w -E 'avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')
-python3 - "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)" "$isa" "${runs[@]}" <<'PY'
+. "$here/cpu_identity.sh"
+python3 - "$cpu" "$isa" "${runs[@]}" <<'PY'
 import json, statistics, sys
 cpu, isa, runs = sys.argv[1].strip(), sys.argv[2].strip(), [json.loads(r) for r in sys.argv[3:]]
 rounds = [{"tfm": runs[i], "transformers": runs[i + 1],

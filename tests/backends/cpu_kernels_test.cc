@@ -256,8 +256,10 @@ TEST(CpuKernels, FusedElementwiseChain) {
                                      {graph::EwCode::kLoad, 2},
                                      {graph::EwCode::kAdd}}};
   const float* inputs[] = {a.data(), b.data(), c.data()};
+  const cpu::Floats operands[] = {
+      {a.data(), DType::f32}, {b.data(), DType::f32}, {c.data(), DType::f32}};
   std::vector<float> got(n), want(n);
-  cpu::elementwise(program, inputs, n, got.data());
+  cpu::elementwise(program, operands, n, got.data(), DType::f32);
   ops::reference::elementwise(program, inputs, n, want.data());
   expect_close(got, want, 1e-6f);
 }
@@ -278,7 +280,7 @@ TEST(CpuKernels, FusedElementwiseChainOfBf16) {
                                        {graph::EwCode::kLoad, 1},
                                        {graph::EwCode::kAdd}},
                                       2};
-    const cpu::FloatsIn inputs[] = {
+    const cpu::Floats inputs[] = {
         {a.data(), DType::bf16}, {b.data(), DType::bf16}, {c.data(), DType::f32}};
     std::vector<uint16_t> got(n), got_second(n);
     cpu::elementwise(program, inputs, n, got.data(), DType::bf16, got_second.data());

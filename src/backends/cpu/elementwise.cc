@@ -1,7 +1,6 @@
 // Fused elementwise chains: the program runs over blocks small enough to stay in L1, so a chain
 // of N ops reads its inputs and writes its output once instead of N times.
 #include <cmath>
-#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vector_kernels.h"
@@ -14,7 +13,7 @@ constexpr int64_t kBlock = 256;
 constexpr int kMaxStack = kElementwiseLimits.depth;
 
 // Values [begin, begin + len) of `from` into the f32 block `to`, or back.
-void load_block(FloatsIn from, int64_t begin, int64_t len, float* to) {
+void load_block(Floats from, int64_t begin, int64_t len, float* to) {
   const size_t elem = dtype_size(from.dtype);
   convert_elements(static_cast<const char*>(from.data) + static_cast<size_t>(begin) * elem,
                    from.dtype, to, DType::f32, static_cast<size_t>(len));
@@ -26,7 +25,7 @@ void store_block(const float* from, int64_t begin, int64_t len, void* to, DType 
                    dtype, static_cast<size_t>(len));
 }
 
-void run_block(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t begin,
+void run_block(const graph::ElementwiseProgram& program, const Floats* inputs, int64_t begin,
                int64_t len, void* out, DType out_dtype, void* second) {
   float stack[kMaxStack][kBlock];
   int top = -1;
@@ -61,7 +60,7 @@ void run_block(const graph::ElementwiseProgram& program, const FloatsIn* inputs,
 
 }  // namespace
 
-void elementwise(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t count,
+void elementwise(const graph::ElementwiseProgram& program, const Floats* inputs, int64_t count,
                  void* out, DType out_dtype, void* second) {
   if (graph::program_depth(program) > kMaxStack) {
     throw Error("[elementwise] fused chain needs more than " + std::to_string(kMaxStack) +
@@ -77,18 +76,6 @@ void elementwise(const graph::ElementwiseProgram& program, const FloatsIn* input
     const int64_t begin = b * kBlock;
     run_block(program, inputs, begin, std::min(kBlock, count - begin), out, out_dtype, second);
   }
-}
-
-void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
-                 int64_t count, float* out, float* second) {
-  std::vector<FloatsIn> typed;
-  for (const graph::EwInstr& instr : program.instrs) {
-    if (instr.code != graph::EwCode::kLoad) continue;
-    const auto operand = static_cast<size_t>(instr.operand);
-    if (typed.size() <= operand) typed.resize(operand + 1, {nullptr, DType::f32});
-    typed[operand] = {inputs[operand], DType::f32};
-  }
-  elementwise(program, typed.data(), count, out, DType::f32, second);
 }
 
 }  // namespace tfm::cpu

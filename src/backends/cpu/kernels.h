@@ -79,20 +79,18 @@ void adamw_update(const ops::AdamWScalars& s, float decay, float* p, const float
 double sum_squares(const float* x, int64_t n);
 // acc[i] += x[i]
 void add_into(float* acc, const float* x, int64_t count);
-// A fused elementwise chain's operand: f32 values, or narrower floats (autocast's bf16) that
-// each block widens as it loads them.
-struct FloatsIn {
+// An operand of float values: f32, or narrower floats (autocast's bf16) that the kernel widens a
+// row or block at a time as it reads them.
+struct Floats {
   const void* data;
   DType dtype;
 };
-// `out` and `second` (where a paired program's second result goes:
-// graph::pair_elementwise_siblings) take out_dtype values, each block rounded as it is stored, so
-// a chain over bf16 values makes no widened or narrowed copy of them.
-void elementwise(const graph::ElementwiseProgram& program, const FloatsIn* inputs, int64_t count,
+// A fused elementwise chain over `inputs`, each block widened as it is loaded. `out` and `second`
+// (where a paired program's second result goes: graph::pair_elementwise_siblings) take out_dtype
+// values, each block rounded as it is stored, so a chain over bf16 values makes no widened or
+// narrowed copy of them.
+void elementwise(const graph::ElementwiseProgram& program, const Floats* inputs, int64_t count,
                  void* out, DType out_dtype, void* second = nullptr);
-// The same over f32 operands and results.
-void elementwise(const graph::ElementwiseProgram& program, const float* const* inputs,
-                 int64_t count, float* out, float* second = nullptr);
 // A vocabulary split over a group of ranks: this rank holds ids [first_id, first_id + vocab), of
 // which those from vocab_size on (the whole vocabulary's size, for the loss) are padding.
 struct VocabShard {
@@ -167,16 +165,11 @@ struct RopeGradRows {
   int64_t batch, seq, heads;
   float attention_scaling;
 };
-// An operand read a row at a time: f32, or bf16 (autocast's products) widened as it is read.
-struct Rows {
-  const void* data;
-  DType dtype;
-};
 // Both of the above in one pass over x and dy (graph::fold_norm_weight_grads): dx (+ residual,
 // or null) in f32 or bf16, and the weight's gradient added into dw_acc, the same bits as the two
 // (and, with `rope`, as rope_grad before them). `bf16_copy`, where not null, gets dx rounded to
 // bf16 too (graph::fold_narrow_copies).
-void rms_norm_grads(Rows x, const float* w, Rows dy, const float* residual, int64_t rows,
+void rms_norm_grads(Floats x, const float* w, Floats dy, const float* residual, int64_t rows,
                     int64_t hidden, float eps, void* dx, DType dx_dtype, float* dw_acc,
                     const RopeGradRows* rope = nullptr, uint16_t* bf16_copy = nullptr);
 void rope_grad(const float* dy, const int32_t* positions, const float* inv_freq, int64_t batch,

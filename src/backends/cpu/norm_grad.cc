@@ -49,7 +49,7 @@ void finish_weight_grad(const std::vector<double>& partial, int threads, int64_t
 }
 
 // Row r of `rows` as f32: where it lies, or widened into `widened`.
-const float* row_as_f32(Rows rows, int64_t r, int64_t hidden, float* widened) {
+const float* row_as_f32(Floats rows, int64_t r, int64_t hidden, float* widened) {
   const size_t at = static_cast<size_t>(r * hidden) * dtype_size(rows.dtype);
   const void* row = static_cast<const char*>(rows.data) + at;
   if (rows.dtype == DType::f32) return static_cast<const float*>(row);
@@ -84,7 +84,7 @@ void rms_norm_grad_weight(const float* x, const float* dy, int64_t rows, int64_t
   finish_weight_grad(partial, threads, hidden, dw, accumulate);
 }
 
-void rms_norm_grads(Rows x, const float* w, Rows dy, const float* residual, int64_t rows,
+void rms_norm_grads(Floats x, const float* w, Floats dy, const float* residual, int64_t rows,
                     int64_t hidden, float eps, void* dx, DType dx_dtype, float* dw_acc,
                     const RopeGradRows* rope, uint16_t* bf16_copy) {
   if (rope != nullptr) TokenRotation::check(hidden);

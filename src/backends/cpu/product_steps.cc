@@ -120,8 +120,8 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
                gate.data());
         linear(x, buf.ptr(a.w_up), dt, a.bias_up >= 0 ? buf.f(a.bias_up) : nullptr, m, nn, k,
                buf.out_f32());
-        const float* operands[2] = {gate.data(), buf.out_f32()};
-        elementwise(gating, operands, m * nn, buf.out_f32());
+        const Floats operands[2] = {{gate.data(), DType::f32}, {buf.out(), DType::f32}};
+        elementwise(gating, operands, m * nn, buf.out(), DType::f32);
       };
     }
     case Op::kQkvLinear: {

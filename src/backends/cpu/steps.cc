@@ -249,7 +249,7 @@ std::function<void()> make_step(const graph::Graph& graph, graph::ValueId id,
     case Op::kElementwise: {
       const graph::ElementwiseProgram program = n.program;
       const std::vector<graph::ValueId> operands = n.inputs;
-      std::vector<FloatsIn> inputs;
+      std::vector<Floats> inputs;
       for (graph::ValueId v : operands) inputs.push_back({nullptr, node(v).dtype});
       const DType dtype = n.dtype;
       const int64_t count = shape_numel(n.shape);
