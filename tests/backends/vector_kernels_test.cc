@@ -117,11 +117,11 @@ void expect_strided_tile_products(const TileProducts& tiles, const std::vector<u
 
 // AMX tiles: whole and partial tiles of x (16 rows), of weights (blocks of 32 rows) and of k (32
 // values, odd k included; k beyond one chunk of 8 tiles), with x's rows contiguous and in wider
-// rows.
+// rows, and x's rows as many as a prefill chunk's (odd).
 TEST(VectorKernels, TileProductsReadXRoundedToBf16) {
   const TileProducts* tiles = tile_products();
   if (tiles == nullptr) GTEST_SKIP() << "no AMX-BF16 here";
-  for (const int64_t m : {1, 5, 16, 17, 33, 48}) {
+  for (const int64_t m : {1, 5, 16, 17, 33, 48, 131}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37},
                                {29, 130},
                                {64, 64},

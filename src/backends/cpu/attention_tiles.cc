@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/vector_kernels.h"
 
 namespace tfm::cpu {
@@ -15,7 +16,7 @@ namespace {
 const uint16_t* values_by_dimension(const uint16_t* v, int64_t batch, int64_t kv_heads,
                                     const HeadView& view, int64_t visible) {
   const int64_t d = view.head_dim;
-  thread_local std::vector<uint16_t> turned;
+  thread_local Bf16Scratch turned;
   turned.resize(static_cast<size_t>(batch * kv_heads * d * visible));
   uint16_t* to = turned.data();  // shared by the threads below
   // Keys per task: their rows, kv_stride apart, stay in L1 while turned.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
@@ -67,7 +68,7 @@ void round_to_bf16(const float* x, int64_t count, uint16_t* out) {
 }
 
 const uint16_t* rounded_to_bf16(const float* x, int64_t count) {
-  thread_local std::vector<uint16_t> rounded;
+  thread_local Bf16Scratch rounded;
   rounded.resize(static_cast<size_t>(count));
   round_to_bf16(x, count, rounded.data());
   return rounded.data();

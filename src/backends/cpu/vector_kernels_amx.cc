@@ -4,15 +4,16 @@
 // of 64 bytes, so the weights are the tiles' left operand and x, packed once per product in the
 // pairs layout the right operand takes, the right one. Each product tile is then out's transpose:
 // it is turned in registers on its way out. oneDNN's matmul instead copies all the weights into its
-// own layout on every call; here only batches of more than 32 rows copy a chunk of a block's
-// weights, read again for each pair of row tiles (block_all_rows). Under a target pragma, run only
-// where cpu_isa() finds AMX-BF16 and the OS has granted the tile state.
+// own layout on every call; here only batches of more than 32 rows copy a block's weights, read
+// again for each pair of row tiles (block_all_rows). Under a target pragma, run only where
+// cpu_isa() finds AMX-BF16 and the OS has granted the tile state.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/amx_tiles.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
 
@@ -115,12 +116,29 @@ struct WeightTiles {
   int64_t cols;
 };
 
+// The next block's weights asked into L2 a few lines with each step of this block's products, so
+// that memory streams them while the tiles multiply: fetched in one burst by the copy, they
+// stalled it for a third of the block's time.
+struct Ahead {
+  const char* next = nullptr;  // none: the last block, or one not read in place
+  int64_t stride = 0, lines_per_row = 0, per_step = 0, done = 0;
+
+  void step() {
+    if (next == nullptr) return;
+    const int64_t end = std::min(done + per_step, kBlockRows * lines_per_row);
+    for (; done < end; ++done) {
+      _mm_prefetch(next + (done / lines_per_row) * stride + (done % lines_per_row) * 64,
+                   _MM_HINT_T1);
+    }
+  }
+};
+
 // `count` depth tiles of a weight block against one row tile of x (x0) or two (x0, x1; x tiles
 // of one row tile lie one after another), added to the product tiles at `sums` (zero when
 // `first`).
 template <bool kTwoRowTiles>
 void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uint16_t* x1,
-              bool first, float* sums) {
+              bool first, float* sums, Ahead& ahead) {
   constexpr int64_t kProducts = kTile * kTile;
   if (first) {
     _tile_zero(0);
@@ -138,6 +156,7 @@ void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uin
     }
   }
   for (int64_t i = 0; i < count; ++i) {
+    ahead.step();
     if (i < b.whole) {
       const uint16_t* a = b.w + i * b.step;
       _tile_loadd(4, a, b.stride);
@@ -163,40 +182,50 @@ void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uin
   }
 }
 
-// The whole depth tiles of a chunk of b, copied one tile after another into `to`: rows read a
-// power-of-two stride apart map to few L1 sets, and a chunk read again for each pair of row tiles
-// would not stay in L1 where it lies.
-WeightTiles copy_chunk(const WeightTiles& b, int64_t count, uint16_t* to) {
-  const int64_t whole = std::min(count, b.whole);
-  for (int64_t i = 0; i < whole; ++i) {
-    for (int64_t r = 0; r < kBlockRows; ++r) {
-      const auto* row = reinterpret_cast<const char*>(b.w + i * b.step) + r * b.stride;
-      _mm512_store_si512(to + (i * kBlockRows + r) * kDepth, _mm512_loadu_si512(row));
+// The whole depth tiles of b, copied one tile after another into `to`: rows read a power-of-two
+// stride apart map to few L1 sets, and a chunk read again for each pair of row tiles would not
+// stay in L1 where it lies. The block's rows lie one after another, and are read so: in the
+// order of memory, which the prefetchers follow (tile by tile waited on every line from memory).
+WeightTiles copy_block(const WeightTiles& b, uint16_t* to) {
+  for (int64_t r = 0; r < kBlockRows; ++r) {
+    const auto* row = reinterpret_cast<const char*>(b.w) + r * b.stride;
+    for (int64_t i = 0; i < b.whole; ++i) {
+      _mm512_store_si512(to + (i * kBlockRows + r) * kDepth,
+                         _mm512_loadu_si512(row + i * b.step * 2));
     }
   }
-  return {to, kBlockRows * kDepth, 64, whole, b.tail, b.cols};
+  return {to, kBlockRows * kDepth, 64, b.whole, b.tail, b.cols};
 }
 
 // One weight block against every row of x, a chunk of depth tiles at a time: with more than two
-// row tiles, the chunk is copied once and read from L1 for each pair of them.
+// row tiles, the block is copied once and each chunk read from L1 for each pair of them, while
+// the next block (`next`, if any) is asked into L2.
 void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int64_t depth_tiles,
-                    float* out, int64_t ldo) {
+                    float* out, int64_t ldo, const char* next) {
   constexpr int64_t kProducts = kTile * kTile;
   const int64_t row_tiles = (m + kTile - 1) / kTile;
-  thread_local std::vector<float> sums_of_rows;
+  thread_local Scratch sums_of_rows;
   sums_of_rows.resize(static_cast<size_t>(((row_tiles + 1) / 2) * 4 * kProducts));
-  alignas(64) uint16_t chunk_copy[kChunk * kBlockRows * kDepth];
+  thread_local Bf16Scratch block_copy;
+  WeightTiles block = b;
+  const int64_t pairs = (row_tiles + 1) / 2;
+  Ahead ahead{row_tiles > 2 ? next : nullptr, b.stride, depth_tiles,
+              (kBlockRows + pairs - 1) / pairs};
+  if (row_tiles > 2) {
+    block_copy.resize(static_cast<size_t>(b.whole * kBlockRows * kDepth));
+    block = copy_block(b, block_copy.data());
+  }
   for (int64_t kb0 = 0; kb0 < depth_tiles; kb0 += kChunk) {
     const int64_t count = std::min(kChunk, depth_tiles - kb0);
-    WeightTiles chunk{b.w + kb0 * b.step, b.step, b.stride, b.whole - kb0, b.tail, b.cols};
-    if (row_tiles > 2) chunk = copy_chunk(chunk, count, chunk_copy);
+    const WeightTiles chunk{block.w + kb0 * block.step, block.step, block.stride,
+                            block.whole - kb0,          block.tail, block.cols};
     for (int64_t mb = 0; mb < row_tiles; mb += 2) {
       const uint16_t* x0 = packed + (mb * depth_tiles + kb0) * kTileValues;
       float* sums = sums_of_rows.data() + (mb / 2) * 4 * kProducts;
       if (mb + 1 < row_tiles) {
-        multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums);
+        multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums, ahead);
       } else {
-        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums);
+        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums, ahead);
       }
     }
   }
@@ -215,7 +244,7 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
 // Weight block blk of p against every row of x (packed): the weights read where they lie, or,
 // for a partial block or depth tile, from this thread's zero-padded copies.
 void block_product(const Product& p, int64_t blk, const uint16_t* packed) {
-  thread_local std::vector<uint16_t> tail, last_rows;
+  thread_local Bf16Scratch tail, last_rows;
   const int64_t r0 = blk * kBlockRows, cols = std::min(kBlockRows, p.n - r0);
   const uint16_t* w = p.w + r0 * p.ldw;
   WeightTiles b{w, kDepth, p.ldw * 2, p.whole, nullptr, cols};
@@ -232,11 +261,13 @@ void block_product(const Product& p, int64_t blk, const uint16_t* packed) {
     }
     b.tail = tail.data();
   }
-  block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.ldo);
+  const bool next_whole = r0 + 2 * kBlockRows <= p.n && cols == kBlockRows;
+  const char* next = next_whole ? reinterpret_cast<const char*>(w + kBlockRows * p.ldw) : nullptr;
+  block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.ldo, next);
 }
 
 uint16_t* packed_x_buffer(const Product& p) {
-  thread_local std::vector<uint16_t> packed;
+  thread_local Bf16Scratch packed;
   packed.resize(static_cast<size_t>(p.row_tiles * p.depth_tiles * kTileValues));
   return packed.data();
 }

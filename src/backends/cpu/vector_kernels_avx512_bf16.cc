@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
 
@@ -116,7 +117,7 @@ void tile_all_rows(const uint16_t* x, int64_t m, const uint16_t* w, int64_t r0, 
 }  // namespace
 
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
-  thread_local std::vector<uint16_t> rounded;
+  thread_local Bf16Scratch rounded;
   rounded.resize(static_cast<size_t>(m * k));
   // The caller's rounded rows: in the threads below, `rounded` names each thread's own.
   uint16_t* xr = rounded.data();
