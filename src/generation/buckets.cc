@@ -5,8 +5,11 @@
 namespace tfm::generation {
 namespace {
 
-constexpr int64_t kTinyPrompt = 16;    // single-question prompts: not worth a 64-token chunk
-constexpr int64_t kCpuMaxChunk = 128;  // the CPU's prefill products are efficient from here on
+constexpr int64_t kTinyPrompt = 16;  // single-question prompts: not worth a 64-token chunk
+// The CPU's prefill products are efficient from 128 rows; a 1024-token prefill in chunks of 256
+// took 2129-2721 ms against 2174-2997 in chunks of 128 on a Xeon with AMX (medians 2403, 2674),
+// each chunk streaming all the weights once.
+constexpr int64_t kCpuMaxChunk = 256;
 constexpr int64_t kAcceleratorMaxChunk = 1024;
 
 int64_t round_up(int64_t value, int64_t multiple) {

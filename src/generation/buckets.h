@@ -3,7 +3,7 @@
 // graphs (prefill chunk, decode step) and a long chat compiles a handful, not one per prompt.
 // The chunk size depends on the device: the CPU's products are efficient from 128 rows and its
 // caches favour short chunks, while an accelerator reads every weight once per chunk and wants
-// as many rows as it can get (a 1024-token prompt is two chunks there, eight on the CPU).
+// as many rows as it can get (a 1024-token prompt is two chunks there, four on the CPU).
 #pragma once
 
 #include <cstdint>

@@ -44,7 +44,7 @@ TEST_P(BucketsTest, PaddingWastesUnderAQuarterOfTheCache) {
 // The benchmark's prompts: 128 and 1024 tokens with 64 new ones.
 TEST(Buckets, AnAcceleratorPrefillsInLargerChunks) {
   EXPECT_EQ(plan_shapes(1024, 64, true).chunk, 512);
-  EXPECT_EQ(plan_shapes(1024, 64, false).chunk, 128);
+  EXPECT_EQ(plan_shapes(1024, 64, false).chunk, 256);
   EXPECT_EQ(plan_shapes(128, 64, true).chunk, 64);
   EXPECT_EQ(plan_shapes(128, 64, false).chunk, 64);
 }

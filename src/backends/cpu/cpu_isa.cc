@@ -75,7 +75,7 @@ CpuIsa read_isa() {
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 32 : 64;
+  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 256 : 64;
   return isa;
 }
 

@@ -27,7 +27,9 @@ struct CpuIsa {
   // AVX512_BF16, Qwen3-0.6B's products took 60-65 ms against oneDNN's 94 at 16 rows, 115-117
   // against 143-175 at 32, 263 against 281 at 64, and as long at 128 (gemv_bench). On a Xeon with
   // AMX (2 cores), the tiles took 74-78 ms against oneDNN's AMX kernels' 84-134 at 32 rows and
-  // 118-163 against 108 at 64.
+  // 118-163 against 108 at 64; once their buffers sat on cache lines, 83-93 against 87-153 at
+  // 64, 106-128 against 119-124 at 128 and 193-232 against 219-450 at 256, and a 128-token
+  // prefill (two chunks of 64) 255-351 ms against 238-357 with oneDNN's (medians 285, 346).
   int64_t dot_product_rows = 0;
 };
 
