@@ -10,8 +10,6 @@
 namespace tfm {
 namespace {
 
-constexpr size_t kCacheLine = 64;
-
 size_t round_up(size_t bytes, size_t unit) { return (bytes + unit - 1) / unit * unit; }
 
 }  // namespace

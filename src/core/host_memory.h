@@ -15,5 +15,6 @@ namespace tfm {
 std::shared_ptr<void> allocate_host(size_t bytes);
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+inline constexpr size_t kCacheLine = 64;
 
 }  // namespace tfm

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-namespace tfm::cpu {
+#include "core/host_memory.h"
 
-inline constexpr size_t kCacheLine = 64;
+namespace tfm::cpu {
 
 template <typename T>
 struct UninitializedAllocator : std::allocator<T> {

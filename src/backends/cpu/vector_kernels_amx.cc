@@ -121,14 +121,17 @@ struct WeightTiles {
 // stalled it for a third of the block's time.
 struct Ahead {
   const char* next = nullptr;  // none: the last block, or one not read in place
-  int64_t stride = 0, lines_per_row = 0, per_step = 0, done = 0;
+  int64_t stride = 0, lines_per_row = 0, per_step = 0;
+  int64_t row = 0, line = 0;  // the next line to ask for
 
   void step() {
     if (next == nullptr) return;
-    const int64_t end = std::min(done + per_step, kBlockRows * lines_per_row);
-    for (; done < end; ++done) {
-      _mm_prefetch(next + (done / lines_per_row) * stride + (done % lines_per_row) * 64,
-                   _MM_HINT_T1);
+    for (int64_t asked = 0; asked < per_step && row < kBlockRows; ++asked) {
+      _mm_prefetch(next + row * stride + line * 64, _MM_HINT_T1);
+      if (++line == lines_per_row) {
+        line = 0;
+        ++row;
+      }
     }
   }
 };
@@ -261,7 +264,7 @@ void block_product(const Product& p, int64_t blk, const uint16_t* packed) {
     }
     b.tail = tail.data();
   }
-  const bool next_whole = r0 + 2 * kBlockRows <= p.n && cols == kBlockRows;
+  const bool next_whole = r0 + 2 * kBlockRows <= p.n;
   const char* next = next_whole ? reinterpret_cast<const char*>(w + kBlockRows * p.ldw) : nullptr;
   block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.ldo, next);
 }
