@@ -8,13 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -57,12 +58,40 @@ namespace tfm::cuda_emulation {
 
 constexpr int kWarpSize = 32;
 
+// A barrier whose waiters sleep until the last arrives. std::barrier's waiters poll its phase,
+// and under ThreadSanitizer each poll merges the poller's whole vector clock (one entry per thread
+// the process has had): that polling was most of the race stage's time.
+class Barrier {
+ public:
+  explicit Barrier(unsigned count) : count_(count) {}
+
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    const uint64_t phase = phase_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++phase_;
+      lock.unlock();
+      all_arrived_.notify_all();
+      return;
+    }
+    all_arrived_.wait(lock, [&] { return phase_ != phase; });
+  }
+
+ private:
+  const unsigned count_;
+  unsigned arrived_ = 0;
+  uint64_t phase_ = 0;
+  std::mutex mutex_;
+  std::condition_variable all_arrived_;
+};
+
 // What the threads of the running launch share. The dynamic shared memory is exactly as large as
 // the launch asked (rounded to its 128-byte alignment), so AddressSanitizer sees an overrun, and
 // holds NaN bytes at the start of every block, so a read before a write shows.
 struct Launch {
-  std::barrier<> block;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  Barrier block;
+  std::vector<std::unique_ptr<Barrier>> warps;
   size_t shared_bytes;
   std::unique_ptr<unsigned char, decltype(&std::free)> shared;
 
@@ -73,7 +102,7 @@ struct Launch {
                    std::aligned_alloc(128, std::max<size_t>(shared_bytes, 128))),
                &std::free) {
     for (unsigned w = 0; w < threads / kWarpSize; ++w) {
-      warps.push_back(std::make_unique<std::barrier<>>(kWarpSize));
+      warps.push_back(std::make_unique<Barrier>(kWarpSize));
     }
   }
 
@@ -178,21 +207,24 @@ void launch(dim3 grid, unsigned threads, size_t shared_bytes, Kernel kernel) {
   launch(grid, dim3{threads, 1, 1}, shared_bytes, kernel);
 }
 
-// A warp's lanes exchange values through this table (one per value type and warp).
+// A warp's lanes exchange values through two tables a value type and warp, taken in turn: a lane
+// writes a table again only after the barrier of the exchange between, which every lane reaches
+// after its read of that table, so one barrier an exchange suffices.
 template <typename T>
 T exchange(T value, int source_lane) {
-  static T table[32][kWarpSize];
+  static T tables[2][32][kWarpSize];
+  thread_local unsigned turn = 0;
   const unsigned warp = linear_thread() / kWarpSize, lane = linear_thread() % kWarpSize;
-  table[warp][lane] = value;
+  auto& table = tables[turn][warp];
+  turn ^= 1;
+  table[lane] = value;
   running()->warps[warp]->arrive_and_wait();
   // A GPU reads lane source_lane % 32; a kernel asking for another lane has a bug worth seeing.
   if (source_lane < 0 || source_lane >= kWarpSize) {
     std::fprintf(stderr, "shuffle from lane %d of a 32-lane warp\n", source_lane);
     std::abort();
   }
-  const T got = table[warp][source_lane];
-  running()->warps[warp]->arrive_and_wait();
-  return got;
+  return table[source_lane];
 }
 
 }  // namespace tfm::cuda_emulation
