@@ -1,7 +1,7 @@
 // A CPU emulation of the CUDA features the kernels in src/backends/cuda/*.cuh use, found first on
 // the include path of tests/cuda_emulation, so the kernels' own source runs in tests without a
 // GPU: each block's threads are real threads (barriers for __syncthreads and __syncwarp, warp
-// shuffles through a shared table), a launch's blocks run one after another, and a block's
+// shuffles through shared tables), a launch's blocks run one after another, and a block's
 // __shared__ arrays are shared by its threads. It checks indexing, masking and the algorithms;
 // it does not emulate memory ordering between blocks running at once, or timing.
 #pragma once
