@@ -87,8 +87,9 @@ TEST_P(CacheAttentionTest, MatchesReference) {
   ops::reference::attention(q.data(), k_stored.data(), v_stored.data(), mask.data(), slots.data(),
                             b, s, len, c.q_heads, c.kv_heads, d, scale, want.data(), c.window);
 
-  const bool bf16_reads = c.cache == DType::bf16 &&
-                          (c.device == "cuda" ? s > 1 : s >= 16 && cpu::tile_products() != nullptr);
+  const bool bf16_reads =
+      c.cache == DType::bf16 &&
+      (c.device == "cuda" ? s > 1 : s >= 16 && cpu::attention_products() != nullptr);
   const float tol = bf16_reads ? 1e-2f : 2e-5f;
   graph::Backend& backend = graph::backend_for(device);
   const auto executable = backend.compile(graph);

@@ -334,9 +334,10 @@ void expect_bf16_cache_attention(const std::vector<float>& q, const std::vector<
   cpu::attention(q.data(), k_cache.data(), v_cache.data(), DType::bf16, mask.data(), slots.data(),
                  s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f, got.data());
   const std::vector<float> k_ref = floats_of_bf16(k_cache), v_ref = floats_of_bf16(v_cache);
-  // On AMX tiles (16 queries or more) q is read as bf16 and the weights rounded to bf16 for their
-  // product with v (relative error 2^-9 each): the reference reads q rounded too.
-  const bool tiles = s.seq >= 16 && cpu::tile_products() != nullptr;
+  // On AMX tiles or AVX512_BF16's dot products (16 queries or more) q is read as bf16 and the
+  // weights rounded to bf16 for their product with v (relative error 2^-9 each): the reference
+  // reads q rounded too.
+  const bool tiles = s.seq >= 16 && cpu::attention_products() != nullptr;
   const std::vector<float> q_ref = tiles ? floats_of_bf16(bf16_bits(q)) : q;
   ops::reference::attention(q_ref.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(),
                             s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f,
@@ -358,9 +359,9 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   EXPECT_EQ(bf16_bits_to_f32(k_cache[2 * hkv * d]), bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
 }
 
-// Many queries over a bf16 cache (a prefill chunk: AMX tiles, or the keys and values widened for
-// matrix products) against the reference on the cache as stored: two rows, one left-padded, grouped
-// heads, the chunk after earlier slots.
+// Many queries over a bf16 cache (a prefill chunk: AMX tiles or AVX512_BF16's dot products, or the
+// keys and values widened for matrix products) against the reference on the cache as stored: two
+// rows, one left-padded, grouped heads, the chunk after earlier slots.
 TEST(CpuKernels, Bf16CacheAttentionOfManyQueries) {
   const int64_t batch = 2, seq = 37, len = 50, hq = 4, hkv = 2, d = 16, first = 6;
   const auto q = random_values(batch * seq * hq * d, 18);

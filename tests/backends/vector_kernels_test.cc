@@ -115,12 +115,10 @@ void expect_strided_tile_products(const TileProducts& tiles, const std::vector<u
   expect_close(between, std::vector<float>(between.size(), -1.f), 0.f, what + " between rows");
 }
 
-// AMX tiles: whole and partial tiles of x (16 rows), of weights (blocks of 32 rows) and of k (32
-// values, odd k included; k beyond one chunk of 8 tiles), with x's rows contiguous and in wider
-// rows, and x's rows as many as a prefill chunk's (odd).
-TEST(VectorKernels, TileProductsReadXRoundedToBf16) {
-  const TileProducts* tiles = tile_products();
-  if (tiles == nullptr) GTEST_SKIP() << "no AMX-BF16 here";
+// Whole and partial tiles of x, of weights and of k (AMX: 16 rows, blocks of 32 rows, 32 values;
+// AVX512_BF16: groups of 4 rows, 4 weight rows, 32 values), odd k included, k beyond one chunk of
+// 8 AMX tiles, with x's rows contiguous and in wider rows, and as many as a prefill chunk's (odd).
+void expect_bf16_products(const TileProducts& tiles) {
   for (const int64_t m : {1, 5, 16, 17, 33, 48, 131}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37},
                                {29, 130},
@@ -135,11 +133,23 @@ TEST(VectorKernels, TileProductsReadXRoundedToBf16) {
       const std::string what =
           "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
       std::vector<float> out(static_cast<size_t>(m * n), NAN);
-      tiles->of_bf16(bf16_bits(x).data(), w.data(), m, n, k, out.data());
+      tiles.of_bf16(bf16_bits(x).data(), w.data(), m, n, k, out.data());
       expect_close(out, want, 1e-5f, what);
-      expect_strided_tile_products(*tiles, bf16_bits(x), w, m, n, k, want, what);
+      expect_strided_tile_products(tiles, bf16_bits(x), w, m, n, k, want, what);
     }
   }
+}
+
+TEST(VectorKernels, TileProductsReadXRoundedToBf16) {
+  const TileProducts* tiles = tile_products();
+  if (tiles == nullptr) GTEST_SKIP() << "no AMX-BF16 here";
+  expect_bf16_products(*tiles);
+}
+
+TEST(VectorKernels, DotProductsOfBf16Rows) {
+  const TileProducts* dots = dot_products();
+  if (dots == nullptr) GTEST_SKIP() << "no AVX512_BF16 here";
+  expect_bf16_products(*dots);
 }
 
 // Scores and weighted sums over listed key rows for a group of query rows, against double sums.

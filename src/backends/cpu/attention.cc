@@ -161,7 +161,7 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
            cache_len, q_heads, kv_heads, head_dim, scale, window, out);
-  } else if (seq >= kGemmMinQueries && tile_products() != nullptr) {
+  } else if (seq >= kGemmMinQueries && attention_products() != nullptr) {
     attention_bf16_on_tiles(
         q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots, batch,
         q_heads, kv_heads,

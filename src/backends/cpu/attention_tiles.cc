@@ -55,7 +55,7 @@ float weights_of_scores(float* scores, const int32_t* row_mask, int64_t begin, i
 void attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
                              const int32_t* mask, const int32_t* slots, int64_t batch,
                              int64_t q_heads, int64_t kv_heads, const HeadView& view, float* out) {
-  const TileProducts* tiles = tile_products();
+  const TileProducts* tiles = attention_products();
   const int64_t d = view.head_dim, group = q_heads / kv_heads;
   const std::vector<QueryBlock> blocks = query_blocks(slots, view.seq, view.len);
   int64_t visible = 0;

@@ -11,7 +11,10 @@ extern const VectorKernels kernels;
 }
 namespace avx512_bf16 {
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
-}
+void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
+void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
+                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
+}  // namespace avx512_bf16
 namespace amx {
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
@@ -31,6 +34,16 @@ GemvBf16 gemv_bf16_dot_products() {
 const TileProducts* tile_products() {
   static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread};
   return cpu_isa().amx_bf16 ? &tiles : nullptr;
+}
+
+const TileProducts* dot_products() {
+  static const TileProducts dots{avx512_bf16::gemm_bf16, avx512_bf16::gemm_bf16_on_this_thread};
+  return gemv_bf16_dot_products() != nullptr ? &dots : nullptr;
+}
+
+const TileProducts* attention_products() {
+  const TileProducts* tiles = tile_products();
+  return tiles != nullptr ? tiles : dot_products();
 }
 
 const VectorKernels& vector_kernels() {

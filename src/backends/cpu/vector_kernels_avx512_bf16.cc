@@ -56,9 +56,23 @@ __m512bh load(__mmask32 mask, const uint16_t* from) {
   return reinterpret_cast<__m512bh>(_mm512_loadu_si512(from));
 }
 
-// out[i, r0 + r] for M rows of x (bf16) and R weight rows: each weight register serves every row.
+// out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k], bf16 x and w.
+struct Operands {
+  const uint16_t* x;
+  int64_t ldx;
+  const uint16_t* w;
+  int64_t ldw, k;
+  float* out;
+  int64_t ldo;
+};
+
+// Rows [i0, i0 + M) of out, columns [r0, r0 + R): each weight register serves every row of x.
 template <int M, int R, bool Masked>
-void tile(const uint16_t* x, const uint16_t* w, int64_t r0, int64_t k, float* out, int64_t n) {
+void tile(const Operands& o, int64_t i0, int64_t r0) {
+  const uint16_t* x = o.x + i0 * o.ldx;
+  const uint16_t* w = o.w + r0 * o.ldw;
+  float* out = o.out + i0 * o.ldo + r0;
+  const int64_t k = o.k, ldx = o.ldx, ldw = o.ldw, ldo = o.ldo;
   __m512 acc[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
@@ -69,14 +83,12 @@ void tile(const uint16_t* x, const uint16_t* w, int64_t r0, int64_t k, float* ou
     // The next tile's rows, in address order, into L2: a tile is read as R short interleaved
     // streams, which the hardware prefetcher picks up late. Into L1 (T0) instead, 5 to 8 rows of
     // x streamed Qwen3-0.6B's weights at 17-20 GB/s against 23-27 (AMD EPYC, gemv_bench).
-    const char* ahead = reinterpret_cast<const char*>(w + (r0 + R) * k) + p * R * 2;
+    const char* ahead = reinterpret_cast<const char*>(w + R * ldw) + p * R * 2;
     for (int line = 0; line < R * 64; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     __m512bh wv[R];
-    for (int r = 0; r < R; ++r) {
-      wv[r] = load<Masked>(mask, w + (r0 + r) * k + p);
-    }
+    for (int r = 0; r < R; ++r) wv[r] = load<Masked>(mask, w + r * ldw + p);
     for (int i = 0; i < M; ++i) {
-      const auto xv = load<Masked>(mask, x + i * k + p);
+      const auto xv = load<Masked>(mask, x + i * ldx + p);
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_dpbf16_ps(acc[i][r], xv, wv[r]);
     }
   }
@@ -85,17 +97,17 @@ void tile(const uint16_t* x, const uint16_t* w, int64_t r0, int64_t k, float* ou
 #pragma GCC unroll 16
     for (int s = 0; s < 16; ++s) in[kSlot[s]] = acc[s / 4][s % 4];
     const __m512 sums = sums_of_16(in);  // lane 4 i + r: row i of x, weight row r
-    _mm_storeu_ps(out + r0, _mm512_extractf32x4_ps(sums, 0));
-    _mm_storeu_ps(out + n + r0, _mm512_extractf32x4_ps(sums, 1));
-    _mm_storeu_ps(out + 2 * n + r0, _mm512_extractf32x4_ps(sums, 2));
-    _mm_storeu_ps(out + 3 * n + r0, _mm512_extractf32x4_ps(sums, 3));
+    _mm_storeu_ps(out, _mm512_extractf32x4_ps(sums, 0));
+    _mm_storeu_ps(out + ldo, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(out + 2 * ldo, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(out + 3 * ldo, _mm512_extractf32x4_ps(sums, 3));
   } else {
     for (int i = 0; i < M; ++i)
-      for (int r = 0; r < R; ++r) out[i * n + r0 + r] = _mm512_reduce_add_ps(acc[i][r]);
+      for (int r = 0; r < R; ++r) out[i * ldo + r] = _mm512_reduce_add_ps(acc[i][r]);
   }
 }
 
-using Tile = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t, float*, int64_t);
+using Tile = void (*)(const Operands&, int64_t, int64_t);
 
 // A tile is 4 weight rows against groups of up to 4 rows of x: 16 accumulators and 4 weight
 // registers. Against 2 weight rows and 8 rows of x, 8 rows took 49-55 ms against 41-45 for
@@ -112,17 +124,26 @@ constexpr std::array<Tile, sizeof...(Rows)> tiles(std::index_sequence<Rows...>) 
 template <int R, bool Masked>
 constexpr auto kTiles = tiles<R, Masked>(std::make_index_sequence<kGroup>{});
 
-// One tile of R weight rows against every row of x, a group at a time: after the first group the
-// tile is read from the caches, so the weights stream from memory once for any number of rows.
-// (Blocks of k small enough for L1, accumulators carried between them, were no faster.)
+// One tile of R weight rows from r0 against every row of x, a group at a time: after the first
+// group the tile is read from the caches, so the weights stream from memory once for any number of
+// rows. (Blocks of k small enough for L1, accumulators carried between them, were no faster.)
 template <int R>
-void tile_all_rows(const uint16_t* x, int64_t m, const uint16_t* w, int64_t r0, int64_t k,
-                   float* out, int64_t n) {
-  for (int64_t m0 = 0; m0 < m; m0 += kGroup) {
-    const int64_t rows = std::min(kGroup, m - m0);
-    const auto& tiles = k % kPairs == 0 ? kTiles<R, false> : kTiles<R, true>;
-    tiles[static_cast<size_t>(rows - 1)](x + m0 * k, w, r0, k, out + m0 * n, n);
+void tile_all_rows(const Operands& o, int64_t m, int64_t r0) {
+  const auto& tiles = o.k % kPairs == 0 ? kTiles<R, false> : kTiles<R, true>;
+  for (int64_t i0 = 0; i0 < m; i0 += kGroup) {
+    tiles[static_cast<size_t>(std::min(kGroup, m - i0) - 1)](o, i0, r0);
   }
+}
+
+// The tiles of whole kTileRows weight rows, shared among the threads of the enclosing parallel
+// region.
+void whole_tiles_in_parallel(const Operands& o, int64_t m, int64_t n) {
+#pragma omp for schedule(dynamic, 16)
+  for (int64_t t = 0; t < n / kTileRows; ++t) tile_all_rows<kTileRows>(o, m, t * kTileRows);
+}
+
+void last_rows(const Operands& o, int64_t m, int64_t n) {
+  for (int64_t r = n / kTileRows * kTileRows; r < n; ++r) tile_all_rows<1>(o, m, r);
 }
 
 }  // namespace
@@ -133,19 +154,30 @@ void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t 
   // The caller's rounded rows: in the threads below, `rounded` names each thread's own.
   uint16_t* xr = rounded.data();
   const auto round = vector_kernels().round_bf16;
-  const int64_t whole_tiles = n / kTileRows;
+  const Operands o{xr, k, w, k, k, out, n};
   // x is rounded by both threads in the region the products run in: alone, the rounding thread
   // had the other spin (2% of a 32-row decode step).
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < m; ++i) round(x + i * k, xr + i * k, k);
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t t = 0; t < whole_tiles; ++t) {
-      tile_all_rows<kTileRows>(xr, m, w, t * kTileRows, k, out, n);
-    }
+    whole_tiles_in_parallel(o, m, n);
   }
-  for (int64_t r = whole_tiles * kTileRows; r < n; ++r) tile_all_rows<1>(xr, m, w, r, k, out, n);
+  last_rows(o, m, n);
+}
+
+void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
+  const Operands o{x, k, w, k, k, out, n};
+#pragma omp parallel
+  whole_tiles_in_parallel(o, m, n);
+  last_rows(o, m, n);
+}
+
+void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
+                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo) {
+  const Operands o{x, ldx, w, ldw, k, out, ldo};
+  for (int64_t r0 = 0; r0 + kTileRows <= n; r0 += kTileRows) tile_all_rows<kTileRows>(o, m, r0);
+  last_rows(o, m, n);
 }
 
 }  // namespace tfm::cpu::avx512_bf16
