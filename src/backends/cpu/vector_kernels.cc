@@ -38,7 +38,7 @@ const TileProducts* tile_products() {
 
 const TileProducts* dot_products() {
   static const TileProducts dots{avx512_bf16::gemm_bf16, avx512_bf16::gemm_bf16_on_this_thread};
-  return gemv_bf16_dot_products() != nullptr ? &dots : nullptr;
+  return cpu_isa().dot_product_rows > 0 ? &dots : nullptr;
 }
 
 const TileProducts* attention_products() {

@@ -58,8 +58,8 @@ struct TileProducts {
                          int64_t n, int64_t k, float* out, int64_t ldo);
 };
 const TileProducts* tile_products();
-// The same products on AVX512_BF16's dot products (vector_kernels_avx512_bf16.cc); null where the
-// CPU has none.
+// The same products on AVX512_BF16's dot products (vector_kernels_avx512_bf16.cc); null where
+// cpu_isa() chose no dot-product rows.
 const TileProducts* dot_products();
 // What attention of many queries over a bf16 cache multiplies on (attention_tiles.h): AMX's tiles,
 // else AVX512_BF16's dot products; null where the CPU has neither.
