@@ -75,9 +75,7 @@ CpuIsa read_isa() {
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-  // Where tfm's kernels beat oneDNN's bf16 matmul: on an AMD EPYC with AVX512_BF16 the 197 products
-  // of a Qwen3-0.6B step at 128 rows took 362-389 ms against 384-432 (gemv_bench), at 256 rows
-  // 728-844 against 730-769 (x no longer stays in L2).
+  // Up to where tfm's kernels beat oneDNN's bf16 matmul (cpu_isa.h).
   if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 256 : 128;
   return isa;
 }

@@ -20,16 +20,18 @@ struct CpuIsa {
   // in f32 (oneDNN's bf16 matmul), where oneDNN's kernels have native bf16 instructions here:
   // faster than widening the weights to f32 for its sgemm. Elsewhere they are widened.
   bool bf16_products = false;
-  // Products of bf16 weights with 5 to this many rows of x (serving batches) take tfm's own
-  // kernel (0: none): AMX tiles where the CPU has AMX-BF16 (vector_kernels_amx.cc), else
+  // Products of bf16 weights with 5 to this many rows of x (serving batches, prefill chunks) take
+  // tfm's own kernel (0: none): AMX tiles where the CPU has AMX-BF16 (vector_kernels_amx.cc), else
   // AVX512_BF16's dot products (vector_kernels_avx512_bf16.cc). Both read the weights where they
   // lie, where oneDNN's matmul copies them into its own layout on every call. On an AMD EPYC with
   // AVX512_BF16, Qwen3-0.6B's products took 60-65 ms against oneDNN's 94 at 16 rows, 115-117
-  // against 143-175 at 32, 263 against 281 at 64, and as long at 128 (gemv_bench). On a Xeon with
-  // AMX (2 cores), the tiles took 74-78 ms against oneDNN's AMX kernels' 84-134 at 32 rows and
-  // 118-163 against 108 at 64; once their buffers sat on cache lines, 83-93 against 87-153 at
-  // 64, 106-128 against 119-124 at 128 and 193-232 against 219-450 at 256, and a 128-token
-  // prefill (two chunks of 64) 255-351 ms against 238-357 with oneDNN's (medians 285, 346).
+  // against 143-175 at 32, 263 against 281 at 64, and as long at 128 (gemv_bench); with unmasked
+  // loads, 96 against 132-163 at 32 and 362-364 against 382-389 at 128, but 844 against 769 at
+  // 256, where x no longer stays in L2. On a Xeon with AMX (2 cores), the tiles took 74-78 ms
+  // against oneDNN's AMX kernels' 84-134 at 32 rows and 118-163 against 108 at 64; once their
+  // buffers sat on cache lines, 83-93 against 87-153 at 64, 106-128 against 119-124 at 128 and
+  // 193-232 against 219-450 at 256, and a 128-token prefill (two chunks of 64) 255-351 ms against
+  // 238-357 with oneDNN's (medians 285, 346).
   int64_t dot_product_rows = 0;
 };
 
