@@ -60,6 +60,14 @@ std::string onednn_isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 
+// AMD's family 19h (Zen 3 and 4; only Zen 4 has AVX-512), by cpuid's vendor and family.
+bool amd_family_19h(const Registers& vendor, const Registers& basic) {
+  const bool amd = vendor.ebx == 0x68747541 && vendor.edx == 0x69746e65 &&  // "AuthenticAMD"
+                   vendor.ecx == 0x444d4163;
+  const unsigned family = ((basic.eax >> 8) & 0xf) + ((basic.eax >> 20) & 0xff);
+  return amd && family == 0x19;
+}
+
 CpuIsa read_isa() {
   const Registers basic = cpuid(1, 0), extended = cpuid(7, 0), extended1 = cpuid(7, 1);
   const uint64_t state = saved_state();
@@ -71,6 +79,7 @@ CpuIsa read_isa() {
   isa.avx512_bf16 = isa.avx512 && bit(extended1.eax, 5);
   isa.amx_bf16 =
       isa.avx512 && tiles && bit(extended.edx, 22) && bit(extended.edx, 24) && tile_data_granted();
+  isa.halved_512 = isa.avx512 && amd_family_19h(cpuid(0, 0), basic);
   const dnnl_cpu_isa_t onednn = dnnl_get_effective_cpu_isa();
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
@@ -120,6 +129,8 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",
        std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
+           (isa.halved_512 ? ", one row of x by bf16 weights AVX2+FMA (AVX-512 in halves here)"
+                           : "") +
            " (chosen at run time)"}};
 }
 

@@ -98,7 +98,7 @@ void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n
   if (dot_product_kernel(m, path)) {
     own_bf16_products(x, w, m, n, k, out);
   } else if (m <= kGemvRows) {
-    vector_kernels().gemv_bf16(x, w, m, n, k, out);
+    gemv_kernels(m).gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {
     gemm_bf16_products(rounded_to_bf16(x, m * k), w, m, n, k, out);
   } else {

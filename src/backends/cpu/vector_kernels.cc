@@ -51,4 +51,8 @@ const VectorKernels& vector_kernels() {
   return *best;
 }
 
+const VectorKernels& gemv_kernels(int64_t m) {
+  return m == 1 && cpu_isa().halved_512 ? avx2::kernels : vector_kernels();
+}
+
 }  // namespace tfm::cpu

@@ -37,6 +37,9 @@ struct VectorKernels {
 
 // The fastest set this CPU runs.
 const VectorKernels& vector_kernels();
+// The set whose GEMV of bf16 weights with m rows of x is fastest here: for one row, the AVX2 build
+// where the CPU runs AVX-512 in halves (cpu_isa().halved_512), else vector_kernels().
+const VectorKernels& gemv_kernels(int64_t m);
 // Every set this CPU runs, the fastest last (the tests run each against a scalar reference).
 std::vector<const VectorKernels*> runnable_vector_kernels();
 
