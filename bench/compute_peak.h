@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "backends/cpu/amx_tiles.h"
+#include "backends/cpu/multiply_add_chains.h"
 #include "backends/cpu/simd_intrinsics.h"
 
 namespace tfm::bench {
@@ -37,19 +38,6 @@ double peak_gflops(double flops_per_step, Step step, long steps = kSteps) {
     best = std::max(best, flops_per_step * steps * threads / s.count() / 1e9);
   }
   return best;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) inline float bf16_dot_chains() {
-  __m512 acc[kChains];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
-  for (long i = 0; i < kSteps / kChains; ++i) {
-#pragma GCC unroll 12
-    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
-  }
-  float total = 0;
-  for (auto& a : acc) total += _mm512_reduce_add_ps(a);
-  return total;
 }
 
 constexpr long kTileSteps = 4'000'000;
@@ -96,7 +84,8 @@ inline float f32_fma_chains() {
 // vdpbf16ps on 512-bit registers: 32 bf16 products and 32 adds each. Only where the CPU has
 // AVX512_BF16 (cpu_isa()).
 inline double bf16_dot_peak_gflops() {
-  return detail::peak_gflops(64.0, detail::bf16_dot_chains);
+  return detail::peak_gflops(
+      64.0, [] { return tfm::cpu::avx512::bf16_dot_chains(detail::kSteps / detail::kChains); });
 }
 
 // AMX's TDPBF16PS: 16 x 16 x 32 bf16 products and as many adds each. Only where the CPU has
@@ -107,5 +96,11 @@ inline double amx_bf16_peak_gflops() {
 
 // 256-bit f32 FMAs (the AVX2 baseline): 8 products and 8 adds each.
 inline double f32_fma_peak_gflops() { return detail::peak_gflops(16.0, detail::f32_fma_chains); }
+
+// 512-bit f32 FMAs: 16 products and 16 adds each. Only where the CPU has AVX-512 (cpu_isa()).
+inline double f32_fma512_peak_gflops() {
+  return detail::peak_gflops(
+      32.0, [] { return tfm::cpu::avx512::f32_fma_chains(detail::kSteps / detail::kChains); });
+}
 
 }  // namespace tfm::bench

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   const double bandwidth = tfm::bench::read_bandwidth_gbs();
   nlohmann::json out{{"weight_bytes", bytes}, {"bandwidth_gbs", bandwidth}, {"rows", rows}};
   out["peak_gflops"]["f32 FMA, 256-bit"] = tfm::bench::f32_fma_peak_gflops();
+  if (tfm::cpu::cpu_isa().avx512) {
+    out["peak_gflops"]["f32 FMA, 512-bit"] = tfm::bench::f32_fma512_peak_gflops();
+  }
   if (tfm::cpu::cpu_isa().avx512_bf16) {
     out["peak_gflops"]["bf16 dot products, AVX512_BF16"] = tfm::bench::bf16_dot_peak_gflops();
   }
@@ -112,6 +115,19 @@ int main(int argc, char** argv) {
           const int64_t k = shapes[i].k;
           tfm::cpu::bf16_gemm(rows, shapes[i].n, k, {xr.data(), k, 1}, {w[i], 1, k}, y.data(),
                               shapes[i].n, false, "gemv_bench");
+        }));
+  }
+  if (const tfm::cpu::GemvBf16 widened = tfm::cpu::widened_products()) {
+    out["by_isa"]["AVX-512 FMAs, weights widened in registers"] =
+        report(best_pass(shapes, repeats, [&](size_t i) {
+          widened(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data());
+        }));
+  }
+  if (rows > tfm::cpu::kGemvRows) {
+    out["by_isa"]["oneDNN sgemm, weights widened to f32"] =
+        report(best_pass(shapes, repeats, [&](size_t i) {
+          tfm::cpu::linear_bf16_weights(x.data(), w[i], rows, shapes[i].n, shapes[i].k, y.data(),
+                                        tfm::cpu::BigProducts::kWidened);
         }));
   }
   out["chosen"] = report(best_pass(shapes, repeats, [&](size_t i) {

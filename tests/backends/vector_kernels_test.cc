@@ -152,6 +152,28 @@ TEST(VectorKernels, DotProductsOfBf16Rows) {
   expect_bf16_products(*dots);
 }
 
+// x stays f32: the reference takes it unrounded.
+TEST(VectorKernels, WidenedProductsKeepXExact) {
+  const GemvBf16 widened = widened_products();
+  if (widened == nullptr) GTEST_SKIP() << "no AVX-512 here";
+  for (const int64_t m : {1, 7, 8, 9, 17, 131}) {
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37},
+                               {29, 130},
+                               {64, 64},
+                               {3, 5},
+                               {33, 33},
+                               {301, 1024}}) {
+      const auto x = random_values(static_cast<size_t>(m * k), 7 + m);
+      const auto w = bf16_bits(random_values(static_cast<size_t>(n * k), 8 + n));
+      std::vector<float> out(static_cast<size_t>(m * n), NAN);
+      widened(x.data(), w.data(), m, n, k, out.data());
+      expect_close(
+          out, gemv_reference(x, w, m, n, k), 1e-5f,
+          "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+    }
+  }
+}
+
 // Scores and weighted sums over listed key rows for a group of query rows, against double sums.
 // The rows sit `stride` apart in a cache with other heads between them, and the list skips rows.
 template <typename KV>

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
+#include "backends/cpu/multiply_add_chains.h"
 #include "backends/cpu/vector_kernels.h"
 
 namespace tfm::cpu {
@@ -68,6 +70,33 @@ bool amd_family_19h(const Registers& vendor, const Registers& basic) {
   return amd && family == 0x19;
 }
 
+constexpr long kProbeSteps = 20'000;
+
+float bf16_dots() { return avx512::bf16_dot_chains(kProbeSteps); }
+float f32_fma512() { return avx512::f32_fma_chains(kProbeSteps); }
+
+// The shortest of 5 runs of `chains` on this thread, in seconds.
+double shortest_run(float (*chains)()) {
+  double best = 1e9;
+  for (int run = 0; run < 5; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    const float sink = chains();
+    __asm__ volatile("" : : "m"(sink));
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// Whether vdpbf16ps does under 1.4 times the flops of AVX-512's f32 FMAs here (64 to their 32 an
+// instruction), timed rather than looked up by model: on a Xeon without AMX it ran at half their
+// instruction rate (172 against 350 GFLOP/s on 2 cores), where on an AMD EPYC (Zen 4) it reached
+// 435-471 (gemv_bench's peaks). About a millisecond, once.
+bool f32_outruns_bf16_dots() {
+  const double dots = 64.0 / shortest_run(bf16_dots), fmas = 32.0 / shortest_run(f32_fma512);
+  return dots < 1.4 * fmas;
+}
+
 CpuIsa read_isa() {
   const Registers basic = cpuid(1, 0), extended = cpuid(7, 0), extended1 = cpuid(7, 1);
   const uint64_t state = saved_state();
@@ -84,6 +113,9 @@ CpuIsa read_isa() {
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  isa.widened_products =
+      isa.avx512 && !isa.amx_bf16 && (!isa.avx512_bf16 || f32_outruns_bf16_dots());
+  if (isa.widened_products) isa.bf16_products = false;
   // Up to where tfm's kernels beat oneDNN's bf16 matmul (cpu_isa.h).
   if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 256 : 128;
   return isa;
@@ -112,8 +144,9 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
   return {
       {"isa", describe(isa)},
       {"products of bf16 weights, over " + few + " rows",
-       isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
-                         : "weights widened to f32 for oneDNN's sgemm"},
+       isa.bf16_products      ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
+       : isa.widened_products ? "tfm's kernels, weights widened to f32 in registers (AVX-512 FMAs)"
+                              : "weights widened to f32 for oneDNN's sgemm"},
       {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
       {"products of bf16 weights, 5 to " + few + " rows",
        isa.amx_bf16 ? "tfm's kernels, AMX tiles (f32 accumulation)"

@@ -4,8 +4,10 @@
 // dot products instead (one pass over the weights for all rows, x rounded to bf16). Large M
 // (prefill, training) is compute bound: with bf16 weights, oneDNN's bf16 matmul (x rounded to
 // bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has native bf16 dot
-// products (cpu_isa().bf16_products), else oneDNN's f32 sgemm fed the weights widened one L3-sized
-// block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products).
+// products (cpu_isa().bf16_products), else f32 FMAs: tfm's kernel widening the weights in registers
+// where the CPU has AVX-512 (cpu_isa().widened_products), else oneDNN's sgemm fed the weights
+// widened one block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products,
+// and than vdpbf16ps on a Xeon without AMX).
 #include <string>
 
 #include "backends/cpu/bf16_gemm.h"
@@ -26,9 +28,13 @@ void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, f
 
 void gemm_widened_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                           float* out) {
-  for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
-    sgemm_nt(x, tile, m, rows, k, out + r0, n);
-  });
+  if (cpu_isa().widened_products) {
+    widened_products()(x, w, m, n, k, out);
+  } else {
+    for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
+      sgemm_nt(x, tile, m, rows, k, out + r0, n);
+    });
+  }
 }
 
 void gemm_bf16_products(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,

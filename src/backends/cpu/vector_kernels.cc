@@ -15,6 +15,9 @@ void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64
 void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
                               int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
 }  // namespace avx512_bf16
+namespace avx512_widened {
+void products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
+}  // namespace avx512_widened
 namespace amx {
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
@@ -30,6 +33,8 @@ std::vector<const VectorKernels*> runnable_vector_kernels() {
 GemvBf16 gemv_bf16_dot_products() {
   return cpu_isa().avx512 && cpu_isa().avx512_bf16 ? avx512_bf16::gemv_bf16 : nullptr;
 }
+
+GemvBf16 widened_products() { return cpu_isa().avx512 ? avx512_widened::products : nullptr; }
 
 const TileProducts* tile_products() {
   static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread};

@@ -48,6 +48,9 @@ std::vector<const VectorKernels*> runnable_vector_kernels();
 using GemvBf16 = void (*)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                           float* out);
 GemvBf16 gemv_bf16_dot_products();
+// Products of bf16 weights with many rows of f32 x on AVX-512's f32 FMAs, the weights widened in
+// registers and x exact (widened_products_avx512.cc); null where the CPU has no AVX-512.
+GemvBf16 widened_products();
 
 // Products of bf16 weights on AMX tiles (vector_kernels_amx.cc) with bf16 x (f32 x goes through
 // bf16_gemm.h's rounded_to_bf16 first). Null where the CPU has no AMX-BF16 or the OS did not grant

@@ -15,38 +15,12 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#include "backends/cpu/sums_of_16.h"
 
 namespace tfm::cpu::avx512_bf16 {
 namespace {
 
 constexpr int64_t kPairs = 32;  // bf16 values in one 512-bit register
-
-// The sums of 16 vectors' lanes, each in its own lane of one vector: sums[s] = sum of a[kSlot[s]]
-// (kSlot below), in 4 steps of folding pairs of vectors together, where 16 separate horizontal
-// sums take 4 dependent shuffles and adds each. Always inlined: with two builds of every tile,
-// GCC called it and passed the 16 sums through the stack.
-__attribute__((always_inline)) inline __m512 sums_of_16(const __m512 (&a)[16]) {
-  __m512 b[8], c[4], d[2];
-  // b[j]: a[j]'s 256-bit halves added (its 128-bit blocks 0-1), then a[j + 8]'s (blocks 2-3).
-  for (int j = 0; j < 8; ++j) {
-    b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // c[j]: one 128-bit block of 4 partial sums per vector: a[j], a[j + 8], a[j + 4], a[j + 12].
-  for (int j = 0; j < 4; ++j) {
-    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  // d[j], in each block: two partial sums of c[j]'s vector interleaved with two of c[j + 2]'s.
-  for (int j = 0; j < 2; ++j) {
-    d[j] = _mm512_add_ps(_mm512_unpacklo_ps(c[j], c[j + 2]), _mm512_unpackhi_ps(c[j], c[j + 2]));
-  }
-  return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                       _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-// Which of sums_of_16's inputs each lane of its result sums.
-constexpr int kSlot[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
 
 // Masked loads only where k is not a multiple of 32: on an AMD EPYC (Zen 4) every load masked held
 // 32 rows' products at 345 GFLOP/s, 74% of vdpbf16ps's peak; unmasked, 397 (gemv_bench).
@@ -95,8 +69,8 @@ void tile(const Operands& o, int64_t i0, int64_t r0) {
   if constexpr (M == 4 && R == 4) {
     __m512 in[16];
 #pragma GCC unroll 16
-    for (int s = 0; s < 16; ++s) in[kSlot[s]] = acc[s / 4][s % 4];
-    const __m512 sums = sums_of_16(in);  // lane 4 i + r: row i of x, weight row r
+    for (int s = 0; s < 16; ++s) in[avx512_lanes::kSlot[s]] = acc[s / 4][s % 4];
+    const __m512 sums = avx512_lanes::sums_of_16(in);  // lane 4 i + r: row i of x, weight row r
     _mm_storeu_ps(out, _mm512_extractf32x4_ps(sums, 0));
     _mm_storeu_ps(out + ldo, _mm512_extractf32x4_ps(sums, 1));
     _mm_storeu_ps(out + 2 * ldo, _mm512_extractf32x4_ps(sums, 2));
