@@ -140,13 +140,24 @@ std::string describe(const CpuIsa& isa) {
 }
 
 std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa) {
+  const std::string vectors =
+      std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA");
+  if (isa.widened_products) {
+    return {{"isa", describe(isa)},
+            {"products of bf16 weights, any number of rows",
+             "tfm's kernels, weights widened to f32 in registers (AVX-512 FMAs, x exact)"},
+            {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
+            {"attention of 16 or more queries over a bf16 KV cache",
+             "keys and values widened to f32 for oneDNN's sgemm"},
+            {"products of up to 8 rows of f32 weights, attention, softmax, SiLU",
+             vectors + " (chosen at run time)"}};
+  }
   const std::string few = std::to_string(std::max<int64_t>(8, isa.dot_product_rows));
   return {
       {"isa", describe(isa)},
       {"products of bf16 weights, over " + few + " rows",
-       isa.bf16_products      ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
-       : isa.widened_products ? "tfm's kernels, weights widened to f32 in registers (AVX-512 FMAs)"
-                              : "weights widened to f32 for oneDNN's sgemm"},
+       isa.bf16_products ? "bf16 dot products (oneDNN bf16 matmul, f32 accumulation)"
+                         : "weights widened to f32 for oneDNN's sgemm"},
       {"products of f32 weights, over 8 rows", "oneDNN sgemm"},
       {"products of bf16 weights, 5 to " + few + " rows",
        isa.amx_bf16 ? "tfm's kernels, AMX tiles (f32 accumulation)"
@@ -161,7 +172,7 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
       {std::string("products of up to ") +
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",
-       std::string("tfm's kernels, ") + (isa.avx512 ? "AVX-512" : "AVX2+FMA") +
+       vectors +
            (isa.halved_512 ? ", one row of x by bf16 weights AVX2+FMA (AVX-512 in halves here)"
                            : "") +
            " (chosen at run time)"}};

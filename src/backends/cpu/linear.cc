@@ -1,13 +1,14 @@
 // Matrix products with transposed weights, as every projection in these models is.
-// Small M (decode) is memory bound: a hand-written GEMV streams the weights once and widens bf16
-// in registers; from 5 rows to cpu_isa().dot_product_rows, where the CPU has AVX512_BF16, on its
-// dot products instead (one pass over the weights for all rows, x rounded to bf16). Large M
-// (prefill, training) is compute bound: with bf16 weights, oneDNN's bf16 matmul (x rounded to
-// bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has native bf16 dot
-// products (cpu_isa().bf16_products), else f32 FMAs: tfm's kernel widening the weights in registers
-// where the CPU has AVX-512 (cpu_isa().widened_products), else oneDNN's sgemm fed the weights
-// widened one block of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products,
-// and than vdpbf16ps on a Xeon without AMX).
+// Where the CPU has AVX-512 and its vdpbf16ps, if any, does not outrun its f32 FMAs
+// (cpu_isa().widened_products), products of bf16 weights with any number of rows take tfm's kernel
+// widening them in registers (faster at every row count from 1 to 128 on a Xeon without AMX).
+// Elsewhere, small M (decode) is memory bound: a hand-written GEMV streams the weights once and
+// widens bf16 in registers; from 5 rows to cpu_isa().dot_product_rows, where the CPU has
+// AVX512_BF16, on its dot products instead (one pass over the weights for all rows, x rounded to
+// bf16). Large M (prefill, training) is compute bound: with bf16 weights, oneDNN's bf16 matmul (x
+// rounded to bf16, as torch's bf16 activations are; f32 accumulation) where the CPU has native bf16
+// dot products (cpu_isa().bf16_products), else oneDNN's f32 sgemm fed the weights widened one block
+// of rows at a time (f32 compute is ~2x faster than emulated bf16 dot products).
 #include <string>
 
 #include "backends/cpu/bf16_gemm.h"
@@ -28,13 +29,9 @@ void sgemm_nt(const float* x, const float* w, int64_t m, int64_t n, int64_t k, f
 
 void gemm_widened_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                           float* out) {
-  if (cpu_isa().widened_products) {
-    widened_products()(x, w, m, n, k, out);
-  } else {
-    for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
-      sgemm_nt(x, tile, m, rows, k, out + r0, n);
-    });
-  }
+  for_each_f32_tile(w, n, k, [&](const float* tile, int64_t r0, int64_t rows) {
+    sgemm_nt(x, tile, m, rows, k, out + r0, n);
+  });
 }
 
 void gemm_bf16_products(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
@@ -103,6 +100,8 @@ void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n
                          float* out, BigProducts path) {
   if (dot_product_kernel(m, path)) {
     own_bf16_products(x, w, m, n, k, out);
+  } else if (path == BigProducts::kWidened && cpu_isa().widened_products) {
+    widened_products()(x, w, m, n, k, out);
   } else if (m <= kGemvRows) {
     gemv_kernels(m).gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {

@@ -2,8 +2,8 @@
 // registers, x kept f32: for CPUs with AVX-512 whose vdpbf16ps, if any, does not outrun the FMAs
 // (cpu_isa().widened_products). oneDNN's sgemm needs the weights widened into memory first; with
 // the weights in L3 this kernel ran Qwen3-0.6B's products of 128 rows at 250-272 GFLOP/s on a
-// Xeon (75% of the FMAs' peak), and streamed from memory, as fast as oneDNN's or faster (gemv_bench).
-// Under a target pragma, run only where cpu_isa() finds AVX-512.
+// Xeon (75% of the FMAs' peak), and streamed from memory, as fast as oneDNN's or faster
+// (gemv_bench). Under a target pragma, run only where cpu_isa() finds AVX-512.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -118,9 +118,9 @@ void tile(const Operands& o, int64_t i0, int64_t r0, int64_t p0, int64_t p1) {
 using Tile = void (*)(const Operands&, int64_t, int64_t, int64_t, int64_t);
 
 // 8 rows of x against 2 weight rows: 16 accumulators, and per 32 values of k 4 widening
-// instructions for 32 FMAs (4 x 4 took 8).
-constexpr int64_t kGroup = 8;
-constexpr int kTileRows = 2;
+// instructions for 32 FMAs (4 x 4 took 8). Up to 4 rows of x, 4 weight rows a tile.
+template <int R>
+constexpr int64_t kGroup = 16 / R;
 
 template <int R, bool Masked, size_t... Rows>
 constexpr std::array<Tile, sizeof...(Rows)> tiles(std::index_sequence<Rows...>) {
@@ -129,20 +129,30 @@ constexpr std::array<Tile, sizeof...(Rows)> tiles(std::index_sequence<Rows...>) 
 
 // tile<M, R, Masked> for M = 1 to kGroup rows of x, at M - 1.
 template <int R, bool Masked>
-constexpr auto kTiles = tiles<R, Masked>(std::make_index_sequence<kGroup>{});
+constexpr auto kTiles = tiles<R, Masked>(std::make_index_sequence<kGroup<R>>{});
 
 // Weight rows [r0, r1) against every row of x, a span of k at a time: a group of x's rows stays in
 // L1 while the block's weights, read from L2, pass it.
-template <bool Masked>
+template <int R, bool Masked>
 void block(const Operands& o, int64_t m, int64_t r0, int64_t r1) {
+  constexpr int64_t group = kGroup<R>;
   for (int64_t p0 = 0; p0 < o.padded; p0 += kSpan) {
     const int64_t p1 = std::min(o.padded, p0 + kSpan);
-    for (int64_t i0 = 0; i0 < m; i0 += kGroup) {
-      const auto rows = static_cast<size_t>(std::min(kGroup, m - i0) - 1);
+    for (int64_t i0 = 0; i0 < m; i0 += group) {
+      const auto rows = static_cast<size_t>(std::min(group, m - i0) - 1);
       int64_t r = r0;
-      for (; r + kTileRows <= r1; r += kTileRows) kTiles<kTileRows, Masked>[rows](o, i0, r, p0, p1);
+      for (; r + R <= r1; r += R) kTiles<R, Masked>[rows](o, i0, r, p0, p1);
       for (; r < r1; ++r) kTiles<1, Masked>[rows](o, i0, r, p0, p1);
     }
+  }
+}
+
+template <bool Masked>
+void block(const Operands& o, int64_t m, int64_t r0, int64_t r1) {
+  if (m <= kGroup<4>) {
+    block<4, Masked>(o, m, r0, r1);
+  } else {
+    block<2, Masked>(o, m, r0, r1);
   }
 }
 
