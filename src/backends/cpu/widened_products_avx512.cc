@@ -1,9 +1,10 @@
-// Products of bf16 weights with many rows of f32 x on AVX-512's f32 FMAs, the weights widened in
-// registers, x kept f32: for CPUs with AVX-512 whose vdpbf16ps, if any, does not outrun the FMAs
-// (cpu_isa().widened_products). oneDNN's sgemm needs the weights widened into memory first; with
-// the weights in L3 this kernel ran Qwen3-0.6B's products of 128 rows at 250-272 GFLOP/s on a
-// Xeon (75% of the FMAs' peak), and streamed from memory, as fast as oneDNN's or faster
-// (gemv_bench). Under a target pragma, run only where cpu_isa() finds AVX-512.
+// Products of bf16 weights with any number of rows of f32 x on AVX-512's f32 FMAs, the weights
+// widened in registers, x kept f32: for CPUs with AVX-512 whose vdpbf16ps, if any, does not outrun
+// the FMAs (cpu_isa().widened_products). oneDNN's sgemm needs the weights widened into memory
+// first; with the weights in L3 this kernel ran Qwen3-0.6B's products of 128 rows at 250-288
+// GFLOP/s on a Xeon (70-80% of the FMAs' peak), and streamed from memory, as fast as oneDNN's or
+// faster; from 1 to 16 rows it streamed the weights faster than the GEMV (gemv_bench). Under a
+// target pragma, run only where cpu_isa() finds AVX-512.
 #include <algorithm>
 #include <array>
 #include <cstdint>
