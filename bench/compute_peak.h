@@ -16,8 +16,8 @@ namespace tfm::bench {
 
 namespace detail {
 
-// 12 independent chains: enough to cover the latency of an FMA on every x86 core we run on.
-constexpr int kChains = 12;
+// Independent chains, as many as tfm's own (multiply_add_chains.h), for the 256-bit loop below.
+constexpr int kChains = tfm::cpu::avx512::kChains;
 constexpr long kSteps = 20'000'000;
 
 template <typename Step>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a binary holds AVX-512 instructions (zmm registers, embedded broadcasts) outside the
 # kernels built for AVX-512 (namespaces tfm::cpu::avx512, avx512_bf16, avx512_widened and amx,
-# simd.h's avx512 inline namespace): tfm must start and run on CPUs with AVX2 alone. Usage: tools/check_isa.sh BINARY
+# simd.h's avx512 inline namespace): tfm must start and run on CPUs with AVX2 alone.
+# Usage: tools/check_isa.sh BINARY
 set -euo pipefail
 binary="$1"
 found=$(objdump -d --no-show-raw-insn -C "$binary" |

@@ -70,17 +70,12 @@ bool amd_family_19h(const Registers& vendor, const Registers& basic) {
   return amd && family == 0x19;
 }
 
-constexpr long kProbeSteps = 20'000;
-
-float bf16_dots() { return avx512::bf16_dot_chains(kProbeSteps); }
-float f32_fma512() { return avx512::f32_fma_chains(kProbeSteps); }
-
-// The shortest of 5 runs of `chains` on this thread, in seconds.
-double shortest_run(float (*chains)()) {
+// The shortest of 5 runs of 20000 rounds of `chains` on this thread, in seconds.
+double shortest_run(float (*chains)(long steps)) {
   double best = 1e9;
   for (int run = 0; run < 5; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    const float sink = chains();
+    const float sink = chains(20'000);
     __asm__ volatile("" : : "m"(sink));
     best = std::min(
         best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -93,7 +88,8 @@ double shortest_run(float (*chains)()) {
 // instruction rate (172 against 350 GFLOP/s on 2 cores), where on an AMD EPYC (Zen 4) it reached
 // 435-471 (gemv_bench's peaks). About a millisecond, once.
 bool f32_outruns_bf16_dots() {
-  const double dots = 64.0 / shortest_run(bf16_dots), fmas = 32.0 / shortest_run(f32_fma512);
+  const double dots = 64.0 / shortest_run(avx512::bf16_dot_chains),
+               fmas = 32.0 / shortest_run(avx512::f32_fma_chains);
   return dots < 1.4 * fmas;
 }
 
@@ -115,9 +111,10 @@ CpuIsa read_isa() {
   isa.bf16_products = (onednn & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
   isa.widened_products =
       isa.avx512 && !isa.amx_bf16 && (!isa.avx512_bf16 || f32_outruns_bf16_dots());
-  if (isa.widened_products) isa.bf16_products = false;
   // Up to where tfm's kernels beat oneDNN's bf16 matmul (cpu_isa.h).
-  if (isa.bf16_products && isa.avx512_bf16) isa.dot_product_rows = isa.amx_bf16 ? 256 : 128;
+  if (isa.bf16_products && isa.avx512_bf16 && !isa.widened_products) {
+    isa.dot_product_rows = isa.amx_bf16 ? 256 : 128;
+  }
   return isa;
 }
 

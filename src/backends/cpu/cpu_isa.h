@@ -23,12 +23,13 @@ struct CpuIsa {
   // in f32 (oneDNN's bf16 matmul), where oneDNN's kernels have native bf16 instructions here:
   // faster than widening the weights to f32 for its sgemm. Elsewhere they are widened.
   bool bf16_products = false;
-  // Products of bf16 weights with more than 8 rows of f32 x on AVX-512's f32 FMAs, the weights
+  // Products of bf16 weights with any number of rows of f32 x on AVX-512's f32 FMAs, the weights
   // widened in registers and x exact (widened_products_avx512.cc): where the CPU has AVX-512 and
   // no AMX, and its vdpbf16ps, if any, does not clearly outrun the FMAs (timed once at start). On
   // a Xeon without AMX (2 cores) they ran at 350 GFLOP/s against vdpbf16ps' 172, and Qwen3-0.6B's
   // products of 128 rows took 720 ms against 949 on vdpbf16ps and 822 with oneDNN's sgemm fed
-  // widened weights (gemv_bench). Where it is set, bf16_products is not.
+  // widened weights (gemv_bench). Where it is set, it is the path (big_products_path()) whatever
+  // bf16_products says, and dot_product_rows is 0.
   bool widened_products = false;
   // Products of bf16 weights with 5 to this many rows of x (serving batches, prefill chunks) take
   // tfm's own kernel (0: none): AMX tiles where the CPU has AMX-BF16 (vector_kernels_amx.cc), else

@@ -40,9 +40,11 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
 // wins.
 inline constexpr int64_t kGemvRows = 8;
 // How products of bf16 weights with many rows of x compute (linear.cc): as bf16 dot products
-// (oneDNN's bf16 matmul, x rounded to bf16), or with the weights widened for oneDNN's f32 sgemm.
-enum class BigProducts { kBf16, kWidened };
-// The path this CPU takes (cpu_isa.h): kBf16 where oneDNN has native bf16 dot products here.
+// (oneDNN's bf16 matmul, x rounded to bf16), with the weights widened for oneDNN's f32 sgemm, or,
+// at any number of rows, on tfm's kernel widening them in registers for AVX-512's FMAs.
+enum class BigProducts { kBf16, kWidened, kWidenedInRegisters };
+// The path this CPU takes (cpu_isa.h): kWidenedInRegisters where cpu_isa().widened_products, else
+// kBf16 where oneDNN has native bf16 dot products here.
 BigProducts big_products_path();
 // Products of up to this many rows of bf16 weights stay exact in x on every path: more take native
 // bf16 dot products where the path and the CPU have them (cpu_isa().dot_product_rows; 63 ms

@@ -98,10 +98,10 @@ bool reads_rounded_activations(int64_t m, BigProducts path) {
 
 void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                          float* out, BigProducts path) {
-  if (dot_product_kernel(m, path)) {
-    own_bf16_products(x, w, m, n, k, out);
-  } else if (path == BigProducts::kWidened && cpu_isa().widened_products) {
+  if (path == BigProducts::kWidenedInRegisters) {
     widened_products()(x, w, m, n, k, out);
+  } else if (dot_product_kernel(m, path)) {
+    own_bf16_products(x, w, m, n, k, out);
   } else if (m <= kGemvRows) {
     gemv_kernels(m).gemv_bf16(x, w, m, n, k, out);
   } else if (path == BigProducts::kBf16) {
@@ -112,6 +112,7 @@ void linear_bf16_weights(const float* x, const uint16_t* w, int64_t m, int64_t n
 }
 
 BigProducts big_products_path() {
+  if (cpu_isa().widened_products) return BigProducts::kWidenedInRegisters;
   return cpu_isa().bf16_products ? BigProducts::kBf16 : BigProducts::kWidened;
 }
 

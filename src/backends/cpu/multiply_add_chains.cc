@@ -10,9 +10,6 @@
 namespace tfm::cpu::avx512 {
 namespace {
 
-// Enough independent chains to hide a multiply-add's latency on every x86 core.
-constexpr int kChains = 12;
-
 template <typename Step>
 float sum_of_chains(long steps, Step step) {
   __m512 acc[kChains];

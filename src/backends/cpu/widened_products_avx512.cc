@@ -2,8 +2,9 @@
 // widened in registers, x kept f32: for CPUs with AVX-512 whose vdpbf16ps, if any, does not outrun
 // the FMAs (cpu_isa().widened_products). oneDNN's sgemm needs the weights widened into memory
 // first; with the weights in L3 this kernel ran Qwen3-0.6B's products of 128 rows at 250-288
-// GFLOP/s on a Xeon (70-80% of the FMAs' peak), and streamed from memory, as fast as oneDNN's or
-// faster; from 1 to 16 rows it streamed the weights faster than the GEMV (gemv_bench). Under a
+// GFLOP/s on a Xeon (70-80% of the FMAs' peak), and streamed from memory, in 614-720 ms against
+// oneDNN's 783-839 (320 against 593 at 64 rows); from 1 to 16 rows it streamed the weights faster
+// than the GEMV (gemv_bench). Under a
 // target pragma, run only where cpu_isa() finds AVX-512.
 #include <algorithm>
 #include <array>
@@ -27,9 +28,9 @@ namespace {
 constexpr int64_t kPairs = 32;
 
 // x's rows, `ldx` apart, with each 32 values as their 16 even ones then their 16 odd ones, zero
-// past k up to `padded`, a multiple of 32.
+// past k up to `padded`, a multiple of 32. Shared among the threads of the enclosing region.
 void split_pairs(const float* x, int64_t m, int64_t k, int64_t padded, int64_t ldx, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     float* row = out + i * ldx;
     for (int64_t p = 0; p < padded; p += kPairs) {
@@ -128,9 +129,9 @@ constexpr std::array<Tile, sizeof...(Rows)> tiles(std::index_sequence<Rows...>) 
   return {&tile<static_cast<int>(Rows) + 1, R, Masked>...};
 }
 
-// tile<M, R, Masked> for M = 1 to kGroup rows of x, at M - 1.
-template <int R, bool Masked>
-constexpr auto kTiles = tiles<R, Masked>(std::make_index_sequence<kGroup<R>>{});
+// tile<M, R, Masked> for M = 1 to Group rows of x, at M - 1.
+template <int R, int64_t Group, bool Masked>
+constexpr auto kTiles = tiles<R, Masked>(std::make_index_sequence<Group>{});
 
 // Weight rows [r0, r1) against every row of x, a span of k at a time: a group of x's rows stays in
 // L1 while the block's weights, read from L2, pass it.
@@ -142,8 +143,8 @@ void block(const Operands& o, int64_t m, int64_t r0, int64_t r1) {
     for (int64_t i0 = 0; i0 < m; i0 += group) {
       const auto rows = static_cast<size_t>(std::min(group, m - i0) - 1);
       int64_t r = r0;
-      for (; r + R <= r1; r += R) kTiles<R, Masked>[rows](o, i0, r, p0, p1);
-      for (; r < r1; ++r) kTiles<1, Masked>[rows](o, i0, r, p0, p1);
+      for (; r + R <= r1; r += R) kTiles<R, group, Masked>[rows](o, i0, r, p0, p1);
+      for (; r < r1; ++r) kTiles<1, group, Masked>[rows](o, i0, r, p0, p1);
     }
   }
 }
@@ -166,18 +167,25 @@ void products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k
   // one set of L1.
   const int64_t ldx = padded + 16;
   split.resize(static_cast<size_t>(m * ldx));
-  split_pairs(x, m, k, padded, ldx, split.data());
-  const Operands o{split.data(), ldx, padded, w, k, out, n};
+  // The caller's buffer: in the threads below, `split` names each thread's own.
+  float* xs = split.data();
+  const Operands o{xs, ldx, padded, w, k, out, n};
   // Blocks of about 256 KiB of weights, an even number of rows, for L2.
   const int64_t block_rows = std::max<int64_t>(16, (int64_t{256} << 10) / (2 * k)) / 2 * 2;
   const int64_t blocks = (n + block_rows - 1) / block_rows;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t r0 = b * block_rows, r1 = std::min(n, r0 + block_rows);
-    if (k % kPairs == 0) {
-      block<false>(o, m, r0, r1);
-    } else {
-      block<true>(o, m, r0, r1);
+  // x is split in the region the products run in, by both threads: one region a product, not two
+  // (a decode step runs 197 of them).
+#pragma omp parallel
+  {
+    split_pairs(x, m, k, padded, ldx, xs);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t r0 = b * block_rows, r1 = std::min(n, r0 + block_rows);
+      if (k % kPairs == 0) {
+        block<false>(o, m, r0, r1);
+      } else {
+        block<true>(o, m, r0, r1);
+      }
     }
   }
 }
