@@ -45,8 +45,9 @@ struct Product {
   int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
 };
 
-// The 16 x 16 matrix of 32-bit values in r transposed in place: r[j] becomes column j.
-void transpose(__m512 (&r)[16]) {
+// The 16 x 16 matrix of 32-bit values in r transposed in place: r[j] becomes column j. Inlined:
+// called, with r on the stack, it took 13% of a prefill's products (perf).
+[[gnu::always_inline]] inline void transpose(__m512 (&r)[16]) {
   __m512 t[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);

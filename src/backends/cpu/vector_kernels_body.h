@@ -76,10 +76,12 @@ void gemv_fixed(const float* x, const W* w, int64_t n, int64_t k, float* out) {
   gemv_leftover(x, M, w, tiles * R, n, k, out);
 }
 
-// How far ahead of its loads row_dot prefetches its row (and the next) into L1. The hardware
-// prefetcher alone kept one stream per thread well below the memory's bandwidth on a Xeon with
-// AMX (the 197 products of a Qwen3-0.6B decode step: 74-82 ms; prefetched 1 KB ahead 54-58,
-// 4 KB ahead 44-47; gemv_bench, bench/RESULTS.md).
+// How far ahead of its loads row_dot prefetches its row (and the next). The hardware prefetcher
+// alone kept one stream per thread well below the memory's bandwidth on a Xeon with AMX (the 197
+// products of a Qwen3-0.6B decode step: 74-82 ms; prefetched 1 KB ahead 54-58, 4 KB ahead 44-47;
+// gemv_bench, bench/RESULTS.md). Into L2 (T1), not L1: a core has few more L1 misses in flight
+// than it takes to cover memory's latency, and on another Xeon with AMX the rows streamed at 22-23
+// GB/s prefetched into L1, 26-28 into L2, where the bandwidth probe read 32-34.
 constexpr size_t kRowBytesAhead = 4096;
 
 // x . w_row, four accumulators deep so the FMAs' latency is hidden behind the loads.
@@ -92,7 +94,7 @@ float row_dot(const float* x, const W* w, int64_t k) {
   for (; p + 4 * kW <= k; p += 4 * kW) {
     const char* ahead = reinterpret_cast<const char*>(w + p) + kRowBytesAhead;
     for (size_t line = 0; line < 4 * kW * sizeof(W); line += 64)
-      _mm_prefetch(ahead + line, _MM_HINT_T0);
+      _mm_prefetch(ahead + line, _MM_HINT_T1);
     a0 = simd::fma(simd::load(w + p), simd::load(x + p), a0);
     a1 = simd::fma(simd::load(w + p + kW), simd::load(x + p + kW), a1);
     a2 = simd::fma(simd::load(w + p + 2 * kW), simd::load(x + p + 2 * kW), a2);
