@@ -109,10 +109,12 @@ float row_dot(const float* x, const W* w, int64_t k) {
 // One row of x (decode at batch 1): each thread reads whole weight rows one after another, a
 // single sequential stream, prefetched ahead (row_dot). The tiles above read R rows side by side,
 // R short streams: on a 2-core AMD EPYC the 197 products of a Qwen3-0.6B decode step streamed at
-// 26-28 GB/s in tiles, 31-38 as whole rows (gemv_bench, bench/RESULTS.md).
+// 26-28 GB/s in tiles, 31-38 as whole rows (gemv_bench, bench/RESULTS.md). Each thread takes one
+// run of rows: handed out 64 at a time, the threads' streams broke every 128 KB (a Xeon with AMX:
+// 26.4-27.1 GB/s, against 27.2-29.9 in one run each).
 template <typename W>
 void gemv_one_row(const float* x, const W* w, int64_t n, int64_t k, float* out) {
-#pragma omp parallel for schedule(dynamic, 64)
+#pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) out[r] = row_dot(x, w + r * k, k);
 }
 
