@@ -207,8 +207,8 @@ WeightTiles copy_block(const WeightTiles& b, uint16_t* to) {
 }
 
 // One weight block against every row of x, a chunk of depth tiles at a time: with more than
-// kRowTilesReadInPlace row tiles, the block is copied once and each chunk read from L1 for each pair
-// of them; with more than two, the next block (`next`, if any) is asked into L2.
+// kRowTilesReadInPlace row tiles, the block is copied once and each chunk read from L1 for each
+// pair of them; with more than two, the next block (`next`, if any) is asked into L2.
 void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int64_t depth_tiles,
                     float* out, int64_t ldo, const char* next) {
   constexpr int64_t kProducts = kTile * kTile;
