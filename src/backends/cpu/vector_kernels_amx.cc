@@ -30,8 +30,8 @@ constexpr int64_t kBlockRows = 2 * kTile;  // weight rows per block: two left ti
 constexpr int64_t kChunk = 8;  // depth tiles of a block's weights in L1 at a time (16 KB)
 // Up to this many row tiles of x, a block's weights are read in place, not copied (copy_block):
 // with up to 8 (128 rows of x), the copy cost more than the reads it saves (Qwen3-0.6B's products
-// at 64 rows, 2 threads, on a Xeon with AMX: 627-660 GFLOP/s copied, 734-754 in place; at 256
-// rows 1420-1434 in place, 1594-1638 copied).
+// at 64 rows, 2 threads, on a Xeon with AMX: 642-684 GFLOP/s copied, 734-754 in place; at 256
+// rows 1594-1650 copied, 1420-1434 in place).
 constexpr int64_t kRowTilesReadInPlace = 8;
 
 // Tiles (amx_tiles.h) 0-3 hold products, 4-5 weights, 6-7 x.
