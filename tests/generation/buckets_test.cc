@@ -20,15 +20,35 @@ TEST_P(BucketsTest, EveryPromptFitsItsCache) {
   }
 }
 
-TEST_P(BucketsTest, OneChunkSizePerCacheLengthBeyondTinyPrompts) {
+TEST(Buckets, AnAcceleratorHasOneChunkSizePerCacheLengthBeyondTinyPrompts) {
   std::set<std::pair<int64_t, int64_t>> pairs;
   std::set<int64_t> lengths;
   for (int64_t prompt = 17; prompt <= 3000; ++prompt) {
-    const GenerationShapes s = plan_shapes(prompt, 32, GetParam());
+    const GenerationShapes s = plan_shapes(prompt, 32, true);
     pairs.insert({s.cache_len, s.chunk});
     lengths.insert(s.cache_len);
   }
   EXPECT_EQ(pairs.size(), lengths.size());
+}
+
+// The CPU compiles a few more shapes: chunks are powers of two from 16 to 256.
+TEST(Buckets, TheCpuChunksArePowersOfTwoUpTo256) {
+  std::set<int64_t> chunks;
+  for (int64_t prompt = 1; prompt <= 3000; ++prompt)
+    chunks.insert(plan_shapes(prompt, 32, false).chunk);
+  EXPECT_EQ(chunks, (std::set<int64_t>{16, 32, 64, 128, 256}));
+}
+
+// Each chunk costs its rows and 64 more (the weights streamed once), so the CPU takes a prompt of
+// up to 256 tokens in one chunk and a longer one in the chunk with the fewest rows and chunks:
+// 300 tokens as three chunks of 128 (576 rows' cost), not two of 256 (640).
+TEST(Buckets, TheCpuTakesEachPromptInItsCheapestChunks) {
+  const std::pair<int64_t, int64_t> prompt_and_chunk[] = {
+      {1, 16},    {16, 16},   {17, 32},   {64, 64},   {65, 128},   {128, 128},
+      {129, 256}, {256, 256}, {300, 128}, {400, 256}, {1024, 256}, {1100, 256}};
+  for (const auto& [prompt, chunk] : prompt_and_chunk) {
+    EXPECT_EQ(plan_shapes(prompt, 1, false).chunk, chunk) << prompt;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, BucketsTest, ::testing::Values(false, true),
@@ -46,7 +66,7 @@ TEST(Buckets, AnAcceleratorPrefillsInLargerChunks) {
   EXPECT_EQ(plan_shapes(1024, 64, true).chunk, 512);
   EXPECT_EQ(plan_shapes(1024, 64, false).chunk, 256);
   EXPECT_EQ(plan_shapes(128, 64, true).chunk, 64);
-  EXPECT_EQ(plan_shapes(128, 64, false).chunk, 64);
+  EXPECT_EQ(plan_shapes(128, 64, false).chunk, 128);
 }
 
 }  // namespace
