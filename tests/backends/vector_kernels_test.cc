@@ -255,6 +255,46 @@ TEST_P(VectorKernelsTest, ExpShiftedSiluAndItsGradient) {
   }
 }
 
+// Attention weights in double: exp(scale s[j] - the largest kept), over [begin, end) where the mask
+// keeps j; scores dropped by either are NaN or huge, so reading one shows.
+TEST_P(VectorKernelsTest, AttentionWeightsOverTheKeptKeys) {
+  const VectorKernels& kernels = *GetParam();
+  const float scale = 0.088f;
+  for (const int64_t keys : {1, 5, 17, 40, 100}) {
+    for (const int64_t begin : {int64_t{0}, keys / 3}) {
+      const int64_t end = keys - keys / 4;
+      auto scores = random_values(static_cast<size_t>(keys), 9, -60.f, 60.f);
+      std::vector<int32_t> mask(static_cast<size_t>(keys), 1);
+      for (int64_t j = 0; j < keys; ++j) {
+        if (j % 7 == 3) mask[static_cast<size_t>(j)] = 0;
+        const bool dropped = j < begin || j >= end || j % 7 == 3;
+        if (dropped) scores[static_cast<size_t>(j)] = j % 2 == 0 ? NAN : 1e30f;
+      }
+      double top = -INFINITY;
+      for (int64_t j = begin; j < end; ++j) {
+        if (j % 7 != 3) top = std::max(top, static_cast<double>(scale * scores[j]));
+      }
+      std::vector<uint16_t> weights(static_cast<size_t>(keys), 0xffff);
+      const float inv = kernels.attention_weights_bf16(scores.data(), mask.data(), begin, end, keys,
+                                                       scale, weights.data());
+      const std::string what = "keys=" + std::to_string(keys) + " begin=" + std::to_string(begin);
+      double sum = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        const bool kept = j >= begin && j < end && j % 7 != 3;
+        const double want = kept ? std::exp(scale * static_cast<double>(scores[j]) - top) : 0;
+        sum += want;
+        EXPECT_NEAR(bf16_bits_to_f32(weights[static_cast<size_t>(j)]), want, want / 128 + 1e-30)
+            << what << " at " << j;
+      }
+      if (sum == 0) {
+        EXPECT_EQ(inv, 0.f) << what;
+      } else {
+        EXPECT_NEAR(inv, 1 / sum, 1e-5 / sum) << what;
+      }
+    }
+  }
+}
+
 // The bf16 nearest to v, found by comparing the two candidates around it (ties to the even
 // one): a closed form independent of the kernels' bit arithmetic. Not for NaN.
 uint16_t nearest_bf16(float v) {

@@ -62,8 +62,9 @@ float masked_sum(float* weights, const int32_t* row_mask, int64_t begin, int64_t
   return sum;
 }
 
-}  // namespace
-
+// One query's scores against keys [0, keys) into unnormalized weights exp(score - max) over the
+// keys it sees ([begin, end), kept by row_mask), 0 elsewhere. Returns 1 / their sum, or 0 where
+// the query sees no key.
 float exponentiate_visible(float* row, const int32_t* row_mask, int64_t begin, int64_t end,
                            int64_t keys) {
   std::fill(row, row + begin, 0.f);
@@ -76,6 +77,8 @@ float exponentiate_visible(float* row, const int32_t* row_mask, int64_t begin, i
   vector_kernels().exp_shifted(row + begin, row + begin, end - begin, max_score, 1.f);
   return 1.f / masked_sum(row, row_mask, begin, end);
 }
+
+}  // namespace
 
 bool attention_probs(const float* q, const float* k, const int32_t* row_mask, const int32_t* slots,
                      const HeadView& v, const QueryBlock& block, float* probs) {

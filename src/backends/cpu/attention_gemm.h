@@ -33,12 +33,6 @@ struct QueryBlock {
 };
 std::vector<QueryBlock> query_blocks(const int32_t* slots, int64_t seq, int64_t len);
 
-// One query's scores against keys [0, keys) into unnormalized weights exp(score - max) over the
-// keys it sees ([begin, end), kept by row_mask), 0 elsewhere. Returns 1 / their sum, or 0 where
-// the query sees no key.
-float exponentiate_visible(float* row, const int32_t* row_mask, int64_t begin, int64_t end,
-                           int64_t keys);
-
 // probs [block.rows, block.keys] = softmax over the keys query i sees (j <= slots[i] and
 // row_mask[j], inside its window) of the scaled scores q k^T; zeros elsewhere, and an all-zero row
 // for a query that sees no key. `q` points at the head's first query.

@@ -39,17 +39,6 @@ const uint16_t* values_by_dimension(const uint16_t* v, int64_t batch, int64_t kv
   return to;
 }
 
-// One query's scores against keys [0, keys) (q . k, unscaled) into its unnormalized weights
-// exp(scale (score - max)) over the keys it sees, rounded to bf16, and 0 elsewhere. Returns
-// 1 / the weights' sum, or 0 where the query sees no key.
-float weights_of_scores(float* scores, const int32_t* row_mask, int64_t begin, int64_t end,
-                        int64_t keys, float scale, uint16_t* weights) {
-  for (int64_t j = begin; j < end; ++j) scores[j] *= scale;
-  const float inv = exponentiate_visible(scores, row_mask, begin, end, keys);
-  vector_kernels().round_bf16(scores, weights, keys);
-  return inv;
-}
-
 }  // namespace
 
 void attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* v,
@@ -63,6 +52,7 @@ void attention_bf16_on_tiles(const float* q, const uint16_t* k, const uint16_t* 
   const uint16_t* values = values_by_dimension(v, batch, kv_heads, view, visible);
   const auto block_count = static_cast<int64_t>(blocks.size());
   const auto round = vector_kernels().round_bf16;
+  const auto weights_of_scores = vector_kernels().attention_weights_bf16;
 #pragma omp parallel
   {
     std::vector<uint16_t> queries(static_cast<size_t>(blocks[0].rows * d));

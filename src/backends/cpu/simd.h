@@ -50,6 +50,13 @@ inline void store_bf16(uint16_t* p, Vec v) {
                       _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet)));
 }
 inline float sum(Vec v) { return _mm512_reduce_add_ps(v); }
+inline Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+inline float max_of(Vec v) { return _mm512_reduce_max_ps(v); }
+// v's lanes where kWidth flags are nonzero, `otherwise`'s where they are 0.
+inline Vec where_set(const int32_t* flags, Vec v, Vec otherwise) {
+  const __m512i f = _mm512_loadu_si512(flags);
+  return _mm512_mask_blend_ps(_mm512_test_epi32_mask(f, f), otherwise, v);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 inline constexpr const char* kIsaName = "AVX2+FMA";
 inline constexpr int kWidth = 8;
@@ -82,6 +89,17 @@ inline float sum(Vec v) {
   const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
 }
+inline Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+inline float max_of(Vec v) {
+  const __m128 quad = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 pair = _mm_max_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_max_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+inline Vec where_set(const int32_t* flags, Vec v, Vec otherwise) {
+  const __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(flags));
+  const __m256 unset = _mm256_castsi256_ps(_mm256_cmpeq_epi32(f, _mm256_setzero_si256()));
+  return _mm256_blendv_ps(v, otherwise, unset);
+}
 #else
 inline constexpr const char* kIsaName = "scalar";
 inline constexpr int kWidth = 1;
@@ -94,6 +112,11 @@ inline Vec broadcast(float v) { return v; }
 inline void store(float* p, Vec v) { *p = v; }
 inline void store_bf16(uint16_t* p, Vec v) { *p = f32_to_bf16_bits(v); }
 inline float sum(Vec v) { return v; }
+inline Vec max(Vec a, Vec b) { return a > b ? a : b; }
+inline float max_of(Vec v) { return v; }
+inline Vec where_set(const int32_t* flags, Vec v, Vec otherwise) {
+  return *flags != 0 ? v : otherwise;
+}
 #endif
 
 // e^x for a vector, ~2 ulp (Cephes' expf: x = n ln2 + r, a degree-6 polynomial for e^r, 2^n put
@@ -159,5 +182,5 @@ void map(const float* a, float* out, int64_t n, F f) {
 inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
 
-}  // inline namespace TFM_SIMD_ABI
+}  // namespace TFM_SIMD_ABI
 }  // namespace tfm::cpu::simd

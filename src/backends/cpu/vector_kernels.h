@@ -30,7 +30,13 @@ struct VectorKernels {
                                const int32_t* keys, int64_t count, int64_t dim, float* out);
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
-  void (*silu)(float* x, int64_t n);                             // x = x sigmoid(x)
+  void (*silu)(float* x, int64_t n);  // x = x sigmoid(x)
+  // One query's attention weights from its scores (q . k, unscaled) over keys [0, keys): where
+  // [begin, end) and row_mask keep key j, exp(scale scores[j] - the largest such), rounded to
+  // bf16; 0 elsewhere. Returns 1 / the kept weights' sum (before rounding), or 0 where no key is
+  // kept.
+  float (*attention_weights_bf16)(const float* scores, const int32_t* row_mask, int64_t begin,
+                                  int64_t end, int64_t keys, float scale, uint16_t* weights);
   void (*round_bf16)(const float* x, uint16_t* out, int64_t n);  // f32_to_bf16_bits of each
   void (*silu_grad)(float* x, const float* dy, int64_t n);       // x = dy d(x sigmoid(x))/dx
 };

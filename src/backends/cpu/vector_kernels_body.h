@@ -303,6 +303,46 @@ void exp_shifted(const float* in, float* out, int64_t n, float shift, float scal
 
 void silu(float* x, int64_t n) { simd::map(x, x, n, Silu{}); }
 
+// One pass for the largest kept score and one for the weights, their sum and their rounding; the
+// tail, padded with dropped keys, goes through the same vector steps.
+float attention_weights_bf16(const float* scores, const int32_t* row_mask, int64_t begin,
+                             int64_t end, int64_t keys, float scale, uint16_t* weights) {
+  constexpr int64_t kWidth = simd::kWidth;
+  std::fill(weights, weights + begin, uint16_t{0});
+  std::fill(weights + end, weights + keys, uint16_t{0});
+  const int64_t whole = begin + (end - begin) / kWidth * kWidth;
+  float tail_scores[kWidth] = {};
+  int32_t tail_mask[kWidth] = {};
+  std::copy(scores + whole, scores + end, tail_scores);
+  std::copy(row_mask + whole, row_mask + end, tail_mask);
+  const simd::Vec times = simd::broadcast(scale), none = simd::broadcast(-INFINITY);
+  simd::Vec highest = simd::where_set(tail_mask, simd::load(tail_scores) * times, none);
+  for (int64_t j = begin; j < whole; j += kWidth) {
+    highest =
+        simd::max(highest, simd::where_set(row_mask + j, simd::load(scores + j) * times, none));
+  }
+  const float max_score = simd::max_of(highest);
+  if (max_score == -INFINITY) {
+    std::fill(weights + begin, weights + end, uint16_t{0});
+    return 0.f;
+  }
+  const simd::Vec shift = simd::broadcast(max_score);
+  simd::Vec total = simd::zero();
+  const auto weigh = [&](const float* s, const int32_t* kept) {
+    const simd::Vec e =
+        simd::where_set(kept, simd::exp(simd::load(s) * times - shift), simd::zero());
+    total = total + e;
+    return e;
+  };
+  for (int64_t j = begin; j < whole; j += kWidth) {
+    simd::store_bf16(weights + j, weigh(scores + j, row_mask + j));
+  }
+  uint16_t tail_weights[kWidth];
+  simd::store_bf16(tail_weights, weigh(tail_scores, tail_mask));
+  std::copy(tail_weights, tail_weights + (end - whole), weights + whole);
+  return 1.f / simd::sum(total);
+}
+
 void round_bf16(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + simd::kWidth <= n; i += simd::kWidth) simd::store_bf16(out + i, simd::load(x + i));
@@ -324,6 +364,7 @@ const VectorKernels kernels{
     .weighted_values_bf16 = weighted_values<uint16_t>,
     .exp_shifted = exp_shifted,
     .silu = silu,
+    .attention_weights_bf16 = attention_weights_bf16,
     .round_bf16 = round_bf16,
     .silu_grad = silu_grad,
 };
