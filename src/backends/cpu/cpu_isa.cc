@@ -62,14 +62,6 @@ std::string onednn_isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 
-// AMD's family 19h (Zen 3 and 4; only Zen 4 has AVX-512), by cpuid's vendor and family.
-bool amd_family_19h(const Registers& vendor, const Registers& basic) {
-  const bool amd = vendor.ebx == 0x68747541 && vendor.edx == 0x69746e65 &&  // "AuthenticAMD"
-                   vendor.ecx == 0x444d4163;
-  const unsigned family = ((basic.eax >> 8) & 0xf) + ((basic.eax >> 20) & 0xff);
-  return amd && family == 0x19;
-}
-
 // The shortest of 5 runs of 20000 rounds of `chains` on this thread, in seconds.
 double shortest_run(float (*chains)(long steps)) {
   double best = 1e9;
@@ -104,7 +96,6 @@ CpuIsa read_isa() {
   isa.avx512_bf16 = isa.avx512 && bit(extended1.eax, 5);
   isa.amx_bf16 =
       isa.avx512 && tiles && bit(extended.edx, 22) && bit(extended.edx, 24) && tile_data_granted();
-  isa.halved_512 = isa.avx512 && amd_family_19h(cpuid(0, 0), basic);
   const dnnl_cpu_isa_t onednn = dnnl_get_effective_cpu_isa();
   isa.onednn = onednn_isa_name(onednn);
   // The ISA values are supersets by bit: avx512_core_bf16's bits are in AMX's too.
@@ -170,8 +161,7 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",
        vectors +
-           (isa.halved_512 ? ", one row of x by bf16 weights AVX2+FMA (AVX-512 in halves here)"
-                           : "") +
+           (isa.avx512 ? ", one row of x by bf16 weights AVX2+FMA (it streams faster)" : "") +
            " (chosen at run time)"}};
 }
 

@@ -57,7 +57,7 @@ const VectorKernels& vector_kernels() {
 }
 
 const VectorKernels& gemv_kernels(int64_t m) {
-  return m == 1 && cpu_isa().halved_512 ? avx2::kernels : vector_kernels();
+  return m == 1 ? avx2::kernels : vector_kernels();
 }
 
 }  // namespace tfm::cpu
