@@ -160,8 +160,7 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
       {std::string("products of up to ") +
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",
-       vectors +
-           (isa.avx512 ? ", one row of x by bf16 weights AVX2+FMA (it streams faster)" : "") +
+       vectors + (isa.avx512 ? ", one row of x by bf16 weights AVX2+FMA (it streams faster)" : "") +
            " (chosen at run time)"}};
 }
 

@@ -15,7 +15,7 @@ struct CpuIsa {
   bool avx512 = false;       // AVX-512 F, BW, VL
   bool avx512_bf16 = false;  // vdpbf16ps: bf16 pairs multiplied and summed into f32
   bool amx_bf16 = false;     // AMX tiles of bf16
-  std::string onednn;  // the ISA oneDNN's kernels use here ("avx512_core_bf16", ...)
+  std::string onednn;        // the ISA oneDNN's kernels use here ("avx512_core_bf16", ...)
   // Products of bf16 weights with many rows (prefill, training) as bf16 dot products accumulated
   // in f32 (oneDNN's bf16 matmul), where oneDNN's kernels have native bf16 instructions here:
   // faster than widening the weights to f32 for its sgemm. Elsewhere they are widened.
