@@ -64,6 +64,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                                             ::testing::Values(Weights::kF32, Weights::kBf16Widened,
                                                               Weights::kBf16Products)));
 
+// Products that share x (q, k and v's; gate and up's), each with its own rows, bias and output, in
+// one call: one row of x and every row count the tiles or the dot products take included.
+TEST(CpuKernels, ProductsSharingX) {
+  const int64_t k = 97;
+  const std::array<int64_t, 3> rows{131, 5, 64};
+  for (const int64_t m : {1, 3, 17, 67}) {
+    const auto x = random_values(static_cast<size_t>(m * k), 4);
+    std::vector<std::vector<uint16_t>> w16;
+    std::vector<std::vector<float>> bias, got;
+    std::vector<cpu::SharedXProduct> products;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      w16.push_back(bf16_bits(random_values(static_cast<size_t>(rows[i] * k), 5 + i)));
+      bias.push_back(random_values(static_cast<size_t>(rows[i]), 8 + i));
+      got.emplace_back(static_cast<size_t>(m * rows[i]), NAN);
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      products.push_back({w16[i].data(), rows[i], bias[i].data(), got[i].data()});
+    }
+    cpu::linear_shared_x(x.data(), products.data(), 3, DType::bf16, m, k);
+    const auto read_x = cpu::reads_rounded_activations(m, cpu::big_products_path())
+                            ? floats_of_bf16(bf16_bits(x))
+                            : x;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<float> want(got[i].size());
+      ops::reference::linear(read_x.data(), floats_of_bf16(w16[i]).data(), bias[i].data(), m,
+                             rows[i], k, want.data());
+      expect_close(got[i], want, 1e-4f, "m=" + std::to_string(m) + " product " + std::to_string(i));
+    }
+  }
+}
+
 std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<float> out(v.size());
   for (int64_t i = 0; i < rows; ++i)

@@ -78,6 +78,27 @@ TEST_P(VectorKernelsTest, GemvOfF32AndBf16Weights) {
   }
 }
 
+// One row of x by several weights in one pass, odd row counts and k.
+TEST_P(VectorKernelsTest, GemvOfOneRowByEachOfSeveralWeights) {
+  const VectorKernels& kernels = *GetParam();
+  for (const int64_t k : {1, 17, 130}) {
+    const auto x = random_values(static_cast<size_t>(k), 11);
+    std::vector<std::vector<uint16_t>> w;
+    std::vector<std::vector<float>> out;
+    std::vector<Bf16Rows> weights;
+    for (const int64_t n : {7, 1, 33}) {
+      w.push_back(bf16_bits(random_values(static_cast<size_t>(n * k), 12 + n)));
+      out.emplace_back(static_cast<size_t>(n), NAN);
+      weights.push_back({w.back().data(), n, out.back().data()});
+    }
+    kernels.gemv_bf16_one_row_each(x.data(), weights.data(), 3, k);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      expect_close(out[i], gemv_reference(x, w[i], 1, weights[i].n, k), 1e-5f,
+                   "k=" + std::to_string(k) + " weights " + std::to_string(i));
+    }
+  }
+}
+
 TEST(VectorKernels, GemvOnBf16DotProductsReadsXRoundedToBf16) {
   const GemvBf16 gemv = gemv_bf16_dot_products();
   if (gemv == nullptr) GTEST_SKIP() << "no AVX512_BF16 here";
@@ -136,6 +157,22 @@ void expect_bf16_products(const TileProducts& tiles) {
       tiles.of_bf16(bf16_bits(x).data(), w.data(), m, n, k, out.data());
       expect_close(out, want, 1e-5f, what);
       expect_strided_tile_products(tiles, bf16_bits(x), w, m, n, k, want, what);
+    }
+    // of_bf16_each: one x, three weights, each ending in a partial block but the last.
+    const int64_t k = 130;
+    const auto x = bf16_bits(random_values(static_cast<size_t>(m * k), 9 + m));
+    std::vector<std::vector<uint16_t>> w;
+    std::vector<std::vector<float>> out;
+    std::vector<Bf16Rows> weights;
+    for (const int64_t n : {45, 3, 64}) {
+      w.push_back(bf16_bits(random_values(static_cast<size_t>(n * k), 10 + n)));
+      out.emplace_back(static_cast<size_t>(m * n), NAN);
+      weights.push_back({w.back().data(), n, out.back().data()});
+    }
+    tiles.of_bf16_each(x.data(), weights.data(), 3, m, k);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      expect_close(out[i], gemv_reference(widened(x), w[i], m, weights[i].n, k), 1e-5f,
+                   "each m=" + std::to_string(m) + " weights " + std::to_string(i));
     }
   }
 }

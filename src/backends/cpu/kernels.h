@@ -36,6 +36,17 @@ void interleave_gathered(const float* gathered, int64_t rows, int64_t n, int ran
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]; bias may be null.
 void linear(const float* x, const void* w, DType w_dtype, const float* bias, int64_t m, int64_t n,
             int64_t k, float* out);
+// One of several products of the same x (q, k and v's; gate and up's): out = x . w^T + bias.
+struct SharedXProduct {
+  const void* w;
+  int64_t n;
+  const float* bias;
+  float* out;
+};
+// linear() of one x with each of `count` products (weights of one dtype); one row of x by bf16
+// weights takes them all in one pass of the threads.
+void linear_shared_x(const float* x, const SharedXProduct* products, int64_t count, DType w_dtype,
+                     int64_t m, int64_t k);
 // Products of up to this many rows of x take tfm's GEMV (memory bound); beyond, oneDNN's blocking
 // wins.
 inline constexpr int64_t kGemvRows = 8;

@@ -134,4 +134,33 @@ void linear(const float* x, const void* w, DType w_dtype, const float* bias, int
   if (bias != nullptr) add_bias(bias, m, n, out);
 }
 
+void linear_shared_x(const float* x, const SharedXProduct* products, int64_t count, DType w_dtype,
+                     int64_t m, int64_t k) {
+  const BigProducts path = big_products_path();
+  const TileProducts* tiles = tile_products();
+  const bool one_row = m == 1 && path != BigProducts::kWidenedInRegisters,
+             on_tiles = tiles != nullptr && dot_product_kernel(m, path);
+  if (w_dtype == DType::bf16 && (one_row || on_tiles)) {
+    std::vector<Bf16Rows> weights;
+    for (int64_t i = 0; i < count; ++i) {
+      weights.push_back(
+          {static_cast<const uint16_t*>(products[i].w), products[i].n, products[i].out});
+    }
+    if (m == 1) {
+      gemv_kernels(1).gemv_bf16_one_row_each(x, weights.data(), count, k);
+    } else {
+      tiles->of_bf16_each(rounded_to_bf16(x, m * k), weights.data(), count, m, k);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      if (products[i].bias != nullptr)
+        add_bias(products[i].bias, m, products[i].n, products[i].out);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const SharedXProduct& p = products[i];
+    linear(x, p.w, w_dtype, p.bias, m, p.n, k, p.out);
+  }
+}
+
 }  // namespace tfm::cpu

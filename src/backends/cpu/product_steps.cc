@@ -116,10 +116,10 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
         const float* x =
             product_rows(f32_operand(buf.ptr(a.x), x_dtype, m * k, widened),
                          a.norm >= 0 ? buf.f(a.norm) : nullptr, eps, m, k, normed_rows);
-        linear(x, buf.ptr(a.w_gate), dt, a.bias_gate >= 0 ? buf.f(a.bias_gate) : nullptr, m, nn, k,
-               gate.data());
-        linear(x, buf.ptr(a.w_up), dt, a.bias_up >= 0 ? buf.f(a.bias_up) : nullptr, m, nn, k,
-               buf.out_f32());
+        const SharedXProduct products[2] = {
+            {buf.ptr(a.w_gate), nn, a.bias_gate >= 0 ? buf.f(a.bias_gate) : nullptr, gate.data()},
+            {buf.ptr(a.w_up), nn, a.bias_up >= 0 ? buf.f(a.bias_up) : nullptr, buf.out_f32()}};
+        linear_shared_x(x, products, 2, dt, m, k);
         const Floats operands[2] = {{gate.data(), DType::f32}, {buf.out(), DType::f32}};
         elementwise(gating, operands, m * nn, buf.out(), DType::f32);
       };
@@ -136,12 +136,13 @@ std::function<void()> make_product_step(const graph::Graph& graph, graph::ValueI
         const float* x =
             product_rows(f32_operand(buf.ptr(a.x), x_dtype, m * k, widened),
                          a.norm >= 0 ? buf.f(a.norm) : nullptr, eps, m, k, normed_rows);
+        SharedXProduct products[3];
         float* y = buf.out_f32();
         for (size_t i = 0; i < 3; ++i) {
-          linear(x, buf.ptr(a.w[i]), dt, a.bias[i] >= 0 ? buf.f(a.bias[i]) : nullptr, m, nn[i], k,
-                 y);
+          products[i] = {buf.ptr(a.w[i]), nn[i], a.bias[i] >= 0 ? buf.f(a.bias[i]) : nullptr, y};
           y += m * nn[i];
         }
+        linear_shared_x(x, products, 3, dt, m, k);
       };
     }
     case Op::kLinearGradInput: {

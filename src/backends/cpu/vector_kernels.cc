@@ -19,10 +19,22 @@ namespace avx512_widened {
 void products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 }  // namespace avx512_widened
 namespace amx {
+void gemm_bf16_each(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
+                    int64_t k);
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
                               int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
 }  // namespace amx
+
+namespace {
+
+template <auto product>
+void one_at_a_time(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
+                   int64_t k) {
+  for (int64_t i = 0; i < count; ++i) product(x, weights[i].w, m, weights[i].n, k, weights[i].out);
+}
+
+}  // namespace
 
 std::vector<const VectorKernels*> runnable_vector_kernels() {
   std::vector<const VectorKernels*> sets{&avx2::kernels};
@@ -37,12 +49,14 @@ GemvBf16 gemv_bf16_dot_products() {
 GemvBf16 widened_products() { return cpu_isa().avx512 ? avx512_widened::products : nullptr; }
 
 const TileProducts* tile_products() {
-  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread};
+  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread,
+                                  amx::gemm_bf16_each};
   return cpu_isa().amx_bf16 ? &tiles : nullptr;
 }
 
 const TileProducts* dot_products() {
-  static const TileProducts dots{avx512_bf16::gemm_bf16, avx512_bf16::gemm_bf16_on_this_thread};
+  static const TileProducts dots{avx512_bf16::gemm_bf16, avx512_bf16::gemm_bf16_on_this_thread,
+                                 one_at_a_time<avx512_bf16::gemm_bf16>};
   return cpu_isa().dot_product_rows > 0 ? &dots : nullptr;
 }
 
@@ -56,8 +70,6 @@ const VectorKernels& vector_kernels() {
   return *best;
 }
 
-const VectorKernels& gemv_kernels(int64_t m) {
-  return m == 1 ? avx2::kernels : vector_kernels();
-}
+const VectorKernels& gemv_kernels(int64_t m) { return m == 1 ? avx2::kernels : vector_kernels(); }
 
 }  // namespace tfm::cpu

@@ -9,11 +9,21 @@
 
 namespace tfm::cpu {
 
+// Rows of bf16 weights and where their products go.
+struct Bf16Rows {
+  const uint16_t* w;
+  int64_t n;
+  float* out;
+};
+
 struct VectorKernels {
   const char* isa;  // "AVX2+FMA", "AVX-512"
   // out[m, n] = x[m, k] . w[n, k]^T for a few rows of x (decode): the weights streamed once.
   void (*gemv_f32)(const float* x, const float* w, int64_t m, int64_t n, int64_t k, float* out);
   void (*gemv_bf16)(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
+  // gemv_bf16 of one row of x with each of `count` weights, in one pass of the threads: each
+  // thread one run of rows across them.
+  void (*gemv_bf16_one_row_each)(const float* x, const Bf16Rows* weights, int64_t count, int64_t k);
   // Attention over listed keys for `rows` adjacent query rows of `dim` (the query heads sharing a
   // KV head): key or value row j starts at k + j * stride.
   // scores[r * count + i] = scale * q[r] . k[keys[i]]
@@ -69,6 +79,10 @@ struct TileProducts {
   // thread alone: for callers whose own threads each run products of their own.
   void (*on_this_thread)(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t m,
                          int64_t n, int64_t k, float* out, int64_t ldo);
+  // of_bf16 of one x with each of `count` weights (out [m, n] each): AMX's tiles take x packed
+  // once and every weights' blocks in one pass of the threads.
+  void (*of_bf16_each)(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
+                       int64_t k);
 };
 const TileProducts* tile_products();
 // The same products on AVX512_BF16's dot products (vector_kernels_avx512_bf16.cc); null where

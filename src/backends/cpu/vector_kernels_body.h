@@ -118,6 +118,18 @@ void gemv_one_row(const float* x, const W* w, int64_t n, int64_t k, float* out) 
   for (int64_t r = 0; r < n; ++r) out[r] = row_dot(x, w + r * k, k);
 }
 
+void gemv_bf16_one_row_each(const float* x, const Bf16Rows* weights, int64_t count, int64_t k) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) total += weights[i].n;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < total; ++r) {
+    const Bf16Rows* part = weights;
+    int64_t row = r;
+    while (row >= part->n) row -= (part++)->n;
+    part->out[row] = row_dot(x, part->w + row * k, k);
+  }
+}
+
 template <typename W>
 void gemv(const float* x, const W* w, int64_t m, int64_t n, int64_t k, float* out) {
   // Up to 4 rows of x share one pass over the weights; more rows take more passes.
@@ -358,6 +370,7 @@ const VectorKernels kernels{
     .isa = simd::kIsaName,
     .gemv_f32 = gemv<float>,
     .gemv_bf16 = gemv<uint16_t>,
+    .gemv_bf16_one_row_each = gemv_bf16_one_row_each,
     .key_scores_f32 = key_scores<float>,
     .key_scores_bf16 = key_scores<uint16_t>,
     .weighted_values_f32 = weighted_values<float>,
