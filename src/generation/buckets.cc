@@ -21,6 +21,7 @@ int64_t round_up(int64_t value, int64_t multiple) {
 // The CPU's chunk is the power of two (16 to 256) that takes the prompt at the least cost in
 // rows: a 128-token prompt is one chunk of 128, not two of 64.
 int64_t cpu_chunk(int64_t prompt_len) {
+  if (prompt_len <= kTinyPrompt) return kTinyPrompt;
   int64_t best = kTinyPrompt, best_cost = INT64_MAX;
   for (int64_t chunk = kTinyPrompt; chunk <= kCpuMaxChunk; chunk *= 2) {
     const int64_t cost = round_up(prompt_len, chunk) / chunk * (chunk + kCpuChunkCostInRows);

@@ -44,7 +44,7 @@ TEST(Buckets, TheCpuChunksArePowersOfTwoUpTo256) {
 // 300 tokens as three chunks of 128 (576 rows' cost), not two of 256 (640).
 TEST(Buckets, TheCpuTakesEachPromptInItsCheapestChunks) {
   const std::pair<int64_t, int64_t> prompt_and_chunk[] = {
-      {1, 16},    {16, 16},   {17, 32},   {64, 64},   {65, 128},   {128, 128},
+      {0, 16},    {1, 16},    {16, 16},   {17, 32},   {64, 64},    {65, 128},  {128, 128},
       {129, 256}, {256, 256}, {300, 128}, {400, 256}, {1024, 256}, {1100, 256}};
   for (const auto& [prompt, chunk] : prompt_and_chunk) {
     EXPECT_EQ(plan_shapes(prompt, 1, false).chunk, chunk) << prompt;
