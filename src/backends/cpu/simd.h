@@ -182,5 +182,5 @@ void map(const float* a, float* out, int64_t n, F f) {
 inline float widen(float v) { return v; }
 inline float widen(uint16_t v) { return bf16_bits_to_f32(v); }
 
-}  // namespace TFM_SIMD_ABI
+}  // inline namespace TFM_SIMD_ABI
 }  // namespace tfm::cpu::simd
