@@ -18,12 +18,14 @@ int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// The CPU's chunk is the power of two (16 to 256) that takes the prompt at the least cost in
-// rows: a 128-token prompt is one chunk of 128, not two of 64.
-int64_t cpu_chunk(int64_t prompt_len) {
+// The CPU's chunk for a cache length is a quarter or half of it (up to 256), whichever takes the
+// prompt at the least cost in rows: a 128-token prompt is one chunk of 128, not two of 64. Two
+// sizes a cache length keep a chat's graphs few (the graph cache warns past 8).
+int64_t cpu_chunk(int64_t prompt_len, int64_t cache_len) {
   if (prompt_len <= kTinyPrompt) return kTinyPrompt;
-  int64_t best = kTinyPrompt, best_cost = INT64_MAX;
-  for (int64_t chunk = kTinyPrompt; chunk <= kCpuMaxChunk; chunk *= 2) {
+  int64_t best = 0, best_cost = INT64_MAX;
+  for (const int64_t share : {cache_len / 4, cache_len / 2}) {
+    const int64_t chunk = std::min(kCpuMaxChunk, share);
     const int64_t cost = round_up(prompt_len, chunk) / chunk * (chunk + kCpuChunkCostInRows);
     if (cost <= best_cost) best = chunk, best_cost = cost;
   }
@@ -41,7 +43,8 @@ int64_t accelerator_chunk(int64_t prompt_len, int64_t cache_len) {
 
 GenerationShapes plan_shapes(int64_t prompt_len, int64_t max_new_tokens, bool accelerator) {
   const auto chunk = [&](int64_t cache_len) {
-    return accelerator ? accelerator_chunk(prompt_len, cache_len) : cpu_chunk(prompt_len);
+    return accelerator ? accelerator_chunk(prompt_len, cache_len)
+                       : cpu_chunk(prompt_len, cache_len);
   };
   GenerationShapes s{};
   s.cache_len = 256;

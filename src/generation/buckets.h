@@ -1,10 +1,10 @@
 // The few shapes generate() compiles for. The KV cache length is rounded up to a power of two
-// (from 256) and prefill chunks are powers of two, so a long chat compiles a handful of graphs,
-// not one per prompt. The chunk size depends on the device: the CPU compiles a shape in a few
-// milliseconds and takes each prompt in the chunk that costs it least (up to 256 rows: its caches
-// favour short chunks), while an accelerator has one chunk size per cache length (two graphs
-// each) and reads every weight once per chunk, so it wants as many rows as it can get (a
-// 1024-token prompt is two chunks there, four on the CPU).
+// (from 256) and each cache length has one or two prefill chunk sizes, so every cache length costs
+// two or three graphs (prefill chunks, decode step) and a long chat compiles a handful, not one per
+// prompt. The chunk size depends on the device: the CPU takes each prompt in the one of its two
+// that costs it least (up to 256 rows: its caches favour short chunks), while an accelerator has
+// one (two graphs a cache length) and reads every weight once per chunk, so it wants as many rows
+// as it can get (a 1024-token prompt is two chunks there, four on the CPU).
 #pragma once
 
 #include <cstdint>

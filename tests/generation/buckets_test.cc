@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace tfm::generation {
@@ -31,20 +33,31 @@ TEST(Buckets, AnAcceleratorHasOneChunkSizePerCacheLengthBeyondTinyPrompts) {
   EXPECT_EQ(pairs.size(), lengths.size());
 }
 
-// The CPU compiles a few more shapes: chunks are powers of two from 16 to 256.
-TEST(Buckets, TheCpuChunksArePowersOfTwoUpTo256) {
-  std::set<int64_t> chunks;
-  for (int64_t prompt = 1; prompt <= 3000; ++prompt)
-    chunks.insert(plan_shapes(prompt, 32, false).chunk);
-  EXPECT_EQ(chunks, (std::set<int64_t>{16, 32, 64, 128, 256}));
+// The CPU compiles a few more shapes: two chunk sizes a cache length beyond tiny prompts, a quarter
+// and a half of it up to 256.
+TEST(Buckets, TheCpuHasTwoChunkSizesPerCacheLengthBeyondTinyPrompts) {
+  std::map<int64_t, std::set<int64_t>> chunks;
+  for (int64_t prompt = 17; prompt <= 3000; ++prompt) {
+    for (int64_t new_tokens : {1, 32, 200}) {
+      const GenerationShapes s = plan_shapes(prompt, new_tokens, false);
+      chunks[s.cache_len].insert(s.chunk);
+    }
+  }
+  for (const auto& [cache_len, sizes] : chunks) {
+    for (const int64_t chunk : sizes) {
+      EXPECT_TRUE(chunk == std::min<int64_t>(256, cache_len / 4) ||
+                  chunk == std::min<int64_t>(256, cache_len / 2))
+          << chunk << " for a cache of " << cache_len;
+    }
+  }
 }
 
 // Each chunk costs its rows and 64 more (the weights streamed once), so the CPU takes a prompt of
-// up to 256 tokens in one chunk and a longer one in the chunk with the fewest rows and chunks:
-// 300 tokens as three chunks of 128 (576 rows' cost), not two of 256 (640).
+// up to 256 tokens in one chunk (from 64) and a longer one in the chunk with the fewest rows and
+// chunks: 300 tokens as three chunks of 128 (576 rows' cost), not two of 256 (640).
 TEST(Buckets, TheCpuTakesEachPromptInItsCheapestChunks) {
   const std::pair<int64_t, int64_t> prompt_and_chunk[] = {
-      {0, 16},    {1, 16},    {16, 16},   {17, 32},   {64, 64},    {65, 128},  {128, 128},
+      {0, 16},    {1, 16},    {16, 16},   {17, 64},   {64, 64},    {65, 128},  {128, 128},
       {129, 256}, {256, 256}, {300, 128}, {400, 256}, {1024, 256}, {1100, 256}};
   for (const auto& [prompt, chunk] : prompt_and_chunk) {
     EXPECT_EQ(plan_shapes(prompt, 1, false).chunk, chunk) << prompt;
