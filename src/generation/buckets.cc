@@ -32,9 +32,9 @@ int64_t cpu_chunk(int64_t prompt_len, int64_t cache_len) {
   return best;
 }
 
-// An accelerator compiles each shape at length, so each cache length has one chunk size: a
-// quarter of the cache, so padding a prompt to whole chunks wastes under a quarter of it (a
-// prompt just past a multiple of half the cache would otherwise need a cache twice as long).
+// On an accelerator each cache length has one chunk size (one prefill graph): a quarter of the
+// cache, so padding a prompt to whole chunks wastes under a quarter of it (a prompt just past a
+// multiple of half the cache would otherwise need a cache twice as long).
 int64_t accelerator_chunk(int64_t prompt_len, int64_t cache_len) {
   return prompt_len <= kTinyPrompt ? kTinyPrompt : std::min(kAcceleratorMaxChunk, cache_len / 4);
 }
