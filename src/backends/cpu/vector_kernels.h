@@ -55,7 +55,7 @@ struct VectorKernels {
 const VectorKernels& vector_kernels();
 // The set whose GEMV of bf16 weights with m rows of x is fastest here: for one row the AVX2 build,
 // which streamed the weights faster than the AVX-512 one on both AVX-512 CPUs measured (AMD's Zen
-// 4, 9-35%; a Xeon with AMX, 4-11%: bench/RESULTS.md), else vector_kernels().
+// 4, 9-35%; a Xeon with AMX, 1-10%: bench/RESULTS.md), else vector_kernels().
 const VectorKernels& gemv_kernels(int64_t m);
 // Every set this CPU runs, the fastest last (the tests run each against a scalar reference).
 std::vector<const VectorKernels*> runnable_vector_kernels();
