@@ -22,7 +22,6 @@ int64_t round_up(int64_t value, int64_t multiple) {
 // prompt at the least cost in rows: a 128-token prompt is one chunk of 128, not two of 64. Two
 // sizes a cache length keep a chat's graphs few (the graph cache warns past 8).
 int64_t cpu_chunk(int64_t prompt_len, int64_t cache_len) {
-  if (prompt_len <= kTinyPrompt) return kTinyPrompt;
   int64_t best = 0, best_cost = INT64_MAX;
   for (const int64_t share : {cache_len / 4, cache_len / 2}) {
     const int64_t chunk = std::min(kCpuMaxChunk, share);
@@ -35,16 +34,16 @@ int64_t cpu_chunk(int64_t prompt_len, int64_t cache_len) {
 // On an accelerator each cache length has one chunk size (one prefill graph): a quarter of the
 // cache, so padding a prompt to whole chunks wastes under a quarter of it (a prompt just past a
 // multiple of half the cache would otherwise need a cache twice as long).
-int64_t accelerator_chunk(int64_t prompt_len, int64_t cache_len) {
-  return prompt_len <= kTinyPrompt ? kTinyPrompt : std::min(kAcceleratorMaxChunk, cache_len / 4);
+int64_t accelerator_chunk(int64_t cache_len) {
+  return std::min(kAcceleratorMaxChunk, cache_len / 4);
 }
 
 }  // namespace
 
 GenerationShapes plan_shapes(int64_t prompt_len, int64_t max_new_tokens, bool accelerator) {
   const auto chunk = [&](int64_t cache_len) {
-    return accelerator ? accelerator_chunk(prompt_len, cache_len)
-                       : cpu_chunk(prompt_len, cache_len);
+    if (prompt_len <= kTinyPrompt) return kTinyPrompt;
+    return accelerator ? accelerator_chunk(cache_len) : cpu_chunk(prompt_len, cache_len);
   };
   GenerationShapes s{};
   s.cache_len = 256;

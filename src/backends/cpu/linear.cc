@@ -140,26 +140,25 @@ void linear_shared_x(const float* x, const SharedXProduct* products, int64_t cou
   const TileProducts* tiles = tile_products();
   const bool one_row = m == 1 && path != BigProducts::kWidenedInRegisters,
              on_tiles = tiles != nullptr && dot_product_kernel(m, path);
-  if (w_dtype == DType::bf16 && (one_row || on_tiles)) {
-    std::vector<Bf16Rows> weights;
+  if (w_dtype != DType::bf16 || !(one_row || on_tiles)) {
     for (int64_t i = 0; i < count; ++i) {
-      weights.push_back(
-          {static_cast<const uint16_t*>(products[i].w), products[i].n, products[i].out});
-    }
-    if (m == 1) {
-      gemv_kernels(1).gemv_bf16_one_row_each(x, weights.data(), count, k);
-    } else {
-      tiles->of_bf16_each(rounded_to_bf16(x, m * k), weights.data(), count, m, k);
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      if (products[i].bias != nullptr)
-        add_bias(products[i].bias, m, products[i].n, products[i].out);
+      const SharedXProduct& p = products[i];
+      linear(x, p.w, w_dtype, p.bias, m, p.n, k, p.out);
     }
     return;
   }
+  std::vector<Bf16Rows> weights;
   for (int64_t i = 0; i < count; ++i) {
-    const SharedXProduct& p = products[i];
-    linear(x, p.w, w_dtype, p.bias, m, p.n, k, p.out);
+    weights.push_back(
+        {static_cast<const uint16_t*>(products[i].w), products[i].n, products[i].out});
+  }
+  if (one_row) {
+    gemv_kernels(1).gemv_bf16_one_row_each(x, weights.data(), count, k);
+  } else {
+    tiles->of_bf16_each(rounded_to_bf16(x, m * k), weights.data(), count, m, k);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    if (products[i].bias != nullptr) add_bias(products[i].bias, m, products[i].n, products[i].out);
   }
 }
 
