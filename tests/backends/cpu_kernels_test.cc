@@ -390,6 +390,23 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   EXPECT_EQ(bf16_bits_to_f32(k_cache[2 * hkv * d]), bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
 }
 
+// One decode query over a long bf16 cache, enough work that the threads split it by KV head,
+// against the reference: two rows (one left-padded), four KV heads of two query heads each.
+TEST(CpuKernels, Bf16CacheAttentionOfOneQuerySplitByKvHead) {
+  const int64_t batch = 2, seq = 1, len = 300, hq = 8, hkv = 4, d = 64;
+  const auto q = random_values(batch * seq * hq * d, 21);
+  std::vector<uint16_t> k_cache = bf16_bits(random_values(batch * len * hkv * d, 22));
+  std::vector<uint16_t> v_cache = bf16_bits(random_values(k_cache.size(), 23));
+  const std::vector<int32_t> slots{280};
+  std::vector<int32_t> mask(batch * len, 0);
+  for (int64_t j = 0; j <= 280; ++j) {
+    mask[j] = 1;
+    mask[len + j] = j >= 9 ? 1 : 0;
+  }
+  ASSERT_GT(batch * seq * hq * slots[0] * d, cpu::kParallelMinElements);
+  expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
+}
+
 // Many queries over a bf16 cache (a prefill chunk: AMX tiles or AVX512_BF16's dot products, or the
 // keys and values widened for matrix products) against the reference on the cache as stored: two
 // rows, one left-padded, grouped heads, the chunk after earlier slots.

@@ -52,6 +52,8 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
       return kernels.weighted_values_bf16;
   }();
   // The query heads that share a KV head are adjacent: they go together, each key read once.
+  // Threads split the KV heads too: decode has one (batch, query) pair, which alone left the other
+  // threads waiting while one read every head's keys.
   const int64_t group = q_heads / kv_heads;
   const int64_t row = kv_heads * head_dim;
   const int64_t work = batch * seq * q_heads * slots[seq - 1] * head_dim;
@@ -60,17 +62,17 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
     std::vector<int32_t> keys(static_cast<size_t>(cache_len));
     std::vector<float> scores(static_cast<size_t>(group * cache_len));
     std::vector<float> inv(static_cast<size_t>(group));  // each query row's 1 / sum of weights
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(3) schedule(static)
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t s = 0; s < seq; ++s) {
-        // The keys this query sees, listed once for all its heads.
-        const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
-        const int32_t* row_mask = mask + b * cache_len;
-        int64_t count = 0;
-        for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
-          if (row_mask[j] != 0) keys[static_cast<size_t>(count++)] = static_cast<int32_t>(j);
-        }
         for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
+          // The keys this query sees.
+          const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+          const int32_t* row_mask = mask + b * cache_len;
+          int64_t count = 0;
+          for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
+            if (row_mask[j] != 0) keys[static_cast<size_t>(count++)] = static_cast<int32_t>(j);
+          }
           const int64_t first_row = (b * seq + s) * q_heads + kvh * group;
           float* o = out + first_row * head_dim;
           if (count == 0) {
