@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <string>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/row_runs.h"
 #include "backends/cpu/vector_kernels.h"
 #include "ops/reference.h"
 #include "support/random_values.h"
@@ -388,6 +390,19 @@ TEST(CpuKernels, Bf16KvCacheWriteAndAttention) {
   mask[2] = mask[3] = 1;
   expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
   EXPECT_EQ(bf16_bits_to_f32(k_cache[2 * hkv * d]), bf16_bits_to_f32(f32_to_bf16_bits(k[0])));
+}
+
+// rows_in_runs hands each row to exactly one call, whatever the count against the threads and
+// runs' claims, also from inside a parallel region (its inner region then has one thread).
+TEST(CpuKernels, RowsInRunsVisitEachRowOnce) {
+  for (const int64_t n : {0, 1, 5, 16, 17, 1000, 4099}) {
+    std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+    cpu::rows_in_runs(n, [&](int64_t r) { visits[static_cast<size_t>(r)]++; });
+#pragma omp parallel num_threads(2)
+    cpu::rows_in_runs(n, [&](int64_t r) { visits[static_cast<size_t>(r)]++; });
+    const int expected = 1 + 2;  // once alone, then once from each of the two outer threads
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(visits[static_cast<size_t>(r)], expected) << n;
+  }
 }
 
 // One decode query over a long bf16 cache, enough work that the threads split it by KV head,
