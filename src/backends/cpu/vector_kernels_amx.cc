@@ -28,7 +28,7 @@ constexpr int64_t kDepth = 32;  // bf16 values of k in one tile row (64 bytes)
 constexpr int64_t kTileValues = kTile * kDepth;
 constexpr int64_t kBlockRows = 2 * kTile;  // weight rows per block: two left tiles
 constexpr int64_t kChunk = 8;  // depth tiles of a block's weights in L1 at a time (16 KB)
-// Up to this many row tiles of x, a block's weights are read in place, not copied (copy_block):
+// Up to this many row tiles of x, a block's weights are read in place, not copied (block_all_rows):
 // with up to 8 (128 rows of x), the copy cost more than the reads it saves (Qwen3-0.6B's products
 // at 64 rows, 2 threads, on a Xeon with AMX: 642-684 GFLOP/s copied, 734-754 in place; at 256
 // rows 1594-1650 copied, 1420-1434 in place).
@@ -123,8 +123,8 @@ struct WeightTiles {
 };
 
 // The next block's weights asked into L2 a few lines with each step of this block's products, so
-// that memory streams them while the tiles multiply: fetched in one burst by the copy, they
-// stalled it for a third of the block's time.
+// that memory streams them while the tiles multiply: fetched in one burst, by a pass that copied
+// the block or asked for all of it at once, they stalled the products.
 struct Ahead {
   const char* next = nullptr;  // none: the last block, or one not read in place
   int64_t stride = 0, lines_per_row = 0, per_step = 0;
@@ -144,10 +144,10 @@ struct Ahead {
 
 // `count` depth tiles of a weight block against one row tile of x (x0) or two (x0, x1; x tiles
 // of one row tile lie one after another), added to the product tiles at `sums` (zero when
-// `first`).
+// `first`); the whole weight tiles also stored one after another at `copy_to`, if given.
 template <bool kTwoRowTiles>
 void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uint16_t* x1,
-              bool first, float* sums, Ahead& ahead) {
+              bool first, float* sums, Ahead& ahead, uint16_t* copy_to) {
   constexpr int64_t kProducts = kTile * kTile;
   if (first) {
     _tile_zero(0);
@@ -170,6 +170,10 @@ void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uin
       const uint16_t* a = b.w + i * b.step;
       _tile_loadd(4, a, b.stride);
       _tile_loadd(5, reinterpret_cast<const char*>(a) + kTile * b.stride, b.stride);
+      if (copy_to != nullptr) {
+        _tile_stored(4, copy_to + i * kBlockRows * kDepth, 64);
+        _tile_stored(5, copy_to + i * kBlockRows * kDepth + kTileValues, 64);
+      }
     } else {
       _tile_loadd(4, b.tail, 64);
       _tile_loadd(5, b.tail + kTileValues, 64);
@@ -191,24 +195,14 @@ void multiply(const WeightTiles& b, int64_t count, const uint16_t* x0, const uin
   }
 }
 
-// The whole depth tiles of b, copied one tile after another into `to`: rows read a power-of-two
-// stride apart map to few L1 sets, and a chunk read again for each pair of row tiles would not
-// stay in L1 where it lies. The block's rows lie one after another, and are read so: in the
-// order of memory, which the prefetchers follow (tile by tile waited on every line from memory).
-WeightTiles copy_block(const WeightTiles& b, uint16_t* to) {
-  for (int64_t r = 0; r < kBlockRows; ++r) {
-    const auto* row = reinterpret_cast<const char*>(b.w) + r * b.stride;
-    for (int64_t i = 0; i < b.whole; ++i) {
-      _mm512_store_si512(to + (i * kBlockRows + r) * kDepth,
-                         _mm512_loadu_si512(row + i * b.step * 2));
-    }
-  }
-  return {to, kBlockRows * kDepth, 64, b.whole, b.tail, b.cols};
-}
-
 // One weight block against every row of x, a chunk of depth tiles at a time: with more than
-// kRowTilesReadInPlace row tiles, the block is copied once and each chunk read from L1 for each
-// pair of them; with more than two, the next block (`next`, if any) is asked into L2.
+// kRowTilesReadInPlace row tiles, the first pair of row tiles reads each chunk in place and stores
+// its tiles one after another into this thread's copy, which the other pairs read: rows a
+// power-of-two stride apart map to few L1 sets, and a chunk read in place for each pair would not
+// stay in L1. (A separate pass that copied the block first waited on memory for a sixth of its
+// products' time: with the copy stored from the tiles, Qwen3-0.6B's products at 256 rows ran at
+// 1385-1502 GFLOP/s against 1182-1298, gemv_bench on a Xeon with AMX, 2 cores.) With more than
+// two row tiles, the next block (`next`, if any) is asked into L2.
 void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int64_t depth_tiles,
                     float* out, int64_t ldo, const char* next) {
   constexpr int64_t kProducts = kTile * kTile;
@@ -216,25 +210,28 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
   thread_local Scratch sums_of_rows;
   sums_of_rows.resize(static_cast<size_t>(((row_tiles + 1) / 2) * 4 * kProducts));
   thread_local Bf16Scratch block_copy;
-  WeightTiles block = b;
   const int64_t pairs = (row_tiles + 1) / 2;
   Ahead ahead{row_tiles > 2 ? next : nullptr, b.stride, depth_tiles,
               (kBlockRows + pairs - 1) / pairs};
-  if (row_tiles > kRowTilesReadInPlace) {
-    block_copy.resize(static_cast<size_t>(b.whole * kBlockRows * kDepth));
-    block = copy_block(b, block_copy.data());
-  }
+  const bool copy = row_tiles > kRowTilesReadInPlace;
+  if (copy) block_copy.resize(static_cast<size_t>(b.whole * kBlockRows * kDepth));
+  const WeightTiles copied{block_copy.data(), kBlockRows * kDepth, 64, b.whole, b.tail, b.cols};
   for (int64_t kb0 = 0; kb0 < depth_tiles; kb0 += kChunk) {
     const int64_t count = std::min(kChunk, depth_tiles - kb0);
-    const WeightTiles chunk{block.w + kb0 * block.step, block.step, block.stride,
-                            block.whole - kb0,          block.tail, block.cols};
+    const auto chunk_of = [&](const WeightTiles& w) {
+      return WeightTiles{w.w + kb0 * w.step, w.step, w.stride, w.whole - kb0, w.tail, w.cols};
+    };
+    const WeightTiles in_place = chunk_of(b), from_copy = copy ? chunk_of(copied) : in_place;
     for (int64_t mb = 0; mb < row_tiles; mb += 2) {
       const uint16_t* x0 = packed + (mb * depth_tiles + kb0) * kTileValues;
       float* sums = sums_of_rows.data() + (mb / 2) * 4 * kProducts;
+      const WeightTiles& chunk = copy && mb > 0 ? from_copy : in_place;
+      uint16_t* copy_to = copy && mb == 0 ? block_copy.data() + kb0 * copied.step : nullptr;
       if (mb + 1 < row_tiles) {
-        multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums, ahead);
+        multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums, ahead,
+                       copy_to);
       } else {
-        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums, ahead);
+        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums, ahead, copy_to);
       }
     }
   }
