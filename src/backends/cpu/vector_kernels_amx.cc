@@ -29,9 +29,10 @@ constexpr int64_t kTileValues = kTile * kDepth;
 constexpr int64_t kBlockRows = 2 * kTile;  // weight rows per block: two left tiles
 constexpr int64_t kChunk = 8;  // depth tiles of a block's weights in L1 at a time (16 KB)
 // Up to this many row tiles of x, a block's weights are read in place, not copied (block_all_rows):
-// with up to 8 (128 rows of x), the copy cost more than the reads it saves (Qwen3-0.6B's products
-// at 64 rows, 2 threads, on a Xeon with AMX: 642-684 GFLOP/s copied, 734-754 in place; at 256
-// rows 1594-1650 copied, 1420-1434 in place).
+// with up to 8 (128 rows of x), the copy saved no more than it cost (Qwen3-0.6B's products, 2
+// threads, on a Xeon with AMX; copied by a pass of its own, at 64 rows 642-684 GFLOP/s against
+// 734-754 in place, at 256 rows 1594-1650 against 1420-1434; stored from the tiles from 3 row
+// tiles up, at 64 rows 650-674 against 668-686, at 128 rows 1042-1049 against 1063-1098).
 constexpr int64_t kRowTilesReadInPlace = 8;
 
 // Tiles (amx_tiles.h) 0-3 hold products, 4-5 weights, 6-7 x.
@@ -207,10 +208,10 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
                     float* out, int64_t ldo, const char* next) {
   constexpr int64_t kProducts = kTile * kTile;
   const int64_t row_tiles = (m + kTile - 1) / kTile;
-  thread_local Scratch sums_of_rows;
-  sums_of_rows.resize(static_cast<size_t>(((row_tiles + 1) / 2) * 4 * kProducts));
-  thread_local Bf16Scratch block_copy;
   const int64_t pairs = (row_tiles + 1) / 2;
+  thread_local Scratch sums_of_rows;
+  sums_of_rows.resize(static_cast<size_t>(pairs * 4 * kProducts));
+  thread_local Bf16Scratch block_copy;
   Ahead ahead{row_tiles > 2 ? next : nullptr, b.stride, depth_tiles,
               (kBlockRows + pairs - 1) / pairs};
   const bool copy = row_tiles > kRowTilesReadInPlace;
@@ -221,17 +222,20 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
     const auto chunk_of = [&](const WeightTiles& w) {
       return WeightTiles{w.w + kb0 * w.step, w.step, w.stride, w.whole - kb0, w.tail, w.cols};
     };
-    const WeightTiles in_place = chunk_of(b), from_copy = copy ? chunk_of(copied) : in_place;
+    // The first pair reads the chunk in place and stores the copy, if any, that the others read.
+    const WeightTiles in_place = chunk_of(b), later = copy ? chunk_of(copied) : in_place;
+    uint16_t* const copy_to = copy ? block_copy.data() + kb0 * copied.step : nullptr;
     for (int64_t mb = 0; mb < row_tiles; mb += 2) {
       const uint16_t* x0 = packed + (mb * depth_tiles + kb0) * kTileValues;
       float* sums = sums_of_rows.data() + (mb / 2) * 4 * kProducts;
-      const WeightTiles& chunk = copy && mb > 0 ? from_copy : in_place;
-      uint16_t* copy_to = copy && mb == 0 ? block_copy.data() + kb0 * copied.step : nullptr;
+      const bool first_pair = mb == 0;
+      const WeightTiles& chunk = first_pair ? in_place : later;
+      uint16_t* const store_to = first_pair ? copy_to : nullptr;
       if (mb + 1 < row_tiles) {
         multiply<true>(chunk, count, x0, x0 + depth_tiles * kTileValues, kb0 == 0, sums, ahead,
-                       copy_to);
+                       store_to);
       } else {
-        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums, ahead, copy_to);
+        multiply<false>(chunk, count, x0, nullptr, kb0 == 0, sums, ahead, store_to);
       }
     }
   }
