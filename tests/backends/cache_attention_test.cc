@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "backends/cpu/vector_kernels.h"
+#include "backends/cpu/packed_products.h"
 #include "fusion/plan.h"
 #include "graph/backend.h"
 #include "graph/builder.h"
@@ -89,7 +89,7 @@ TEST_P(CacheAttentionTest, MatchesReference) {
 
   const bool bf16_reads =
       c.cache == DType::bf16 &&
-      (c.device == "cuda" ? s > 1 : s >= 16 && cpu::attention_products() != nullptr);
+      (c.device == "cuda" ? s > 1 : s >= 16 && cpu::packed_product() != nullptr);
   const float tol = bf16_reads ? 1e-2f : 2e-5f;
   graph::Backend& backend = graph::backend_for(device);
   const auto executable = backend.compile(graph);

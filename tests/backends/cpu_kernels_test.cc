@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/packed_products.h"
 #include "backends/cpu/row_runs.h"
 #include "backends/cpu/vector_kernels.h"
 #include "ops/reference.h"
@@ -370,7 +371,7 @@ void expect_bf16_cache_attention(const std::vector<float>& q, const std::vector<
   // On AMX tiles or AVX512_BF16's dot products (16 queries or more) q is read as bf16 and the
   // weights rounded to bf16 for their product with v (relative error 2^-9 each): the reference
   // reads q rounded too.
-  const bool tiles = s.seq >= 16 && cpu::attention_products() != nullptr;
+  const bool tiles = s.seq >= 16 && cpu::packed_product() != nullptr;
   const std::vector<float> q_ref = tiles ? floats_of_bf16(bf16_bits(q)) : q;
   ops::reference::attention(q_ref.data(), k_ref.data(), v_ref.data(), mask.data(), slots.data(),
                             s.batch, s.seq, s.len, s.q_heads, s.kv_heads, s.head_dim, 0.25f,
@@ -422,21 +423,35 @@ TEST(CpuKernels, Bf16CacheAttentionOfOneQuerySplitByKvHead) {
   expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
 }
 
+// A prefill chunk of s.seq queries at slots first, first + 1, ... over a bf16 cache of random keys
+// and values (seeds from `seed`), each row's first padding[b] slots masked, against the reference.
+void expect_chunk_attention(const AttentionShape& s, int64_t first,
+                            const std::vector<int64_t>& padding, uint64_t seed) {
+  const auto q = random_values(s.batch * s.seq * s.q_heads * s.head_dim, seed);
+  const auto cache_values = static_cast<size_t>(s.batch * s.len * s.kv_heads * s.head_dim);
+  const std::vector<uint16_t> k_cache = bf16_bits(random_values(cache_values, seed + 1));
+  const std::vector<uint16_t> v_cache = bf16_bits(random_values(cache_values, seed + 2));
+  std::vector<int32_t> slots(s.seq), mask(s.batch * s.len, 0);
+  for (int64_t i = 0; i < s.seq; ++i) slots[i] = static_cast<int32_t>(first + i);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t j = padding[b]; j < first + s.seq; ++j) mask[b * s.len + j] = 1;
+  }
+  expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, s);
+}
+
 // Many queries over a bf16 cache (a prefill chunk: AMX tiles or AVX512_BF16's dot products, or the
 // keys and values widened for matrix products) against the reference on the cache as stored: two
-// rows, one left-padded, grouped heads, the chunk after earlier slots.
+// rows, the second left-padded, grouped heads, the chunk after earlier slots.
 TEST(CpuKernels, Bf16CacheAttentionOfManyQueries) {
-  const int64_t batch = 2, seq = 37, len = 50, hq = 4, hkv = 2, d = 16, first = 6;
-  const auto q = random_values(batch * seq * hq * d, 18);
-  std::vector<uint16_t> k_cache = bf16_bits(random_values(batch * len * hkv * d, 19));
-  std::vector<uint16_t> v_cache = bf16_bits(random_values(k_cache.size(), 20));
-  std::vector<int32_t> slots(seq), mask(batch * len, 0);
-  for (int64_t i = 0; i < seq; ++i) slots[i] = static_cast<int32_t>(first + i);
-  for (int64_t j = 0; j < first + seq; ++j) {
-    mask[j] = 1;
-    mask[len + j] = j >= 4 ? 1 : 0;  // the second row's first four slots are padding
-  }
-  expect_bf16_cache_attention(q, k_cache, v_cache, mask, slots, {batch, seq, len, hq, hkv, d});
+  expect_chunk_attention({2, 37, 50, 4, 2, 16}, 6, {0, 4}, 18);
+}
+
+// A chunk of two query blocks (64 and 7 queries) whose keys end inside their tiles, over heads of
+// 80 (two whole tiles of 32 and part of a third): the packed keys and values serve blocks that see
+// different numbers of keys, and the second block's weights must not read the first's past its
+// own keys.
+TEST(CpuKernels, Bf16CacheAttentionOfTwoQueryBlocksOverPartialTiles) {
+  expect_chunk_attention({1, 71, 90, 4, 1, 80}, 11, {3}, 24);
 }
 
 }  // namespace

@@ -116,29 +116,9 @@ TEST(VectorKernels, GemvOnBf16DotProductsReadsXRoundedToBf16) {
   }
 }
 
-// on_this_thread over the same operands placed in wider rows (as attention's queries, keys and
-// scores lie): the products as want, and nothing written between out's rows.
-void expect_strided_tile_products(const TileProducts& tiles, const std::vector<uint16_t>& x,
-                                  const std::vector<uint16_t>& w, int64_t m, int64_t n, int64_t k,
-                                  const std::vector<float>& want, const std::string& what) {
-  const int64_t ldx = k + 3, ldw = k + 64, ldo = n + 5;
-  std::vector<uint16_t> wide_x(static_cast<size_t>(m * ldx), 0x7fc0), wide_w(n * ldw, 0x7fc0);
-  for (int64_t i = 0; i < m; ++i) std::copy_n(&x[i * k], k, &wide_x[i * ldx]);
-  for (int64_t j = 0; j < n; ++j) std::copy_n(&w[j * k], k, &wide_w[j * ldw]);
-  std::vector<float> out(static_cast<size_t>(m * ldo), -1.f);
-  tiles.on_this_thread(wide_x.data(), ldx, wide_w.data(), ldw, m, n, k, out.data(), ldo);
-  std::vector<float> got(static_cast<size_t>(m * n)), between;
-  for (int64_t i = 0; i < m; ++i) {
-    std::copy_n(&out[i * ldo], n, &got[i * n]);
-    between.insert(between.end(), &out[i * ldo + n], &out[(i + 1) * ldo]);
-  }
-  expect_close(got, want, 1e-5f, what + " strided");
-  expect_close(between, std::vector<float>(between.size(), -1.f), 0.f, what + " between rows");
-}
-
 // Whole and partial tiles of x, of weights and of k (AMX: 16 rows, blocks of 32 rows, 32 values;
 // AVX512_BF16: groups of 4 rows, 4 weight rows, 32 values), odd k included, k beyond one chunk of
-// 8 AMX tiles, with x's rows contiguous and in wider rows, and as many as a prefill chunk's (odd).
+// 8 AMX tiles, and as many rows as a prefill chunk's (odd).
 void expect_bf16_products(const TileProducts& tiles) {
   for (const int64_t m : {1, 5, 16, 17, 33, 48, 131}) {
     for (const auto& [n, k] : {std::pair<int64_t, int64_t>{13, 37},
@@ -156,7 +136,6 @@ void expect_bf16_products(const TileProducts& tiles) {
       std::vector<float> out(static_cast<size_t>(m * n), NAN);
       tiles.of_bf16(bf16_bits(x).data(), w.data(), m, n, k, out.data());
       expect_close(out, want, 1e-5f, what);
-      expect_strided_tile_products(tiles, bf16_bits(x), w, m, n, k, want, what);
     }
     // of_bf16_each: one x, three weights, each ending in a partial block but the last.
     const int64_t k = 130;

@@ -9,6 +9,7 @@
 #include "backends/cpu/attention_gemm.h"
 #include "backends/cpu/attention_tiles.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/packed_products.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
@@ -163,7 +164,7 @@ void attention(const float* q, const void* k, const void* v, DType kv_dtype, con
   } else if (kv_dtype == DType::f32) {
     attend(q, static_cast<const float*>(k), static_cast<const float*>(v), mask, slots, batch, seq,
            cache_len, q_heads, kv_heads, head_dim, scale, window, out);
-  } else if (seq >= kGemmMinQueries && attention_products() != nullptr) {
+  } else if (seq >= kGemmMinQueries && packed_product() != nullptr) {
     attention_bf16_on_tiles(
         q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), mask, slots, batch,
         q_heads, kv_heads,

@@ -1,6 +1,7 @@
 #include "backends/cpu/vector_kernels.h"
 
 #include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/packed_products.h"
 
 namespace tfm::cpu {
 namespace avx2 {
@@ -12,8 +13,9 @@ extern const VectorKernels kernels;
 namespace avx512_bf16 {
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
-void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
-                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
+void packed_product(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b,
+                    int64_t depth_tiles, int64_t n, int64_t k, const float* scale, float* out,
+                    int64_t ldo);
 }  // namespace avx512_bf16
 namespace avx512_widened {
 void products(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
@@ -22,8 +24,9 @@ namespace amx {
 void gemm_bf16_each(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
                     int64_t k);
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out);
-void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
-                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo);
+void packed_product(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b,
+                    int64_t depth_tiles, int64_t n, int64_t k, const float* scale, float* out,
+                    int64_t ldo);
 }  // namespace amx
 
 namespace {
@@ -49,20 +52,25 @@ GemvBf16 gemv_bf16_dot_products() {
 GemvBf16 widened_products() { return cpu_isa().avx512 ? avx512_widened::products : nullptr; }
 
 const TileProducts* tile_products() {
-  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_on_this_thread,
-                                  amx::gemm_bf16_each};
+  static const TileProducts tiles{amx::gemm_bf16, amx::gemm_bf16_each};
   return cpu_isa().amx_bf16 ? &tiles : nullptr;
 }
 
 const TileProducts* dot_products() {
-  static const TileProducts dots{avx512_bf16::gemm_bf16, avx512_bf16::gemm_bf16_on_this_thread,
-                                 one_at_a_time<avx512_bf16::gemm_bf16>};
+  static const TileProducts dots{avx512_bf16::gemm_bf16, one_at_a_time<avx512_bf16::gemm_bf16>};
   return cpu_isa().dot_product_rows > 0 ? &dots : nullptr;
 }
 
-const TileProducts* attention_products() {
-  const TileProducts* tiles = tile_products();
-  return tiles != nullptr ? tiles : dot_products();
+PackedProduct packed_product() {
+  if (tile_products() != nullptr) return amx::packed_product;
+  return dot_products() != nullptr ? avx512_bf16::packed_product : nullptr;
+}
+
+std::vector<PackedProduct> runnable_packed_products() {
+  std::vector<PackedProduct> all;
+  if (cpu_isa().avx512_bf16) all.push_back(avx512_bf16::packed_product);
+  if (cpu_isa().amx_bf16) all.push_back(amx::packed_product);
+  return all;
 }
 
 const VectorKernels& vector_kernels() {

@@ -75,10 +75,6 @@ GemvBf16 widened_products();
 struct TileProducts {
   void (*of_bf16)(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k,
                   float* out);
-  // out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k] (i < m, j < n), bf16 x, on the calling
-  // thread alone: for callers whose own threads each run products of their own.
-  void (*on_this_thread)(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t m,
-                         int64_t n, int64_t k, float* out, int64_t ldo);
   // of_bf16 of one x with each of `count` weights (out [m, n] each): AMX's tiles take x packed
   // once and every weights' blocks in one pass of the threads.
   void (*of_bf16_each)(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
@@ -88,8 +84,5 @@ const TileProducts* tile_products();
 // The same products on AVX512_BF16's dot products (vector_kernels_avx512_bf16.cc); null where
 // cpu_isa() chose no dot-product rows.
 const TileProducts* dot_products();
-// What attention of many queries over a bf16 cache multiplies on (attention_tiles.h): AMX's tiles,
-// else AVX512_BF16's dot products; null where the CPU has neither.
-const TileProducts* attention_products();
 
 }  // namespace tfm::cpu

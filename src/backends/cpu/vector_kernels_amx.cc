@@ -5,20 +5,23 @@
 // pairs layout the right operand takes, the right one. Each product tile is then out's transpose:
 // it is turned in registers on its way out. oneDNN's matmul instead copies all the weights into its
 // own layout on every call; here only batches of more than 128 rows copy a block's weights, read
-// again for each pair of row tiles (block_all_rows). Under a target pragma, run only where
-// cpu_isa() finds AMX-BF16 and the OS has granted the tile state.
+// again for each pair of row tiles (block_all_rows). Also the AMX kernel of packed_products.h,
+// whose right operand is packed already: its product tiles are out's own. Under a target pragma,
+// run only where cpu_isa() finds AMX-BF16 and the OS has granted the tile state.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/amx_tiles.h"
+#include "backends/cpu/packed_products.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
+#include "backends/cpu/transpose_16x16.h"
 
 namespace tfm::cpu::amx {
 namespace {
@@ -51,64 +54,12 @@ struct Product {
   int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
 };
 
-// The 16 x 16 matrix of 32-bit values in r transposed in place: r[j] becomes column j. Inlined:
-// called, with r on the stack, it took 13% of a prefill's products (perf).
-[[gnu::always_inline]] inline void transpose(__m512 (&r)[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4 i + c], in each 128-bit block b: column 4 b + c of rows 4 i to 4 i + 3.
-  __m512 u[16];
-  for (int i = 0; i < 4; ++i) {
-    const auto pd = [&](int j) { return _mm512_castps_pd(t[4 * i + j]); };
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(0), pd(2)));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(0), pd(2)));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(1), pd(3)));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(1), pd(3)));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 low_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
-    const __m512 high_a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-    const __m512 low_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 high_b = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_f32x4(low_a, low_b, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(low_a, low_b, 0xDD);
-    r[8 + c] = _mm512_shuffle_f32x4(high_a, high_b, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(high_a, high_b, 0xDD);
-  }
-}
-
-// Tile t = (mb, kb) of x [m, k] bf16 (rows ldx apart) into right-hand tile layout at
-// packed + (mb * depth_tiles + kb) * 512: its row p holds, for each of 16 rows of x, the pair
-// x[mb * 16 + j, kb * 32 + 2 p + (0, 1)]. Rows past m and values past k are zero. As 32-bit values,
-// a full tile is a 16 x 16 transpose.
-void pack_x_tile(const Product& p, int64_t t, uint16_t* packed) {
-  const int64_t mb = t / p.depth_tiles, kb = t % p.depth_tiles;
-  const int64_t rows = std::min(kTile, p.m - mb * kTile),
-                depth = std::min(kDepth, p.k - kb * kDepth);
-  const uint16_t* from = p.x + mb * kTile * p.ldx + kb * kDepth;
-  uint16_t* to = packed + t * kTileValues;
-  if (rows == kTile && depth == kDepth) {
-    __m512 r[16];
-    for (int j = 0; j < 16; ++j) r[j] = _mm512_castsi512_ps(_mm512_loadu_si512(from + j * p.ldx));
-    transpose(r);
-    for (int q = 0; q < 16; ++q) _mm512_storeu_si512(to + q * 32, _mm512_castps_si512(r[q]));
-    return;
-  }
-  std::fill(to, to + kTileValues, uint16_t{0});
-  for (int64_t j = 0; j < rows; ++j) {
-    for (int64_t d = 0; d < depth; ++d) to[(d / 2) * 32 + j * 2 + d % 2] = from[j * p.ldx + d];
-  }
-}
-
 // The 16 x 16 product tile c (row i: weight row i; column j: row j of x) into out[j * ldo + i],
 // for the first `rows` rows of x and `cols` weight rows.
 void store_transposed(const float* c, int64_t rows, int64_t cols, float* out, int64_t ldo) {
   __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(c + i * kTile);
-  transpose(r);
+  avx512::transpose_16x16(r);
   const __mmask16 mask = cols >= kTile ? 0xffff : static_cast<__mmask16>((1u << cols) - 1);
   for (int64_t j = 0; j < rows; ++j) _mm512_mask_storeu_ps(out + j * ldo, mask, r[j]);
 }
@@ -282,6 +233,83 @@ uint16_t* packed_x_buffer(const Product& p) {
   return packed.data();
 }
 
+// Tile t = (mb, kb) of x [m, k] (rows ldx apart) into the right operand's layout
+// (packed_products.h: x's rows are its columns) at packed + t * 512: packed as one tile of its own.
+void pack_x_tile(const Product& p, int64_t t, uint16_t* packed) {
+  const int64_t mb = t / p.depth_tiles, kb = t % p.depth_tiles;
+  avx512::pack_rows(p.x + mb * kTile * p.ldx + kb * kDepth, p.ldx,
+                    std::min(kTile, p.m - mb * kTile), std::min(kDepth, p.k - kb * kDepth),
+                    packed + t * kTileValues);
+}
+
+// Tiles in products with a packed right operand: 0-3 sums (row tile r, column tile c: 2 r + c),
+// 4-5 rows of a, 6-7 packed columns.
+
+// A sum tile (stored by `store(to, stride)`: the tile's number is an immediate), the products of
+// a's rows from `out`'s row on and B's columns from its column on (`rows` and `cols` of them in
+// out), into out (each row times its scale, if any): straight from the tile where it is whole and
+// unscaled.
+template <typename Store>
+void store_sums(const Store& store, float* out, int64_t ldo, int64_t rows, int64_t cols,
+                const float* scale) {
+  if (rows <= 0 || cols <= 0) return;
+  if (scale == nullptr && rows >= kTile && cols >= kTile) {
+    store(out, ldo * 4);
+    return;
+  }
+  alignas(64) float sums[kTile * kTile];
+  store(sums, 64);
+  const __mmask16 mask = cols >= kTile ? 0xffff : static_cast<__mmask16>((1u << cols) - 1);
+  for (int64_t i = 0; i < std::min(kTile, rows); ++i) {
+    __m512 row = _mm512_load_ps(sums + i * kTile);
+    if (scale != nullptr) row = _mm512_mul_ps(row, _mm512_set1_ps(scale[i]));
+    _mm512_mask_storeu_ps(out + i * ldo, mask, row);
+  }
+}
+
+// kRows row tiles of a (at a) against kCols packed column tiles (at b, each depth_tiles tiles
+// long), over the first `tiles_of_k` depth tiles, into out (rows and cols left from its origin).
+template <int kRows, int kCols>
+void packed_tiles(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t depth_tiles,
+                  int64_t tiles_of_k, float* out, int64_t ldo, int64_t rows, int64_t cols,
+                  const float* scale) {
+  const uint16_t* b1 = b + depth_tiles * kTileValues;
+  const uint16_t* a1 = a + kTile * lda;
+  _tile_zero(0);
+  if constexpr (kCols == 2) _tile_zero(1);
+  if constexpr (kRows == 2) _tile_zero(2);
+  if constexpr (kRows == 2 && kCols == 2) _tile_zero(3);
+  for (int64_t t = 0; t < tiles_of_k; ++t) {
+    _tile_loadd(4, a + t * kDepth, lda * 2);
+    _tile_loadd(6, b + t * kTileValues, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (kCols == 2) {
+      _tile_loadd(7, b1 + t * kTileValues, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (kRows == 2) {
+      _tile_loadd(5, a1 + t * kDepth, lda * 2);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (kCols == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  const float* scale1 = scale == nullptr ? nullptr : scale + kTile;
+  const auto sum0 = [](float* to, int64_t stride) { _tile_stored(0, to, stride); };
+  store_sums(sum0, out, ldo, rows, cols, scale);
+  if constexpr (kCols == 2) {
+    const auto sum1 = [](float* to, int64_t stride) { _tile_stored(1, to, stride); };
+    store_sums(sum1, out + kTile, ldo, rows, cols - kTile, scale);
+  }
+  if constexpr (kRows == 2) {
+    const auto sum2 = [](float* to, int64_t stride) { _tile_stored(2, to, stride); };
+    store_sums(sum2, out + kTile * ldo, ldo, rows - kTile, cols, scale1);
+  }
+  if constexpr (kRows == 2 && kCols == 2) {
+    const auto sum3 = [](float* to, int64_t stride) { _tile_stored(3, to, stride); };
+    store_sums(sum3, out + kTile * ldo + kTile, ldo, rows - kTile, cols - kTile, scale1);
+  }
+}
+
 }  // namespace
 
 void gemm_bf16_each(const uint16_t* x, const Bf16Rows* weights, int64_t count, int64_t m,
@@ -317,13 +345,35 @@ void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64
   gemm_bf16_each(x, &weights, 1, m, k);
 }
 
-void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
-                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo) {
-  const Product p{x, ldx, w, ldw, m, n, k, out, ldo};
-  uint16_t* packed = packed_x_buffer(p);
+// Two row tiles of a at a time against each pair of column tiles: the row tiles stay in L1 while
+// the columns stream past.
+void packed_product(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b,
+                    int64_t depth_tiles, int64_t n, int64_t k, const float* scale, float* out,
+                    int64_t ldo) {
   configure_tiles();
-  for (int64_t t = 0; t < p.row_tiles * p.depth_tiles; ++t) pack_x_tile(p, t, packed);
-  for (int64_t blk = 0; blk < p.blocks; ++blk) block_product(p, blk, packed);
+  const int64_t tiles_of_k = packed_depth_tiles(k);
+  for (int64_t i = 0; i < m; i += 2 * kTile) {
+    const bool two_rows = m - i > kTile;
+    const float* row_scale = scale == nullptr ? nullptr : scale + i;
+    for (int64_t j = 0; j < n; j += 2 * kTile) {
+      const bool two_cols = n - j > kTile;
+      const uint16_t* a_i = a + i * lda;
+      const uint16_t* b_j = b + (j / kTile) * depth_tiles * kTileValues;
+      float* o = out + i * ldo + j;
+      const auto run = [&](auto tiles) {
+        tiles(a_i, lda, b_j, depth_tiles, tiles_of_k, o, ldo, m - i, n - j, row_scale);
+      };
+      if (two_rows && two_cols) {
+        run(packed_tiles<2, 2>);
+      } else if (two_rows) {
+        run(packed_tiles<2, 1>);
+      } else if (two_cols) {
+        run(packed_tiles<1, 2>);
+      } else {
+        run(packed_tiles<1, 1>);
+      }
+    }
+  }
   _tile_release();
 }
 

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/packed_products.h"
 #include "backends/cpu/scratch.h"
 #include "backends/cpu/simd_intrinsics.h"
 #include "backends/cpu/vector_kernels.h"
@@ -120,6 +122,42 @@ void last_rows(const Operands& o, int64_t m, int64_t n) {
   for (int64_t r = n / kTileRows * kTileRows; r < n; ++r) tile_all_rows<1>(o, m, r);
 }
 
+// M rows of a against each packed column tile of B (packed_products.h): a tile's rows of pairs
+// lie one after another down its depth, each multiplied with the pair of every row of a at that
+// depth.
+template <int M>
+void packed_rows(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t depth_tiles, int64_t n,
+                 int64_t k, const float* scale, float* out, int64_t ldo) {
+  const int64_t pairs = (k + 1) / 2;  // an odd k's last pair reads a's zero past k
+  for (int64_t j = 0; j * kPackedColumns < n; ++j) {
+    const uint16_t* column = b + j * depth_tiles * kPackedTileValues;
+    __m512 acc[M];
+    for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < pairs; ++q) {
+      const auto w = reinterpret_cast<__m512bh>(_mm512_loadu_si512(column + q * 32));
+      for (int r = 0; r < M; ++r) {
+        uint32_t pair;
+        std::memcpy(&pair, a + r * lda + 2 * q, sizeof pair);
+        acc[r] = _mm512_dpbf16_ps(
+            acc[r], w, reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair))));
+      }
+    }
+    const int64_t cols = std::min(kPackedColumns, n - j * kPackedColumns);
+    const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1);
+    for (int r = 0; r < M; ++r) {
+      const __m512 sums =
+          scale == nullptr ? acc[r] : _mm512_mul_ps(acc[r], _mm512_set1_ps(scale[r]));
+      _mm512_mask_storeu_ps(out + r * ldo + j * kPackedColumns, mask, sums);
+    }
+  }
+}
+
+template <size_t... I>
+constexpr auto packed_rows_by_count(std::index_sequence<I...>) {
+  return std::array{packed_rows<static_cast<int>(I) + 1>...};
+}
+constexpr auto kPackedRows = packed_rows_by_count(std::make_index_sequence<kGroup>());
+
 }  // namespace
 
 void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
@@ -147,11 +185,14 @@ void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64
   last_rows(o, m, n);
 }
 
-void gemm_bf16_on_this_thread(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
-                              int64_t m, int64_t n, int64_t k, float* out, int64_t ldo) {
-  const Operands o{x, ldx, w, ldw, k, out, ldo};
-  for (int64_t r0 = 0; r0 + kTileRows <= n; r0 += kTileRows) tile_all_rows<kTileRows>(o, m, r0);
-  last_rows(o, m, n);
+void packed_product(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b,
+                    int64_t depth_tiles, int64_t n, int64_t k, const float* scale, float* out,
+                    int64_t ldo) {
+  for (int64_t i0 = 0; i0 < m; i0 += kGroup) {
+    const auto& rows = kPackedRows[static_cast<size_t>(std::min(kGroup, m - i0) - 1)];
+    rows(a + i0 * lda, lda, b, depth_tiles, n, k, scale == nullptr ? nullptr : scale + i0,
+         out + i0 * ldo, ldo);
+  }
 }
 
 }  // namespace tfm::cpu::avx512_bf16
