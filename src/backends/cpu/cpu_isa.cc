@@ -153,9 +153,11 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
            : "tfm's kernels, weights widened to f32 in registers"},
       {"attention of 16 or more queries over a bf16 KV cache",
-       isa.amx_bf16 ? "tfm's kernels, AMX tiles (q and weights rounded to bf16, f32 accumulation)"
+       isa.amx_bf16 ? "tfm's kernels, AMX tiles over keys and values packed once a call (q and "
+                      "weights rounded to bf16, f32 accumulation)"
        : isa.dot_product_rows > 0
-           ? "tfm's kernels, bf16 dot products (q and weights rounded to bf16, f32 accumulation)"
+           ? "tfm's kernels, bf16 dot products over keys and values packed once a call (q and "
+             "weights rounded to bf16, f32 accumulation)"
            : "keys and values widened to f32 for oneDNN's sgemm"},
       {std::string("products of up to ") +
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
