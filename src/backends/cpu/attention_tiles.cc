@@ -15,7 +15,7 @@ namespace {
 int64_t left_row_values(int64_t k) { return (packed_depth_tiles(k) + 1) * kPackedDepth; }
 
 int64_t whole_row_tiles(int64_t rows) {
-  return (rows + kPackedColumns - 1) / kPackedColumns * kPackedColumns;
+  return (rows + kLeftTileRows - 1) / kLeftTileRows * kLeftTileRows;
 }
 
 // Each (batch, KV head)'s keys [visible, head_dim] and values packed once a call, for every query

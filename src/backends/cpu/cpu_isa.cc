@@ -141,6 +141,8 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
              vectors + " (chosen at run time)"}};
   }
   const std::string few = std::to_string(std::max<int64_t>(8, isa.dot_product_rows));
+  const std::string packed_attention =
+      " over keys and values packed once a call (q and weights rounded to bf16, f32 accumulation)";
   return {
       {"isa", describe(isa)},
       {"products of bf16 weights, over " + few + " rows",
@@ -153,12 +155,9 @@ std::vector<std::pair<std::string, std::string>> product_paths(const CpuIsa& isa
            ? "tfm's kernels, bf16 dot products (AVX512_BF16, f32 accumulation)"
            : "tfm's kernels, weights widened to f32 in registers"},
       {"attention of 16 or more queries over a bf16 KV cache",
-       isa.amx_bf16 ? "tfm's kernels, AMX tiles over keys and values packed once a call (q and "
-                      "weights rounded to bf16, f32 accumulation)"
-       : isa.dot_product_rows > 0
-           ? "tfm's kernels, bf16 dot products over keys and values packed once a call (q and "
-             "weights rounded to bf16, f32 accumulation)"
-           : "keys and values widened to f32 for oneDNN's sgemm"},
+       isa.amx_bf16               ? "tfm's kernels, AMX tiles" + packed_attention
+       : isa.dot_product_rows > 0 ? "tfm's kernels, bf16 dot products" + packed_attention
+                                  : "keys and values widened to f32 for oneDNN's sgemm"},
       {std::string("products of up to ") +
            (isa.dot_product_rows > 0 ? "4 rows of bf16 weights (8 of f32)" : "8 rows") +
            ", attention, softmax, SiLU",

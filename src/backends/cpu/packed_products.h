@@ -16,6 +16,8 @@ namespace tfm::cpu {
 // pair B[32 t + 2 p + (0, 1), 16 j + c]; zero past k and past n.
 constexpr int64_t kPackedDepth = 32, kPackedColumns = 16;
 constexpr int64_t kPackedTileValues = kPackedDepth * kPackedColumns;
+// Rows of the left operand AMX reads at a time (see PackedProduct).
+constexpr int64_t kLeftTileRows = 16;
 inline int64_t packed_depth_tiles(int64_t k) { return (k + kPackedDepth - 1) / kPackedDepth; }
 inline int64_t packed_values(int64_t k, int64_t n) {
   return packed_depth_tiles(k) * ((n + kPackedColumns - 1) / kPackedColumns) * kPackedTileValues;
@@ -35,8 +37,8 @@ void pack_columns(const uint16_t* v, int64_t ld, int64_t k, int64_t n, uint16_t*
 // out[i * ldo + j] = scale[i] * (a[i * lda + :k] . B[:k, j]) for i < m, j < n (no scale where
 // null), bf16 a and B, f32 sums, on the calling thread. B is packed as above for a depth of
 // depth_tiles * 32 >= k (a larger matrix's first k rows). AMX reads a in whole tiles: a holds
-// ceil(m / 16) * 16 rows (rows past m are read, their products dropped) of lda >= ceil(k / 32) * 32
-// values, zero past k.
+// ceil(m / kLeftTileRows) * kLeftTileRows rows (rows past m are read, their products dropped) of
+// lda >= ceil(k / 32) * 32 values, zero past k.
 using PackedProduct = void (*)(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b,
                                int64_t depth_tiles, int64_t n, int64_t k, const float* scale,
                                float* out, int64_t ldo);

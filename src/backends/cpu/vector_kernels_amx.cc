@@ -40,15 +40,13 @@ constexpr int64_t kRowTilesReadInPlace = 8;
 
 // Tiles (amx_tiles.h) 0-3 hold products, 4-5 weights, 6-7 x.
 
-// out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k] for i < m, j < n, and how it splits into
-// tiles: row tiles of x, depth tiles of k (`whole` of them full), blocks of 32 weight rows.
+// out [m, n] = x [m, k] . w [n, k]^T, and how it splits into tiles: row tiles of x, depth tiles of
+// k (`whole` of them full), blocks of 32 weight rows.
 struct Product {
   const uint16_t* x;
-  int64_t ldx;
   const uint16_t* w;
-  int64_t ldw, m, n, k;
+  int64_t m, n, k;
   float* out;
-  int64_t ldo;
   int64_t row_tiles = (m + kTile - 1) / kTile, depth_tiles = (k + kDepth - 1) / kDepth;
   int64_t whole = k % kDepth == 0 ? depth_tiles : depth_tiles - 1;
   int64_t blocks = (n + kBlockRows - 1) / kBlockRows;
@@ -207,24 +205,23 @@ void block_all_rows(const WeightTiles& b, const uint16_t* packed, int64_t m, int
 void block_product(const Product& p, int64_t blk, const uint16_t* packed) {
   thread_local Bf16Scratch tail, last_rows;
   const int64_t r0 = blk * kBlockRows, cols = std::min(kBlockRows, p.n - r0);
-  const uint16_t* w = p.w + r0 * p.ldw;
-  WeightTiles b{w, kDepth, p.ldw * 2, p.whole, nullptr, cols};
+  const uint16_t* w = p.w + r0 * p.k;
+  WeightTiles b{w, kDepth, p.k * 2, p.whole, nullptr, cols};
   if (cols < kBlockRows) {
     const int64_t padded = p.depth_tiles * kDepth;
     last_rows.assign(static_cast<size_t>(kBlockRows * padded), 0);
-    for (int64_t r = 0; r < cols; ++r) std::memcpy(&last_rows[r * padded], w + r * p.ldw, p.k * 2);
+    for (int64_t r = 0; r < cols; ++r) std::memcpy(&last_rows[r * padded], w + r * p.k, p.k * 2);
     b = {last_rows.data(), kDepth, padded * 2, p.depth_tiles, nullptr, cols};
   } else if (p.whole < p.depth_tiles) {
     tail.assign(static_cast<size_t>(kBlockRows * kDepth), 0);
     for (int64_t r = 0; r < kBlockRows; ++r) {
-      std::memcpy(&tail[r * kDepth], w + r * p.ldw + p.whole * kDepth,
-                  (p.k - p.whole * kDepth) * 2);
+      std::memcpy(&tail[r * kDepth], w + r * p.k + p.whole * kDepth, (p.k - p.whole * kDepth) * 2);
     }
     b.tail = tail.data();
   }
   const bool next_whole = r0 + 2 * kBlockRows <= p.n;
-  const char* next = next_whole ? reinterpret_cast<const char*>(w + kBlockRows * p.ldw) : nullptr;
-  block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.ldo, next);
+  const char* next = next_whole ? reinterpret_cast<const char*>(w + kBlockRows * p.k) : nullptr;
+  block_all_rows(b, packed, p.m, p.depth_tiles, p.out + r0, p.n, next);
 }
 
 uint16_t* packed_x_buffer(const Product& p) {
@@ -233,13 +230,12 @@ uint16_t* packed_x_buffer(const Product& p) {
   return packed.data();
 }
 
-// Tile t = (mb, kb) of x [m, k] (rows ldx apart) into the right operand's layout
+// Tile t = (mb, kb) of x [m, k] into the right operand's layout
 // (packed_products.h: x's rows are its columns) at packed + t * 512: packed as one tile of its own.
 void pack_x_tile(const Product& p, int64_t t, uint16_t* packed) {
   const int64_t mb = t / p.depth_tiles, kb = t % p.depth_tiles;
-  avx512::pack_rows(p.x + mb * kTile * p.ldx + kb * kDepth, p.ldx,
-                    std::min(kTile, p.m - mb * kTile), std::min(kDepth, p.k - kb * kDepth),
-                    packed + t * kTileValues);
+  avx512::pack_rows(p.x + mb * kTile * p.k + kb * kDepth, p.k, std::min(kTile, p.m - mb * kTile),
+                    std::min(kDepth, p.k - kb * kDepth), packed + t * kTileValues);
 }
 
 // Tiles in products with a packed right operand: 0-3 sums (row tile r, column tile c: 2 r + c),
@@ -317,7 +313,7 @@ void gemm_bf16_each(const uint16_t* x, const Bf16Rows* weights, int64_t count, i
   std::vector<Product> parts;
   int64_t blocks = 0;
   for (int64_t i = 0; i < count; ++i) {
-    parts.push_back({x, k, weights[i].w, k, m, weights[i].n, k, weights[i].out, weights[i].n});
+    parts.push_back({x, weights[i].w, m, weights[i].n, k, weights[i].out});
     blocks += parts.back().blocks;
   }
   const Product& first = parts.front();
@@ -355,9 +351,9 @@ void packed_product(const uint16_t* a, int64_t lda, int64_t m, const uint16_t* b
   for (int64_t i = 0; i < m; i += 2 * kTile) {
     const bool two_rows = m - i > kTile;
     const float* row_scale = scale == nullptr ? nullptr : scale + i;
+    const uint16_t* a_i = a + i * lda;
     for (int64_t j = 0; j < n; j += 2 * kTile) {
       const bool two_cols = n - j > kTile;
-      const uint16_t* a_i = a + i * lda;
       const uint16_t* b_j = b + (j / kTile) * depth_tiles * kTileValues;
       float* o = out + i * ldo + j;
       const auto run = [&](auto tiles) {

@@ -32,23 +32,22 @@ __m512bh load(__mmask32 mask, const uint16_t* from) {
   return reinterpret_cast<__m512bh>(_mm512_loadu_si512(from));
 }
 
-// out[i * ldo + j] = x[i * ldx + :k] . w[j * ldw + :k], bf16 x and w.
+// out [m, n] = x [m, k] . w [n, k]^T, bf16 x and w.
 struct Operands {
   const uint16_t* x;
-  int64_t ldx;
   const uint16_t* w;
-  int64_t ldw, k;
+  int64_t k;
   float* out;
-  int64_t ldo;
+  int64_t n;
 };
 
 // Rows [i0, i0 + M) of out, columns [r0, r0 + R): each weight register serves every row of x.
 template <int M, int R, bool Masked>
 void tile(const Operands& o, int64_t i0, int64_t r0) {
-  const uint16_t* x = o.x + i0 * o.ldx;
-  const uint16_t* w = o.w + r0 * o.ldw;
-  float* out = o.out + i0 * o.ldo + r0;
-  const int64_t k = o.k, ldx = o.ldx, ldw = o.ldw, ldo = o.ldo;
+  const int64_t k = o.k, ldx = k, ldw = k, ldo = o.n;
+  const uint16_t* x = o.x + i0 * ldx;
+  const uint16_t* w = o.w + r0 * ldw;
+  float* out = o.out + i0 * ldo + r0;
   __m512 acc[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
@@ -166,7 +165,7 @@ void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t 
   // The caller's rounded rows: in the threads below, `rounded` names each thread's own.
   uint16_t* xr = rounded.data();
   const auto round = vector_kernels().round_bf16;
-  const Operands o{xr, k, w, k, k, out, n};
+  const Operands o{xr, w, k, out, n};
   // x is rounded by both threads in the region the products run in: alone, the rounding thread
   // had the other spin (2% of a 32-row decode step).
 #pragma omp parallel
@@ -179,7 +178,7 @@ void gemv_bf16(const float* x, const uint16_t* w, int64_t m, int64_t n, int64_t 
 }
 
 void gemm_bf16(const uint16_t* x, const uint16_t* w, int64_t m, int64_t n, int64_t k, float* out) {
-  const Operands o{x, k, w, k, k, out, n};
+  const Operands o{x, w, k, out, n};
 #pragma omp parallel
   whole_tiles_in_parallel(o, m, n);
   last_rows(o, m, n);
