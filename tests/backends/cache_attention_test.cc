@@ -2,9 +2,10 @@
 // so, where absent), compiled and eager, against the scalar reference in src/ops reading the
 // cache as stored. Covers grouped KV heads, a left-padded row whose first queries see no key,
 // queries placed mid-cache after earlier tokens, and huge values in masked slots, which must
-// not reach the output, and sliding windows. On CUDA, prefill over a bf16 cache runs the
-// flash-style tensor-core kernel, which reads q and the probabilities as bf16, and so does the CPU
-// where it has AMX tiles (from 16 queries on): their tolerance is bf16's.
+// not reach the output, sliding windows, and decode of one sequence, whose keys the threads split.
+// On CUDA, prefill over a bf16 cache runs the flash-style tensor-core kernel, which reads q and the
+// probabilities as bf16, and so does the CPU where it has AMX tiles (from 16 queries on): their
+// tolerance is bf16's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +119,8 @@ std::vector<Case> cases() {
       all.push_back(
           {device, 1, 3, 300, 4, 2, 128, 250, cache});        // a few queries late in a long cache
       all.push_back({device, 2, 9, 24, 2, 1, 24, 2, cache});  // head_dim no kernel tiles
+      // Decode of one sequence: fewer queries than threads, which split its keys and merge.
+      all.push_back({device, 1, 1, 300, 6, 2, 80, 250, cache});
     }
   }
   // Sliding windows shorter than the keys: decode, a short prompt (per-key dot products) and
@@ -125,6 +128,8 @@ std::vector<Case> cases() {
   for (const std::string device : {"cpu", "cuda"}) {
     for (const DType cache : {DType::f32, DType::bf16}) {
       all.push_back({device, 2, 1, 40, 4, 2, 16, 30, cache, 7});
+      // One sequence's decode whose window leaves one key: a thread's share of them is empty.
+      all.push_back({device, 1, 1, 300, 4, 2, 16, 250, cache, 1});
       all.push_back({device, 2, 12, 20, 4, 2, 16, 0, cache, 5});
       all.push_back({device, 1, 70, 96, 2, 1, 32, 5, cache, 33});
     }

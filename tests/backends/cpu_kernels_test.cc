@@ -1,6 +1,7 @@
 // Every CPU kernel against the scalar reference in src/ops, on odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <string>
@@ -11,6 +12,7 @@
 #include "backends/cpu/row_runs.h"
 #include "backends/cpu/vector_kernels.h"
 #include "ops/reference.h"
+#include "support/argmax_rows.h"
 #include "support/random_values.h"
 #include "tfm/error.h"
 
@@ -276,6 +278,20 @@ TEST(CpuKernels, CacheWrite) {
   cpu::cache_write(got.data(), DType::f32, update.data(), slots.data(), batch, len, seq, row);
   ops::reference::cache_write(want.data(), update.data(), slots.data(), batch, len, seq, row);
   EXPECT_EQ(got, want);
+}
+
+// Greedy decoding's pick, over rows of one vector block and of several (1024 floats a block), with
+// the largest in a later block, ties across blocks and NaNs at block starts.
+TEST(CpuKernels, ArgmaxIsMaxElementsIndex) {
+  for (const int64_t n : {int64_t{37}, int64_t{2501}, int64_t{151936}}) {
+    const std::vector<float> x = testing::argmax_edge_rows(n);
+    std::vector<int32_t> out(static_cast<size_t>(testing::kArgmaxRows), -7);
+    cpu::argmax_rows(x.data(), testing::kArgmaxRows, n, out.data());
+    for (int64_t r = 0; r < testing::kArgmaxRows; ++r) {
+      const float* row = x.data() + r * n;
+      EXPECT_EQ(out[r], std::max_element(row, row + n) - row) << "row " << r << " of " << n;
+    }
+  }
 }
 
 TEST(CpuKernels, FusedElementwiseChain) {

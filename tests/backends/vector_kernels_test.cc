@@ -190,41 +190,51 @@ TEST(VectorKernels, WidenedProductsKeepXExact) {
   }
 }
 
-// Scores and weighted sums over listed key rows for a group of query rows, against double sums.
-// The rows sit `stride` apart in a cache with other heads between them, and the list skips rows.
+constexpr int32_t kCacheRows = 46;
+
+// Scores and weighted sums over listed key rows for a query of q_heads heads, against double
+// sums. Each row holds kv_heads heads and sits `stride` apart in the cache, with other values
+// between rows, and the list skips rows.
 template <typename KV>
 void check_listed_keys(const VectorKernels& kernels, const std::vector<KV>& cache, int64_t stride,
-                       int64_t rows, int64_t dim, const std::string& what) {
-  const std::vector<int32_t> keys = {0, 2, 3, 7, 8, 9, 12};  // odd count: one key left unpaired
+                       int64_t q_heads, int64_t kv_heads, int64_t dim, const std::string& what) {
+  // 37 keys: whole blocks of a vector's width of keys (8 or 16) and some after them.
+  std::vector<int32_t> keys;
+  for (int32_t j = 0; j < kCacheRows; ++j) {
+    if (j % 5 != 1) keys.push_back(j);
+  }
   const auto count = static_cast<int64_t>(keys.size());
-  const auto q = random_values(static_cast<size_t>(rows * dim), 3);
-  const auto probs = random_values(static_cast<size_t>(rows * count), 4, 0.f, 1.f);
-  std::vector<float> want_scores(static_cast<size_t>(rows * count));
-  std::vector<float> want_out(static_cast<size_t>(rows * dim));
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t group = q_heads / kv_heads;
+  const auto q = random_values(static_cast<size_t>(q_heads * dim), 3);
+  const auto probs = random_values(static_cast<size_t>(q_heads * count), 4, 0.f, 1.f);
+  std::vector<float> want_scores(static_cast<size_t>(q_heads * count));
+  std::vector<float> want_out(static_cast<size_t>(q_heads * dim));
+  for (int64_t h = 0; h < q_heads; ++h) {
+    const int64_t at = (h / group) * dim;
     for (int64_t i = 0; i < count; ++i) {
       double dot = 0;
-      for (int64_t d = 0; d < dim; ++d) dot += q[r * dim + d] * widen(cache[keys[i] * stride + d]);
-      want_scores[r * count + i] = static_cast<float>(0.5 * dot);
+      for (int64_t d = 0; d < dim; ++d)
+        dot += q[h * dim + d] * widen(cache[keys[i] * stride + at + d]);
+      want_scores[h * count + i] = static_cast<float>(0.5 * dot);
     }
     for (int64_t d = 0; d < dim; ++d) {
       double total = 0;
       for (int64_t i = 0; i < count; ++i)
-        total += probs[r * count + i] * widen(cache[keys[i] * stride + d]);
-      want_out[r * dim + d] = static_cast<float>(total);
+        total += probs[h * count + i] * widen(cache[keys[i] * stride + at + d]);
+      want_out[h * dim + d] = static_cast<float>(total);
     }
   }
   std::vector<float> scores(want_scores.size(), NAN), out(want_out.size(), NAN);
   if constexpr (std::is_same_v<KV, float>) {
-    kernels.key_scores_f32(q.data(), rows, cache.data(), stride, keys.data(), count, dim, 0.5f,
-                           scores.data());
-    kernels.weighted_values_f32(probs.data(), rows, cache.data(), stride, keys.data(), count, dim,
-                                out.data());
+    kernels.key_scores_f32(q.data(), q_heads, kv_heads, cache.data(), stride, keys.data(), count,
+                           dim, 0.5f, scores.data());
+    kernels.weighted_values_f32(probs.data(), q_heads, kv_heads, cache.data(), stride, keys.data(),
+                                count, dim, out.data());
   } else {
-    kernels.key_scores_bf16(q.data(), rows, cache.data(), stride, keys.data(), count, dim, 0.5f,
-                            scores.data());
-    kernels.weighted_values_bf16(probs.data(), rows, cache.data(), stride, keys.data(), count, dim,
-                                 out.data());
+    kernels.key_scores_bf16(q.data(), q_heads, kv_heads, cache.data(), stride, keys.data(), count,
+                            dim, 0.5f, scores.data());
+    kernels.weighted_values_bf16(probs.data(), q_heads, kv_heads, cache.data(), stride, keys.data(),
+                                 count, dim, out.data());
   }
   expect_close(scores, want_scores, 1e-5f, "scores " + what);
   expect_close(out, want_out, 1e-5f, "weighted values " + what);
@@ -232,15 +242,18 @@ void check_listed_keys(const VectorKernels& kernels, const std::vector<KV>& cach
 
 TEST_P(VectorKernelsTest, AttentionOverListedKeys) {
   const VectorKernels& kernels = *GetParam();
-  // 5 rows: a pass of 4 and one of 1; dims with whole blocks of 4 vectors, single vectors and
+  // Groups of 5 query heads a KV head: a pass of 4 and one of 1; dims with whole vectors and
   // leftover values.
-  for (const int64_t rows : {1, 2, 3, 5}) {
+  for (const auto& [q_heads, kv_heads] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {6, 2}, {9, 3}, {10, 2}}) {
     for (const int64_t dim : {1, 7, 16, 33, 80, 128}) {
-      const int64_t stride = 2 * dim + 3;
-      const auto cache = random_values(static_cast<size_t>(13 * stride), 5);
-      const std::string what = "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim);
-      check_listed_keys(kernels, cache, stride, rows, dim, what + " f32");
-      check_listed_keys(kernels, bf16_bits(cache), stride, rows, dim, what + " bf16");
+      const int64_t stride = kv_heads * dim + 3;
+      const auto cache = random_values(static_cast<size_t>(kCacheRows * stride), 5);
+      const std::string what = "q_heads=" + std::to_string(q_heads) +
+                               " kv_heads=" + std::to_string(kv_heads) +
+                               " dim=" + std::to_string(dim);
+      check_listed_keys(kernels, cache, stride, q_heads, kv_heads, dim, what + " f32");
+      check_listed_keys(kernels, bf16_bits(cache), stride, q_heads, kv_heads, dim, what + " bf16");
     }
   }
 }

@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "cuda_emulation/emulated_values.h"
 #include "ops/reference.h"
+#include "support/argmax_rows.h"
 
 namespace tfm::cuda {
 namespace {
@@ -246,27 +246,9 @@ void check_argmax(const std::vector<float>& x, int64_t rows, int64_t n) {
 }
 
 TEST(PointwiseKernels, Argmax) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
   // Rows of 2500 start on 16-byte boundaries; of 2501 and 37, at every offset.
   for (const int64_t n : {int64_t{2500}, int64_t{2501}, int64_t{37}}) {
-    const int64_t rows = 7;
-    std::vector<float> x = random_values(static_cast<size_t>(rows * n), 9, -5.f, 5.f);
-    float* r1 = x.data() + n;  // a tie: the first of equals wins
-    r1[n / 3] = r1[n - 2] = r1[n / 5] = 9.f;
-    float* r2 = x.data() + 2 * n;  // all -inf: index 0
-    std::fill(r2, r2 + n, -kInf);
-    float* r3 = x.data() + 3 * n;  // a NaN first: index 0
-    r3[0] = nan;
-    float* r4 = x.data() + 4 * n;  // the largest last, a NaN in the middle (skipped)
-    r4[n - 1] = 7.f;
-    r4[n / 2] = nan;
-    float* r5 = x.data() + 5 * n;  // all NaN: index 0
-    std::fill(r5, r5 + n, nan);
-    float* r6 = x.data() + 6 * n;  // +inf, -inf elsewhere
-    std::fill(r6, r6 + n, -kInf);
-    r6[n - 3] = kInf;
-    check_argmax(x, rows, n);
+    check_argmax(testing::argmax_edge_rows(n), testing::kArgmaxRows, n);
   }
 }
 

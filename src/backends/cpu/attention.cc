@@ -1,5 +1,7 @@
 // Attention over a static KV cache. Each (batch, query, head) is independent; the keys a query
 // sees are the valid cache slots up to its own, so one kernel serves prefill chunks and decode.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,29 +12,81 @@
 #include "backends/cpu/attention_tiles.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/packed_products.h"
+#include "backends/cpu/scratch.h"
 #include "backends/cpu/vector_kernels.h"
 #include "tfm/error.h"
 
 namespace tfm::cpu {
 namespace {
 
-// A query's scores turned in place into unnormalized weights, exp(score - max); returns 1 / their
-// sum, or 0 (all weights 0) where every score is -inf. std::exp, as before: with exp_shifted's
-// polynomial instead, a training run split over processes left the one process's losses by more
-// than 1e-5 (distributed tests).
-float exponentiate_scores(float* p, int64_t count) {
+// A query head's scores turned in place into unnormalized weights, exp(score - max). Returns the
+// max and the weights' sum, which is 0 (all weights 0) where every score is -inf. std::exp, as
+// before: with exp_shifted's polynomial instead, a training run split over processes left the one
+// process's losses by more than 1e-5 (distributed tests).
+struct Exponentiated {
+  float max, sum;
+};
+Exponentiated exponentiate_scores(float* p, int64_t count) {
   const float max_score = *std::max_element(p, p + count);
   if (max_score == -INFINITY) {
     std::fill_n(p, count, 0.f);
-    return 0.f;
+    return {max_score, 0.f};
   }
-  float denom = 0.f;
+  float sum = 0.f;
   for (int64_t i = 0; i < count; ++i) {
     p[i] = std::exp(p[i] - max_score);
-    denom += p[i];
+    sum += p[i];
   }
-  return 1.f / denom;
+  return {max_score, sum};
 }
+
+// With few queries (decode), the threads split each query's keys into pieces, each weighed apart
+// and merged after: one query alone would otherwise leave all but one thread waiting, and a few
+// would leave some threads one query short. Up to kPiecesPerThread pieces a thread, none of fewer
+// keys than kMinKeysPerPiece, which would cost more to merge than they save.
+constexpr int64_t kPiecesPerThread = 4, kMinKeysPerPiece = 32;
+
+int64_t key_pieces(int64_t queries, int64_t keys) {
+  const int64_t items = kPiecesPerThread * omp_get_max_threads();
+  return std::clamp<int64_t>(keys / kMinKeysPerPiece, 1, (items + queries - 1) / queries);
+}
+
+// Each piece's unnormalized output per query head, with the max and sum of its weights.
+struct Pieces {
+  int64_t count, q_heads, head_dim;
+  std::vector<float> out, max, sum;
+  Pieces(int64_t queries, int64_t count, int64_t q_heads, int64_t head_dim)
+      : count(count),
+        q_heads(q_heads),
+        head_dim(head_dim),
+        out(static_cast<size_t>(queries * count * q_heads * head_dim)),
+        max(static_cast<size_t>(queries * count * q_heads)),
+        sum(max.size()) {}
+
+  // out = sum over pieces p of out_p exp(max_p - M) / sum over p of sum_p exp(max_p - M), M the
+  // largest max of a piece with weights; 0 where no piece has any.
+  void merge(int64_t query, int64_t h, float* o) const {
+    float top = -INFINITY;
+    for (int64_t p = 0; p < count; ++p) {
+      if (sum[at(query, p, h)] > 0.f) top = std::max(top, max[at(query, p, h)]);
+    }
+    std::fill_n(o, head_dim, 0.f);
+    if (top == -INFINITY) return;
+    float total = 0.f;
+    for (int64_t p = 0; p < count; ++p) {
+      const size_t i = at(query, p, h);
+      if (sum[i] == 0.f) continue;
+      const float scale = std::exp(max[i] - top);
+      total += sum[i] * scale;
+      const float* piece = out.data() + i * static_cast<size_t>(head_dim);
+      for (int64_t d = 0; d < head_dim; ++d) o[d] += piece[d] * scale;
+    }
+    for (int64_t d = 0; d < head_dim; ++d) o[d] /= total;
+  }
+  size_t at(int64_t query, int64_t piece, int64_t h) const {
+    return static_cast<size_t>((query * count + piece) * q_heads + h);
+  }
+};
 
 template <typename KV>
 void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const int32_t* slots,
@@ -52,46 +106,63 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
     else
       return kernels.weighted_values_bf16;
   }();
-  // The query heads that share a KV head are adjacent: they go together, each key read once.
-  // Threads split the KV heads too: decode has one (batch, query) pair, which alone left the other
-  // threads waiting while one read every head's keys.
-  const int64_t group = q_heads / kv_heads;
-  const int64_t row = kv_heads * head_dim;
-  const int64_t work = batch * seq * q_heads * slots[seq - 1] * head_dim;
+  const int64_t row = kv_heads * head_dim, queries = batch * seq, q_row = q_heads * head_dim;
+  const int64_t most_visible =
+      std::min<int64_t>(cache_len, *std::max_element(slots, slots + seq) + 1);
+  const int64_t pieces = key_pieces(queries, most_visible);
+  Pieces split(pieces > 1 ? queries : 0, pieces, q_heads, head_dim);
+  const int64_t work = queries * q_heads * most_visible * head_dim;
 #pragma omp parallel if (work > kParallelMinElements)
   {
-    std::vector<int32_t> keys(static_cast<size_t>(cache_len));
-    std::vector<float> scores(static_cast<size_t>(group * cache_len));
-    std::vector<float> inv(static_cast<size_t>(group));  // each query row's 1 / sum of weights
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t s = 0; s < seq; ++s) {
-        for (int64_t kvh = 0; kvh < kv_heads; ++kvh) {
-          // The keys this query sees.
-          const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
-          const int32_t* row_mask = mask + b * cache_len;
-          int64_t count = 0;
-          for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
-            if (row_mask[j] != 0) keys[static_cast<size_t>(count++)] = static_cast<int32_t>(j);
-          }
-          const int64_t first_row = (b * seq + s) * q_heads + kvh * group;
-          float* o = out + first_row * head_dim;
-          if (count == 0) {
-            std::fill_n(o, group * head_dim, 0.f);
+    std::vector<int32_t> keys(static_cast<size_t>(most_visible));
+    // A piece's scores, each query head's in a row: a piece has at most this many keys.
+    Scratch scores(static_cast<size_t>(q_heads * (most_visible / pieces + 1)));
+    std::vector<Exponentiated> weights(static_cast<size_t>(q_heads));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t query = 0; query < queries; ++query) {
+      for (int64_t piece = 0; piece < pieces; ++piece) {
+        const int64_t b = query / seq, s = query % seq;
+        // The keys this query sees, then this piece's share of them.
+        const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+        const int32_t* row_mask = mask + b * cache_len;
+        int64_t visible = 0;
+        for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
+          if (row_mask[j] != 0) keys[static_cast<size_t>(visible++)] = static_cast<int32_t>(j);
+        }
+        const int64_t first = visible * piece / pieces,
+                      count = visible * (piece + 1) / pieces - first;
+        float* o = pieces == 1 ? out + query * q_row
+                               : split.out.data() + split.at(query, piece, 0) * head_dim;
+        if (count == 0) {
+          std::fill_n(o, q_row, 0.f);
+          if (pieces > 1) std::fill_n(split.sum.data() + split.at(query, piece, 0), q_heads, 0.f);
+          continue;
+        }
+        const int32_t* listed = keys.data() + first;
+        const int64_t kv_at = b * cache_len * row;
+        key_scores(q + query * q_row, q_heads, kv_heads, k + kv_at, row, listed, count, head_dim,
+                   scale, scores.data());
+        for (int64_t h = 0; h < q_heads; ++h)
+          weights[static_cast<size_t>(h)] = exponentiate_scores(scores.data() + h * count, count);
+        weighted_values(scores.data(), q_heads, kv_heads, v + kv_at, row, listed, count, head_dim,
+                        o);
+        for (int64_t h = 0; h < q_heads; ++h) {
+          const Exponentiated& e = weights[static_cast<size_t>(h)];
+          if (pieces > 1) {
+            split.max[split.at(query, piece, h)] = e.max;
+            split.sum[split.at(query, piece, h)] = e.sum;
             continue;
           }
-          const int64_t kv_at = b * cache_len * row + kvh * head_dim;
-          key_scores(q + first_row * head_dim, group, k + kv_at, row, keys.data(), count, head_dim,
-                     scale, scores.data());
-          for (int64_t g = 0; g < group; ++g) {
-            inv[static_cast<size_t>(g)] = exponentiate_scores(scores.data() + g * count, count);
-          }
-          weighted_values(scores.data(), group, v + kv_at, row, keys.data(), count, head_dim, o);
-          for (int64_t g = 0; g < group; ++g) {
-            for (int64_t d = 0; d < head_dim; ++d)
-              o[g * head_dim + d] *= inv[static_cast<size_t>(g)];
-          }
+          const float inv = e.sum > 0.f ? 1.f / e.sum : 0.f;
+          for (int64_t d = 0; d < head_dim; ++d) o[h * head_dim + d] *= inv;
         }
+      }
+    }
+    if (pieces > 1) {
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t query = 0; query < queries; ++query) {
+        for (int64_t h = 0; h < q_heads; ++h)
+          split.merge(query, h, out + query * q_row + h * head_dim);
       }
     }
   }

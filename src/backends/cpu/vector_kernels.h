@@ -24,20 +24,23 @@ struct VectorKernels {
   // gemv_bf16 of one row of x with each of `count` weights, in one pass of the threads: each
   // thread one run of rows across them.
   void (*gemv_bf16_one_row_each)(const float* x, const Bf16Rows* weights, int64_t count, int64_t k);
-  // Attention over listed keys for `rows` adjacent query rows of `dim` (the query heads sharing a
-  // KV head): key or value row j starts at k + j * stride.
-  // scores[r * count + i] = scale * q[r] . k[keys[i]]
-  void (*key_scores_f32)(const float* q, int64_t rows, const float* k, int64_t stride,
-                         const int32_t* keys, int64_t count, int64_t dim, float scale,
-                         float* scores);
-  void (*key_scores_bf16)(const float* q, int64_t rows, const uint16_t* k, int64_t stride,
-                          const int32_t* keys, int64_t count, int64_t dim, float scale,
-                          float* scores);
-  // out[r] = sum over i of probs[r * count + i] v[keys[i]]
-  void (*weighted_values_f32)(const float* probs, int64_t rows, const float* v, int64_t stride,
-                              const int32_t* keys, int64_t count, int64_t dim, float* out);
-  void (*weighted_values_bf16)(const float* probs, int64_t rows, const uint16_t* v, int64_t stride,
-                               const int32_t* keys, int64_t count, int64_t dim, float* out);
+  // Attention over listed keys for one query of q_heads heads of `dim` with a cache of kv_heads
+  // heads a row (the query heads that share a KV head are adjacent): key or value row j starts at
+  // k + j * stride and holds the KV heads one after another. With group = q_heads / kv_heads,
+  // scores[h * count + i] = scale * q[h] . k[keys[i], h / group]
+  void (*key_scores_f32)(const float* q, int64_t q_heads, int64_t kv_heads, const float* k,
+                         int64_t stride, const int32_t* keys, int64_t count, int64_t dim,
+                         float scale, float* scores);
+  void (*key_scores_bf16)(const float* q, int64_t q_heads, int64_t kv_heads, const uint16_t* k,
+                          int64_t stride, const int32_t* keys, int64_t count, int64_t dim,
+                          float scale, float* scores);
+  // out[h] = sum over i of probs[h * count + i] v[keys[i], h / group]
+  void (*weighted_values_f32)(const float* probs, int64_t q_heads, int64_t kv_heads, const float* v,
+                              int64_t stride, const int32_t* keys, int64_t count, int64_t dim,
+                              float* out);
+  void (*weighted_values_bf16)(const float* probs, int64_t q_heads, int64_t kv_heads,
+                               const uint16_t* v, int64_t stride, const int32_t* keys,
+                               int64_t count, int64_t dim, float* out);
   // out[i] = exp(in[i] - shift) * scale; `in` may be `out`.
   void (*exp_shifted)(const float* in, float* out, int64_t n, float shift, float scale);
   void (*silu)(float* x, int64_t n);  // x = x sigmoid(x)
