@@ -2,7 +2,8 @@
 // so, where absent), compiled and eager, against the scalar reference in src/ops reading the
 // cache as stored. Covers grouped KV heads, a left-padded row whose first queries see no key,
 // queries placed mid-cache after earlier tokens, and huge values in masked slots, which must
-// not reach the output, sliding windows, and decode of one sequence, whose keys the threads split.
+// not reach the output, sliding windows, and decode of one sequence, whose KV heads and keys the
+// threads split.
 // On CUDA, prefill over a bf16 cache runs the flash-style tensor-core kernel, which reads q and the
 // probabilities as bf16, and so does the CPU where it has AMX tiles (from 16 queries on): their
 // tolerance is bf16's.
@@ -119,8 +120,10 @@ std::vector<Case> cases() {
       all.push_back(
           {device, 1, 3, 300, 4, 2, 128, 250, cache});        // a few queries late in a long cache
       all.push_back({device, 2, 9, 24, 2, 1, 24, 2, cache});  // head_dim no kernel tiles
-      // Decode of one sequence: fewer queries than threads, which split its keys and merge.
+      // Decode of one sequence: fewer queries than threads, which split its KV heads and, where
+      // those are too few (one here), its keys, merged after.
       all.push_back({device, 1, 1, 300, 6, 2, 80, 250, cache});
+      all.push_back({device, 1, 1, 300, 3, 1, 80, 250, cache});
     }
   }
   // Sliding windows shorter than the keys: decode, a short prompt (per-key dot products) and
@@ -129,7 +132,7 @@ std::vector<Case> cases() {
     for (const DType cache : {DType::f32, DType::bf16}) {
       all.push_back({device, 2, 1, 40, 4, 2, 16, 30, cache, 7});
       // One sequence's decode whose window leaves one key: a thread's share of them is empty.
-      all.push_back({device, 1, 1, 300, 4, 2, 16, 250, cache, 1});
+      all.push_back({device, 1, 1, 300, 4, 1, 16, 250, cache, 1});
       all.push_back({device, 2, 12, 20, 4, 2, 16, 0, cache, 5});
       all.push_back({device, 1, 70, 96, 2, 1, 32, 5, cache, 33});
     }
