@@ -67,27 +67,27 @@ WorkSplit split_work(int64_t queries, int64_t kv_heads, int64_t keys) {
 // Each piece's unnormalized output per query head, with the max and sum of its weights; each
 // piece writes its own (sum 0 and no max where it has no keys) before the merge reads them.
 struct Pieces {
-  int64_t count, q_heads, head_dim;
+  int64_t pieces, q_heads, head_dim;
   Scratch out, max, sum;
-  Pieces(int64_t queries, int64_t count, int64_t q_heads, int64_t head_dim)
-      : count(count),
+  Pieces(int64_t queries, int64_t pieces, int64_t q_heads, int64_t head_dim)
+      : pieces(pieces),
         q_heads(q_heads),
         head_dim(head_dim),
-        out(static_cast<size_t>(queries * count * q_heads * head_dim)),
-        max(static_cast<size_t>(queries * count * q_heads)),
+        out(static_cast<size_t>(queries * pieces * q_heads * head_dim)),
+        max(static_cast<size_t>(queries * pieces * q_heads)),
         sum(max.size()) {}
 
   // out = sum over pieces p of out_p exp(max_p - M) / sum over p of sum_p exp(max_p - M), M the
   // largest max of a piece with weights; 0 where no piece has any.
   void merge(int64_t query, int64_t h, float* o) const {
     float top = -INFINITY;
-    for (int64_t p = 0; p < count; ++p) {
+    for (int64_t p = 0; p < pieces; ++p) {
       if (sum[at(query, p, h)] > 0.f) top = std::max(top, max[at(query, p, h)]);
     }
     std::fill_n(o, head_dim, 0.f);
     if (top == -INFINITY) return;
     float total = 0.f;
-    for (int64_t p = 0; p < count; ++p) {
+    for (int64_t p = 0; p < pieces; ++p) {
       const size_t i = at(query, p, h);
       if (sum[i] == 0.f) continue;
       const float scale = std::exp(max[i] - top);
@@ -98,7 +98,7 @@ struct Pieces {
     for (int64_t d = 0; d < head_dim; ++d) o[d] /= total;
   }
   size_t at(int64_t query, int64_t piece, int64_t h) const {
-    return static_cast<size_t>((query * count + piece) * q_heads + h);
+    return static_cast<size_t>((query * pieces + piece) * q_heads + h);
   }
 };
 
@@ -133,49 +133,48 @@ void attend(const float* q, const KV* k, const KV* v, const int32_t* mask, const
     // A piece's scores, each query head's in a row: a piece has at most this many keys.
     Scratch scores(static_cast<size_t>(q_heads * (most_visible / pieces + 1)));
     std::vector<Exponentiated> weights(static_cast<size_t>(q_heads));
-#pragma omp for collapse(3) schedule(static)
-    for (int64_t query = 0; query < queries; ++query) {
-      for (int64_t part = 0; part < parts; ++part) {
-        for (int64_t piece = 0; piece < pieces; ++piece) {
-          const int64_t b = query / seq, s = query % seq;
-          // The keys this query sees, then this piece's share of them.
-          const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
-          const int32_t* row_mask = mask + b * cache_len;
-          int64_t visible = 0;
-          for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
-            if (row_mask[j] != 0) keys[static_cast<size_t>(visible++)] = static_cast<int32_t>(j);
-          }
-          const int64_t first = visible * piece / pieces,
-                        count = visible * (piece + 1) / pieces - first;
-          // This part's KV heads [kvh0, kvh0 + kv) and their query heads from h0.
-          const int64_t kvh0 = kv_heads * part / parts, kv = kv_heads * (part + 1) / parts - kvh0;
-          const int64_t h0 = kvh0 * group, heads = kv * group;
-          float* o = (pieces == 1 ? out + query * q_row
-                                  : split.out.data() + split.at(query, piece, 0) * head_dim) +
-                     h0 * head_dim;
-          if (count == 0) {
-            std::fill_n(o, heads * head_dim, 0.f);
-            if (pieces > 1) std::fill_n(split.sum.data() + split.at(query, piece, h0), heads, 0.f);
-            continue;
-          }
-          const int32_t* listed = keys.data() + first;
-          const int64_t kv_at = b * cache_len * row + kvh0 * head_dim;
-          key_scores(q + query * q_row + h0 * head_dim, heads, kv, k + kv_at, row, listed, count,
-                     head_dim, scale, scores.data());
-          for (int64_t h = 0; h < heads; ++h)
-            weights[static_cast<size_t>(h)] = exponentiate_scores(scores.data() + h * count, count);
-          weighted_values(scores.data(), heads, kv, v + kv_at, row, listed, count, head_dim, o);
-          for (int64_t h = 0; h < heads; ++h) {
-            const Exponentiated& e = weights[static_cast<size_t>(h)];
-            if (pieces > 1) {
-              split.max[split.at(query, piece, h0 + h)] = e.max;
-              split.sum[split.at(query, piece, h0 + h)] = e.sum;
-              continue;
-            }
-            const float inv = e.sum > 0.f ? 1.f / e.sum : 0.f;
-            for (int64_t d = 0; d < head_dim; ++d) o[h * head_dim + d] *= inv;
-          }
+    // Items in (query, part, piece) order, so that a thread's items lie next to each other.
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < queries * parts * pieces; ++item) {
+      const int64_t query = item / (parts * pieces), part = item / pieces % parts,
+                    piece = item % pieces;
+      const int64_t b = query / seq, s = query % seq;
+      // The keys this query sees, then this piece's share of them.
+      const int64_t visible_end = std::min<int64_t>(slots[s] + 1, cache_len);
+      const int32_t* row_mask = mask + b * cache_len;
+      int64_t visible = 0;
+      for (int64_t j = first_visible_key(slots[s], window); j < visible_end; ++j) {
+        if (row_mask[j] != 0) keys[static_cast<size_t>(visible++)] = static_cast<int32_t>(j);
+      }
+      const int64_t first = visible * piece / pieces,
+                    count = visible * (piece + 1) / pieces - first;
+      // This part's KV heads [kvh0, kvh0 + kv) and their query heads from h0.
+      const int64_t kvh0 = kv_heads * part / parts, kv = kv_heads * (part + 1) / parts - kvh0;
+      const int64_t h0 = kvh0 * group, heads = kv * group;
+      float* o = (pieces == 1 ? out + query * q_row
+                              : split.out.data() + split.at(query, piece, 0) * head_dim) +
+                 h0 * head_dim;
+      if (count == 0) {
+        std::fill_n(o, heads * head_dim, 0.f);
+        if (pieces > 1) std::fill_n(split.sum.data() + split.at(query, piece, h0), heads, 0.f);
+        continue;
+      }
+      const int32_t* listed = keys.data() + first;
+      const int64_t kv_at = b * cache_len * row + kvh0 * head_dim;
+      key_scores(q + query * q_row + h0 * head_dim, heads, kv, k + kv_at, row, listed, count,
+                 head_dim, scale, scores.data());
+      for (int64_t h = 0; h < heads; ++h)
+        weights[static_cast<size_t>(h)] = exponentiate_scores(scores.data() + h * count, count);
+      weighted_values(scores.data(), heads, kv, v + kv_at, row, listed, count, head_dim, o);
+      for (int64_t h = 0; h < heads; ++h) {
+        const Exponentiated& e = weights[static_cast<size_t>(h)];
+        if (pieces > 1) {
+          split.max[split.at(query, piece, h0 + h)] = e.max;
+          split.sum[split.at(query, piece, h0 + h)] = e.sum;
+          continue;
         }
+        const float inv = e.sum > 0.f ? 1.f / e.sum : 0.f;
+        for (int64_t d = 0; d < head_dim; ++d) o[h * head_dim + d] *= inv;
       }
     }
     if (pieces > 1) {

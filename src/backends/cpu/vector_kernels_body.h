@@ -196,18 +196,6 @@ void block_scores(const float* q, const KV* const (&rows)[kKeyBlock], int64_t di
   }
 }
 
-// scale * q . key for one key (the keys after the last whole block).
-template <typename KV>
-float key_score(const float* q, const KV* key, int64_t dim, float scale) {
-  simd::Vec acc = simd::zero();
-  int64_t d = 0;
-  for (; d + simd::kWidth <= dim; d += simd::kWidth)
-    acc = simd::fma(simd::load(key + d), simd::load(q + d), acc);
-  float total = simd::sum(acc);
-  for (; d < dim; ++d) total += q[d] * simd::widen(key[d]);
-  return total * scale;
-}
-
 // out[r * dim + d] += sum over j < K of probs[r * count + j] values[j][at + d] for R adjacent
 // query heads: each of out's vectors is loaded and stored once for K keys, not once a key (a
 // store and its reload a key apart left the sums waiting on store forwarding).
@@ -286,10 +274,11 @@ void key_scores(const float* q, int64_t q_heads, int64_t kv_heads, const KV* k, 
       });
     }
   }
+  // The keys after the last whole block: one dot product each, the GEMV's.
   for (; i < count; ++i) {
     for (int64_t h = 0; h < q_heads; ++h) {
       const KV* key = k + keys[i] * stride + (h / group) * dim;
-      scores[h * count + i] = key_score(q + h * dim, key, dim, scale);
+      scores[h * count + i] = row_dot(q + h * dim, key, dim) * scale;
     }
   }
 }
